@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the stack and its tests need, only when something is missing.
+set -euo pipefail
+need=()
+command -v prometheus >/dev/null || need+=(prometheus)
+command -v promtool >/dev/null || need+=(prometheus)
+command -v prometheus-alertmanager >/dev/null || command -v alertmanager >/dev/null || need+=(prometheus-alertmanager)
+command -v amtool >/dev/null || need+=(prometheus-alertmanager)
+command -v docker-compose >/dev/null || need+=(docker-compose)
+if [ ${#need[@]} -eq 0 ]; then exit 0; fi
+mapfile -t pkgs < <(printf '%s\n' "${need[@]}" | sort -u)
+echo "installing Debian packages: ${pkgs[*]}"
+sudo_cmd=""
+[ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+$sudo_cmd apt-get update -q
+DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q --no-install-recommends "${pkgs[@]}"
