@@ -1,0 +1,272 @@
+"""The aiohttp application: endpoints, the status poller, access logs, metrics and samples."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import secrets
+import time
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+
+from serving.gateway import native, openai_compat
+from serving.gateway.admission import Admission
+from serving.gateway.breaker import CircuitBreaker
+from serving.gateway.errors import GatewayError, PayloadTooLarge, native_body, openai_body
+from serving.gateway.jobs import Job, Limits
+from serving.gateway.keys import KeyStore
+from serving.gateway.metrics import GatewayMetrics
+from serving.gateway.openapi import build_openapi
+from serving.gateway.pipeline import Pipeline, authenticate, deadline_for
+from serving.gateway.ratelimit import RateLimiter, retry_after_header
+from serving.gateway.routing import ModelConfigError, Router
+from serving.gateway.settings import GatewaySettings
+from serving.gateway.sink import Sample, SampleDispatcher, SampleSink, load_sink
+from serving.gateway.stats import RequestStats
+from serving.gateway.upstream import TFServingClient, UpstreamError, cancel_quietly
+from tokenpulse.logging import get_logger
+
+log = get_logger(__name__)
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+GATEWAY_KEY: web.AppKey[Gateway] = web.AppKey("gateway")
+
+
+def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(
+        body=json.dumps(body, ensure_ascii=False).encode(),
+        status=status,
+        content_type="application/json",
+        headers=headers,
+    )
+
+
+class Gateway:
+    """Everything one gateway process holds; `app()` wires it into aiohttp."""
+
+    def __init__(self, settings: GatewaySettings, sink: SampleSink | None = None) -> None:
+        self.settings = settings
+        self.metrics = GatewayMetrics()
+        self.keys = KeyStore.from_file(settings.keys_file)
+        self.router = Router(
+            settings.models,
+            stable_label=settings.stable_label,
+            canary_label=settings.canary_label,
+            canary_weight=settings.canary_weight,
+            model_config_file=settings.model_config_file,
+        )
+        self.client = TFServingClient(settings.upstream_url, pool_size=settings.max_concurrency)
+        self.breaker = CircuitBreaker(
+            settings.breaker_failure_threshold,
+            settings.breaker_open_s,
+            on_change=self._breaker_changed,
+        )
+        self.admission = Admission(
+            settings.max_concurrency, settings.max_queue, settings.max_queue_wait_s
+        )
+        self.pipeline = Pipeline(
+            settings, self.keys, self.router, self.client, self.breaker, self.admission,
+            RateLimiter(), self.refresh,
+        )  # fmt: skip
+        self.samples = SampleDispatcher(
+            sink if sink is not None else load_sink(settings.sample_sink),
+            settings.sample_queue_size,
+            on_drop=self.metrics.samples_dropped.inc,
+        )
+        self.limits = Limits(
+            max_prompt_chars=settings.max_prompt_chars,
+            max_prompts=settings.max_prompts,
+            max_new_tokens_limit=settings.max_new_tokens_limit,
+            default_max_new_tokens=settings.default_max_new_tokens,
+            default_model=settings.models[0],
+        )
+        self.upstream_ok = False
+        self._poller: asyncio.Task[None] | None = None
+        self._openapi = json.dumps(build_openapi(settings)).encode()
+
+    def _breaker_changed(self, state: Any) -> None:
+        self.metrics.breaker_state.set(int(state))
+        log.warning("circuit breaker state changed", state=state.name.lower())
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    async def _on_startup(self, app: web.Application) -> None:
+        await self.client.start()
+        self.samples.start()
+        self._poller = asyncio.get_running_loop().create_task(self._poll())
+
+    async def _on_cleanup(self, app: web.Application) -> None:
+        await cancel_quietly(self._poller)
+        await self.samples.stop()
+        await self.client.close()
+
+    async def refresh(self, model: str) -> None:
+        """Re-read one model's AVAILABLE versions (keeps the old list when unreachable)."""
+        try:
+            versions = await self.client.available_versions(model, timeout_s=1.0)
+        except UpstreamError:
+            self.upstream_ok = False
+            return
+        self.upstream_ok = True
+        self.router.set_available(model, versions)
+
+    async def _poll(self) -> None:
+        while True:
+            try:
+                self.router.reload_labels()
+            except (ModelConfigError, OSError) as exc:
+                log.error("cannot read model config; keeping the last labels", error=str(exc))
+            for model in self.router.models:
+                await self.refresh(model)
+            await asyncio.sleep(self.settings.status_poll_interval_s)
+
+    # ---- plain endpoints -------------------------------------------------------------------
+
+    async def healthz(self, request: web.Request) -> web.Response:
+        """Process alive."""
+        return _json({"status": "ok"})
+
+    async def readyz(self, request: web.Request) -> web.Response:
+        """Upstream reachable and every model has an AVAILABLE version (checked live)."""
+        for model in self.router.models:
+            await self.refresh(model)
+        models = {
+            m: {"available_versions": [str(v) for v in s.available], "labels": s.labels}
+            for m, s in self.router.models.items()
+        }
+        ready = self.upstream_ok and self.router.is_ready()
+        body = {
+            "status": "ready" if ready else "not_ready",
+            "upstream_reachable": self.upstream_ok,
+            "models": models,
+            "circuit_breaker": self.breaker.state.name.lower(),
+        }
+        return _json(body, 200 if ready else 503)
+
+    async def metrics_page(self, request: web.Request) -> web.Response:
+        """Prometheus exposition."""
+        self.metrics.breaker_state.set(int(self.breaker.state))  # open → half-open is lazy
+        self.metrics.queued.set(self.admission.queued)
+        return web.Response(
+            body=self.metrics.render(), headers={"Content-Type": self.metrics.content_type}
+        )
+
+    async def openapi(self, request: web.Request) -> web.Response:
+        """The OpenAPI document."""
+        return web.Response(body=self._openapi, content_type="application/json")
+
+    # ---- generation ------------------------------------------------------------------------
+
+    async def generate(self, request: web.Request) -> web.Response:
+        """POST /v1/generate."""
+        return await self._serve(request, "generate", native.parse, native.respond, native_body)
+
+    async def completions(self, request: web.Request) -> web.Response:
+        """POST /v1/completions."""
+        return await self._serve(
+            request, "completions", openai_compat.parse, openai_compat.respond, openai_body
+        )
+
+    async def _read(self, request: web.Request) -> bytes:
+        limit = self.settings.max_body_bytes
+        if request.content_length is not None and request.content_length > limit:
+            raise PayloadTooLarge(f"body is larger than {limit} bytes")
+        try:
+            return await request.read()
+        except web.HTTPRequestEntityTooLarge as exc:
+            raise PayloadTooLarge(f"body is larger than {limit} bytes") from exc
+
+    async def _serve(
+        self,
+        request: web.Request,
+        route: str,
+        parse: Callable[[bytes, Limits], Job],
+        respond: Callable[[Job, list[str], RequestStats], dict[str, Any]],
+        error_body: Callable[[GatewayError, str], dict[str, Any]],
+    ) -> web.Response:
+        start = time.perf_counter()
+        arrival = time.time()
+        given = request.headers.get("X-Request-ID", "")
+        rid = given if _REQUEST_ID.match(given) else secrets.token_hex(12)
+        stats = RequestStats(request_id=rid, route=route)
+        headers = {"X-Request-ID": rid}
+        job: Job | None = None
+        texts: list[str] = []
+        in_flight = self.metrics.in_flight.labels(route)
+        in_flight.inc()
+        try:
+            key = authenticate(self.keys, request.headers.get("Authorization"))
+            stats.key_id = key.id
+            job = parse(await self._read(request), self.limits)
+            stats.model = job.model
+            self.pipeline.check_model(key, job.model)
+            deadline = deadline_for(request.headers, start, self.settings)
+            texts = await self.pipeline.run(job, key, deadline, stats)
+            stats.total_s = time.perf_counter() - start
+            body, status = respond(job, texts, stats), 200
+            headers["X-Model-Version"] = stats.version
+            if stats.version_label:
+                headers["X-Model-Version-Label"] = stats.version_label
+        except GatewayError as err:
+            body, status = error_body(err, rid), err.status
+            stats.error_code = err.code
+            if err.retry_after is not None:
+                headers["Retry-After"] = retry_after_header(err.retry_after)
+        except Exception:  # noqa: BLE001 - a bug must still answer in the endpoint's shape
+            log.exception("unhandled error", request_id=rid, route=route)
+            internal = GatewayError("internal error")
+            body, status = error_body(internal, rid), 500
+            stats.error_code = internal.code
+        finally:
+            in_flight.dec()
+        stats.status = status
+        stats.total_s = time.perf_counter() - start
+        self._finish(stats, job, texts, arrival)
+        return _json(body, status, headers)
+
+    def _finish(
+        self, stats: RequestStats, job: Job | None, texts: list[str], arrival: float
+    ) -> None:
+        self.metrics.observe(stats)
+        if self.settings.access_log:
+            log.info(
+                "request",
+                request_id=stats.request_id,
+                key_id=stats.key_id,
+                route=stats.route,
+                model=stats.model,
+                version=stats.version,
+                version_label=stats.version_label,
+                status=stats.status,
+                error_code=stats.error_code,
+                queue_wait_s=round(stats.queue_wait_s, 6),
+                upstream_s=round(stats.upstream_s, 6),
+                total_s=round(stats.total_s, 6),
+                prompt_tokens=stats.prompt_tokens,
+                output_tokens=stats.output_tokens,
+            )
+        self.samples.offer(
+            Sample(
+                stats=stats,
+                prompts=tuple(job.prompts) if job else (),
+                outputs=tuple(texts),
+                params=job.params() if job else {},
+                timestamp=arrival,
+            )
+        )
+
+    def app(self) -> web.Application:
+        """The aiohttp application."""
+        app = web.Application(client_max_size=self.settings.max_body_bytes)
+        app[GATEWAY_KEY] = self
+        app.router.add_get("/healthz", self.healthz)
+        app.router.add_get("/readyz", self.readyz)
+        app.router.add_get("/metrics", self.metrics_page)
+        app.router.add_get("/openapi.json", self.openapi)
+        app.router.add_post("/v1/generate", self.generate)
+        app.router.add_post("/v1/completions", self.completions)
+        app.on_startup.append(self._on_startup)
+        app.on_cleanup.append(self._on_cleanup)
+        return app

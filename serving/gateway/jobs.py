@@ -1,0 +1,107 @@
+"""What both endpoints turn a request into: model rows for one upstream call."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from serving.gateway.errors import BadRequest, GatewayError, PayloadTooLarge
+
+INT64 = 2**63 - 1
+
+
+@dataclass
+class Limits:
+    """Per-deployment bounds the schemas cannot know."""
+
+    max_prompt_chars: int
+    max_prompts: int
+    max_new_tokens_limit: int
+    default_max_new_tokens: int
+    default_model: str
+
+
+@dataclass
+class Job:
+    """One request, validated: the rows to run and how to shape the answer."""
+
+    model: str
+    prompts: list[str]
+    max_new_tokens: int
+    temperature: float
+    top_k: int
+    top_p: float
+    seed: int
+    version_label: str | None = None
+    user: str | None = None
+    stop: tuple[str, ...] = ()
+
+    @property
+    def token_budget(self) -> int:
+        """Tokens to reserve against the key's token limit."""
+        return self.max_new_tokens * len(self.prompts)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """REST `instances`, one per prompt, per the serving_default contract."""
+        return [
+            {
+                "prompt": p,
+                "max_new_tokens": self.max_new_tokens,
+                "temperature": float(self.temperature),
+                "top_k": self.top_k,
+                "top_p": float(self.top_p),
+                "seed": self.seed,
+            }
+            for p in self.prompts
+        ]
+
+    def params(self) -> dict[str, Any]:
+        """Sampling parameters, for samples and logs."""
+        return {
+            "max_new_tokens": self.max_new_tokens,
+            "temperature": self.temperature,
+            "top_k": self.top_k,
+            "top_p": self.top_p,
+            "seed": self.seed,
+        }
+
+
+def validate_body(model: type[BaseModel], raw: bytes, invalid: type[GatewayError]) -> Any:
+    """Parse JSON bytes into `model`; malformed JSON or UTF-8 → 400, bad fields → `invalid`."""
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        if err["type"] == "json_invalid":
+            raise BadRequest(
+                f"malformed json: {err['msg'].removeprefix('Invalid JSON: ')}"
+            ) from exc
+        loc = ".".join(str(p) for p in err["loc"])
+        message = f"{loc}: {err['msg']}" if loc else f"body: {err['msg']}"
+        raise invalid(message, param=str(err["loc"][0]) if err["loc"] else None) from exc
+
+
+def check_prompts(prompts: list[str], limits: Limits, invalid: type[GatewayError]) -> None:
+    """Count and size limits on prompts."""
+    if not prompts:
+        raise invalid("prompt must not be empty", param="prompt")
+    if len(prompts) > limits.max_prompts:
+        raise invalid(f"at most {limits.max_prompts} prompts per request", param="prompt")
+    for p in prompts:
+        if not p:
+            raise invalid("prompt must not be empty", param="prompt")
+        if len(p) > limits.max_prompt_chars:
+            raise PayloadTooLarge(
+                f"prompt has {len(p)} characters, the limit is {limits.max_prompt_chars}",
+                param="prompt",
+            )
+
+
+def check_max_new_tokens(
+    value: int, limits: Limits, param: str, invalid: type[GatewayError]
+) -> None:
+    """The deployment's cap on generated tokens per output."""
+    if value > limits.max_new_tokens_limit:
+        raise invalid(f"{param} must be at most {limits.max_new_tokens_limit}", param=param)

@@ -1,0 +1,139 @@
+"""Every gateway metric, declared once with explicit buckets; handlers call `observe(stats)`.
+
+Labels are only `model`, `version`, `route`, `code` (plus the bounded `finish_reason` on its own
+counter): never the key, the user or the prompt.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from serving.gateway.stats import RequestStats
+
+LATENCY_BUCKETS = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0,
+    120.0,
+)  # fmt: skip
+QUEUE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+TPOT_BUCKETS = (
+    0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.5,
+)  # fmt: skip
+TOKEN_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
+RATIO_BUCKETS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+NLL_BUCKETS = (0.25, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
+
+REQ = ("model", "version", "route", "code")
+OUT = ("model", "version", "route")
+PFX = "tokenpulse_gateway_"
+
+
+class GatewayMetrics:
+    """The gateway's metrics on their own registry (so tests can build many apps)."""
+
+    content_type = CONTENT_TYPE_LATEST
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = r = registry or CollectorRegistry(auto_describe=False)
+        self.requests = Counter(f"{PFX}requests", "Requests answered.", REQ, registry=r)
+        self.request_duration = Histogram(
+            f"{PFX}request_duration_seconds", "Time from arrival to response.", REQ,
+            buckets=LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.upstream_duration = Histogram(
+            f"{PFX}upstream_duration_seconds", "Time spent in the upstream predict call.", OUT,
+            buckets=LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.queue_wait = Histogram(
+            f"{PFX}queue_wait_seconds", "Time waiting for a concurrency slot.", ("model", "route"),
+            buckets=QUEUE_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.time_per_output_token = Histogram(
+            f"{PFX}time_per_output_token_seconds", "Upstream time per generated token.", OUT,
+            buckets=TPOT_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.prompt_tokens = Counter(f"{PFX}prompt_tokens", "Prompt tokens.", OUT, registry=r)
+        self.output_tokens = Counter(f"{PFX}output_tokens", "Generated tokens.", OUT, registry=r)
+        self.request_prompt_tokens = Histogram(
+            f"{PFX}request_prompt_tokens", "Prompt tokens per output.", OUT,
+            buckets=TOKEN_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.request_output_tokens = Histogram(
+            f"{PFX}request_output_tokens", "Generated tokens per output.", OUT,
+            buckets=TOKEN_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.finish_reason = Counter(
+            f"{PFX}finish_reason", "Outputs by finish reason.", (*OUT, "finish_reason"), registry=r
+        )
+        self.empty_outputs = Counter(
+            f"{PFX}empty_outputs", "Outputs with no visible text.", OUT, registry=r
+        )
+        self.repetition_ratio = Histogram(
+            f"{PFX}repetition_ratio", "Share of repeated word 3-grams per output.", OUT,
+            buckets=RATIO_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.mean_nll = Histogram(
+            f"{PFX}mean_nll_nats", "Mean negative log-likelihood per generated token.", OUT,
+            buckets=NLL_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.in_flight = Gauge(
+            f"{PFX}in_flight_requests", "Requests being handled now.", ("route",), registry=r
+        )
+        self.queued = Gauge(
+            f"{PFX}queued_requests", "Requests waiting for a concurrency slot.", registry=r
+        )
+        self.breaker_state = Gauge(
+            f"{PFX}circuit_breaker_state",
+            "Upstream circuit breaker: 0 closed, 1 half-open, 2 open.", registry=r,
+        )  # fmt: skip
+        self.breaker_rejected = Counter(
+            f"{PFX}circuit_breaker_rejected", "Requests failed fast by an open breaker.",
+            ("model", "route"), registry=r,
+        )  # fmt: skip
+        self.rate_limited = Counter(
+            f"{PFX}rate_limited", "Requests refused by a per-key rate limit.", ("model", "route"),
+            registry=r,
+        )  # fmt: skip
+        self.shed = Counter(
+            f"{PFX}shed", "Requests shed for lack of a concurrency slot.", ("model", "route"),
+            registry=r,
+        )  # fmt: skip
+        self.samples_dropped = Counter(
+            f"{PFX}samples_dropped", "Samples dropped because the sink queue was full.", registry=r
+        )
+
+    def observe(self, s: RequestStats) -> None:
+        """Record one finished request."""
+        code = str(s.status)
+        self.requests.labels(s.model, s.version, s.route, code).inc()
+        self.request_duration.labels(s.model, s.version, s.route, code).observe(s.total_s)
+        if s.rate_limited:
+            self.rate_limited.labels(s.model, s.route).inc()
+        if s.shed:
+            self.shed.labels(s.model, s.route).inc()
+        if s.breaker_rejected:
+            self.breaker_rejected.labels(s.model, s.route).inc()
+        if s.queue_wait_s > 0 or s.upstream_s > 0:
+            self.queue_wait.labels(s.model, s.route).observe(s.queue_wait_s)
+        if s.upstream_s > 0:
+            self.upstream_duration.labels(s.model, s.version, s.route).observe(s.upstream_s)
+        if not s.outputs:
+            return
+        out = (s.model, s.version, s.route)
+        tpot = s.time_per_output_token_s
+        if tpot is not None:
+            self.time_per_output_token.labels(*out).observe(tpot)
+        for o in s.outputs:
+            self.prompt_tokens.labels(*out).inc(o.prompt_tokens)
+            self.output_tokens.labels(*out).inc(o.output_tokens)
+            self.request_prompt_tokens.labels(*out).observe(o.prompt_tokens)
+            self.request_output_tokens.labels(*out).observe(o.output_tokens)
+            self.finish_reason.labels(*out, o.finish_reason).inc()
+            if o.empty:
+                self.empty_outputs.labels(*out).inc()
+            self.repetition_ratio.labels(*out).observe(o.repetition_ratio)
+            self.mean_nll.labels(*out).observe(o.mean_nll)
+
+    def render(self) -> bytes:
+        """The exposition page."""
+        return generate_latest(self.registry)

@@ -1,0 +1,138 @@
+"""`POST /v1/generate`: the native request and response."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from serving.gateway.errors import InvalidParameter
+from serving.gateway.jobs import (
+    INT64,
+    Job,
+    Limits,
+    check_max_new_tokens,
+    check_prompts,
+    validate_body,
+)
+from serving.gateway.stats import RequestStats
+
+LABEL_PATTERN = r"^[A-Za-z0-9_]+$"
+
+
+class GenerateRequest(BaseModel):
+    """Native generation request."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    prompt: str = Field(min_length=1, description="Text to continue.")
+    max_new_tokens: int = Field(16, ge=1, description="Most tokens to generate.")
+    temperature: float = Field(0.0, ge=0.0, le=2.0, description="0 = greedy.")
+    top_k: int = Field(0, ge=0, le=100_000, description="0 = no top-k cut.")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="1 = no nucleus cut.")
+    seed: int | None = Field(None, ge=-INT64 - 1, le=INT64, description="Sampling seed.")
+    model: str | None = Field(None, min_length=1, max_length=128)
+    version_label: str | None = Field(None, pattern=LABEL_PATTERN, max_length=64)
+    user: str | None = Field(None, max_length=256, description="Caller id for canary stickiness.")
+
+
+class ModelRef(BaseModel):
+    """Which model and version served."""
+
+    name: str
+    version: str
+    version_label: str | None
+
+
+class GenerateUsage(BaseModel):
+    """Token counts."""
+
+    prompt_tokens: int
+    output_tokens: int
+    total_tokens: int
+
+
+class Signals(BaseModel):
+    """Quality signals of the output."""
+
+    empty_output: bool
+    repetition_ratio: float
+    mean_nll: float
+    truncated_prompt_tokens: int
+
+
+class Timings(BaseModel):
+    """Where the time went, in seconds."""
+
+    queue_wait_s: float
+    upstream_s: float
+    total_s: float
+    time_per_output_token_s: float | None
+
+
+class GenerateResponse(BaseModel):
+    """Native generation response."""
+
+    id: str
+    text: str
+    model: ModelRef
+    finish_reason: str
+    usage: GenerateUsage
+    signals: Signals
+    timings: Timings
+
+
+def parse(raw: bytes, limits: Limits) -> Job:
+    """Validate a native request body."""
+    req: GenerateRequest = validate_body(GenerateRequest, raw, InvalidParameter)
+    check_prompts([req.prompt], limits, InvalidParameter)
+    check_max_new_tokens(req.max_new_tokens, limits, "max_new_tokens", InvalidParameter)
+    return Job(
+        model=req.model or limits.default_model,
+        prompts=[req.prompt],
+        max_new_tokens=req.max_new_tokens,
+        temperature=req.temperature,
+        top_k=req.top_k,
+        top_p=req.top_p,
+        seed=req.seed if req.seed is not None else secrets.randbits(31),
+        version_label=req.version_label,
+        user=req.user,
+    )
+
+
+def timings(stats: RequestStats) -> dict[str, Any]:
+    """The timings block shared by both endpoints."""
+    return {
+        "queue_wait_s": round(stats.queue_wait_s, 6),
+        "upstream_s": round(stats.upstream_s, 6),
+        "total_s": round(stats.total_s, 6),
+        "time_per_output_token_s": stats.time_per_output_token_s,
+    }
+
+
+def respond(job: Job, texts: list[str], stats: RequestStats) -> dict[str, Any]:
+    """The native response body (one prompt, one output)."""
+    out = stats.outputs[0]
+    return {
+        "id": f"gen-{stats.request_id}",
+        "text": texts[0],
+        "model": {
+            "name": stats.model,
+            "version": stats.version,
+            "version_label": stats.version_label or None,
+        },
+        "finish_reason": out.finish_reason,
+        "usage": {
+            "prompt_tokens": out.prompt_tokens,
+            "output_tokens": out.output_tokens,
+            "total_tokens": out.prompt_tokens + out.output_tokens,
+        },
+        "signals": {
+            "empty_output": out.empty,
+            "repetition_ratio": round(out.repetition_ratio, 6),
+            "mean_nll": out.mean_nll,
+            "truncated_prompt_tokens": out.truncated_prompt_tokens,
+        },
+        "timings": timings(stats),
+    }

@@ -1,0 +1,172 @@
+"""`POST /v1/completions`: the OpenAI-compatible request and response, as the `openai` SDK expects.
+
+The version that served is in `system_fingerprint` (`gen:v2`), in the `X-Model-Version` header and
+in the extra `tokenpulse` object (signals and timings), which the SDK keeps in `model_extra`.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from serving.gateway.errors import BadRequest
+from serving.gateway.jobs import (
+    INT64,
+    Job,
+    Limits,
+    check_max_new_tokens,
+    check_prompts,
+    validate_body,
+)
+from serving.gateway.native import timings
+from serving.gateway.stats import RequestStats
+
+
+class CompletionRequest(BaseModel):
+    """OpenAI `completions.create` parameters (the unsupported ones are refused clearly)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    model: str = Field(min_length=1, max_length=128)
+    prompt: str | list[str] = Field(description="A string or a list of strings.")
+    max_tokens: int | None = Field(None, ge=1)
+    temperature: float | None = Field(None, ge=0.0, le=2.0)
+    top_p: float | None = Field(None, gt=0.0, le=1.0)
+    seed: int | None = Field(None, ge=-INT64 - 1, le=INT64)
+    stop: str | list[str] | None = None
+    user: str | None = Field(None, max_length=256)
+    n: int | None = None
+    stream: bool | None = None
+    echo: bool | None = None
+    logprobs: int | None = None
+    best_of: int | None = None
+    suffix: str | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    logit_bias: dict[str, float] | None = None
+    stream_options: dict[str, Any] | None = None
+
+
+class Choice(BaseModel):
+    """One completion."""
+
+    index: int
+    text: str
+    finish_reason: str
+    logprobs: None = None
+
+
+class CompletionUsage(BaseModel):
+    """OpenAI usage block."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class CompletionResponse(BaseModel):
+    """OpenAI `text_completion` object plus a `tokenpulse` extension."""
+
+    id: str
+    object: str = "text_completion"
+    created: int
+    model: str
+    system_fingerprint: str
+    choices: list[Choice]
+    usage: CompletionUsage
+    tokenpulse: dict[str, Any]
+
+
+def _refuse_unsupported(req: CompletionRequest) -> None:
+    if req.n not in (None, 1):
+        raise BadRequest("n must be 1: one completion per prompt is supported", param="n")
+    if req.best_of not in (None, 1):
+        raise BadRequest("best_of must be 1", param="best_of")
+    if req.stream:
+        raise BadRequest("stream is not supported", param="stream")
+    if req.echo:
+        raise BadRequest("echo is not supported", param="echo")
+    if req.logprobs is not None:
+        raise BadRequest("logprobs is not supported", param="logprobs")
+    if req.suffix:
+        raise BadRequest("suffix is not supported", param="suffix")
+    for name in ("presence_penalty", "frequency_penalty"):
+        if getattr(req, name):
+            raise BadRequest(f"{name} is not supported", param=name)
+    if req.logit_bias:
+        raise BadRequest("logit_bias is not supported", param="logit_bias")
+
+
+def _stops(stop: str | list[str] | None) -> tuple[str, ...]:
+    stops = [stop] if isinstance(stop, str) else list(stop or [])
+    if len(stops) > 4:
+        raise BadRequest("stop takes at most 4 sequences", param="stop")
+    if any(not s for s in stops):
+        raise BadRequest("stop sequences must not be empty", param="stop")
+    return tuple(stops)
+
+
+def parse(raw: bytes, limits: Limits) -> Job:
+    """Validate a completions body (OpenAI answers bad parameters with 400)."""
+    req: CompletionRequest = validate_body(CompletionRequest, raw, BadRequest)
+    _refuse_unsupported(req)
+    prompts = [req.prompt] if isinstance(req.prompt, str) else list(req.prompt)
+    check_prompts(prompts, limits, BadRequest)
+    max_tokens = req.max_tokens if req.max_tokens is not None else limits.default_max_new_tokens
+    check_max_new_tokens(max_tokens, limits, "max_tokens", BadRequest)
+    return Job(
+        model=req.model,
+        prompts=prompts,
+        max_new_tokens=max_tokens,
+        temperature=1.0 if req.temperature is None else req.temperature,
+        top_k=0,
+        top_p=1.0 if req.top_p is None else req.top_p,
+        seed=req.seed if req.seed is not None else secrets.randbits(31),
+        user=req.user,
+        stop=_stops(req.stop),
+    )
+
+
+def apply_stop(text: str, stops: tuple[str, ...]) -> tuple[str, bool]:
+    """Cut `text` at the earliest stop sequence; True when one was found."""
+    cut = min((i for i in (text.find(s) for s in stops) if i >= 0), default=-1)
+    return (text[:cut], True) if cut >= 0 else (text, False)
+
+
+def respond(job: Job, texts: list[str], stats: RequestStats) -> dict[str, Any]:
+    """The OpenAI response body."""
+    prompt_tokens = stats.prompt_tokens
+    output_tokens = stats.output_tokens
+    return {
+        "id": f"cmpl-{stats.request_id}",
+        "object": "text_completion",
+        "created": int(time.time()),
+        "model": stats.model,
+        "system_fingerprint": f"{stats.model}:v{stats.version}",
+        "choices": [
+            {"index": i, "text": text, "finish_reason": out.finish_reason, "logprobs": None}
+            for i, (text, out) in enumerate(zip(texts, stats.outputs, strict=True))
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": output_tokens,
+            "total_tokens": prompt_tokens + output_tokens,
+        },
+        "tokenpulse": {
+            "version": stats.version,
+            "version_label": stats.version_label or None,
+            "signals": [
+                {
+                    "empty_output": o.empty,
+                    "repetition_ratio": round(o.repetition_ratio, 6),
+                    "mean_nll": o.mean_nll,
+                    "truncated_prompt_tokens": o.truncated_prompt_tokens,
+                }
+                for o in stats.outputs
+            ],
+            "timings": timings(stats),
+        },
+    }

@@ -1,0 +1,147 @@
+"""The OpenAPI 3.1 document, built from the same pydantic models that validate requests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic.json_schema import models_json_schema
+
+from serving.gateway.native import GenerateRequest, GenerateResponse
+from serving.gateway.openai_compat import CompletionRequest, CompletionResponse
+from serving.gateway.settings import GatewaySettings
+
+_NATIVE_ERROR = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["status", "code", "message", "request_id"],
+            "properties": {
+                "status": {"type": "integer"},
+                "code": {"type": "string"},
+                "message": {"type": "string"},
+                "request_id": {"type": "string"},
+                "param": {"type": "string"},
+            },
+        }
+    },
+}
+_OPENAI_ERROR = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["message", "type"],
+            "properties": {
+                "message": {"type": "string"},
+                "type": {"type": "string"},
+                "param": {"type": ["string", "null"]},
+                "code": {"type": ["string", "null"]},
+            },
+        }
+    },
+}
+_ERRORS = {
+    "400": "Malformed JSON or invalid UTF-8 (or, on completions, a bad parameter).",
+    "401": "No API key, or an unknown one.",
+    "403": "The key may not use this model.",
+    "404": "Unknown model or version label.",
+    "413": "Body or prompt over the size limit.",
+    "422": "A field with a wrong type or out of range.",
+    "429": "Per-key rate limit on requests or tokens; see Retry-After.",
+    "502": "The upstream answered with an error.",
+    "503": "Overloaded, circuit open, or upstream unavailable; see Retry-After.",
+    "504": "Deadline exceeded (X-Request-Timeout or the gateway default).",
+}
+_TIMEOUT_HEADER = {
+    "name": "X-Request-Timeout",
+    "in": "header",
+    "required": False,
+    "description": "Deadline in seconds; becomes the upstream timeout.",
+    "schema": {"type": "string"},
+}
+
+
+def _op(summary: str, req: str, resp: str, error: str) -> dict[str, Any]:
+    responses: dict[str, Any] = {
+        "200": {
+            "description": "Generated text.",
+            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{resp}"}}},
+        }
+    }
+    for code, text in _ERRORS.items():
+        responses[code] = {
+            "description": text,
+            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{error}"}}},
+        }
+    return {
+        "post": {
+            "summary": summary,
+            "security": [{"bearer": []}],
+            "parameters": [_TIMEOUT_HEADER],
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {"schema": {"$ref": f"#/components/schemas/{req}"}}
+                },
+            },
+            "responses": responses,
+        }
+    }
+
+
+def _get(summary: str, content_type: str = "application/json") -> dict[str, Any]:
+    return {
+        "get": {
+            "summary": summary,
+            "responses": {
+                "200": {"description": "OK", "content": {content_type: {"schema": {}}}},
+                "503": {"description": "Not ready", "content": {content_type: {"schema": {}}}},
+            },
+        }
+    }
+
+
+def build_openapi(settings: GatewaySettings) -> dict[str, Any]:
+    """The document served at /openapi.json."""
+    _, defs = models_json_schema(
+        [
+            (GenerateRequest, "validation"),
+            (GenerateResponse, "serialization"),
+            (CompletionRequest, "validation"),
+            (CompletionResponse, "serialization"),
+        ],
+        ref_template="#/components/schemas/{model}",
+    )
+    schemas = dict(defs.get("$defs", {}))
+    schemas["NativeError"] = _NATIVE_ERROR
+    schemas["OpenAIError"] = _OPENAI_ERROR
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "TokenPulse gateway",
+            "version": "1",
+            "description": "Text generation in front of TensorFlow Serving.",
+        },
+        "servers": [{"url": "/"}],
+        "paths": {
+            "/v1/generate": _op(
+                "Generate text (native API).", "GenerateRequest", "GenerateResponse", "NativeError"
+            ),
+            "/v1/completions": _op(
+                "OpenAI-compatible completions.",
+                "CompletionRequest",
+                "CompletionResponse",
+                "OpenAIError",
+            ),
+            "/healthz": _get("Process alive."),
+            "/readyz": _get("Upstream reachable and a version AVAILABLE."),
+            "/metrics": _get("Prometheus metrics.", "text/plain"),
+        },
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+    }

@@ -1,0 +1,241 @@
+"""The request path of both endpoints: auth, limits, admission, breaker, routing, upstream."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+from serving.gateway.admission import Admission, Shed
+from serving.gateway.breaker import CircuitBreaker
+from serving.gateway.errors import (
+    BadRequest,
+    CircuitOpen,
+    DeadlineExceeded,
+    Forbidden,
+    InvalidParameter,
+    NotFound,
+    Overloaded,
+    RateLimited,
+    Unauthenticated,
+    UpstreamFailed,
+    UpstreamUnavailable,
+)
+from serving.gateway.jobs import Job
+from serving.gateway.keys import ApiKey, KeyStore
+from serving.gateway.openai_compat import apply_stop
+from serving.gateway.ratelimit import BudgetTooLarge, RateLimiter
+from serving.gateway.routing import Route, Router
+from serving.gateway.settings import GatewaySettings
+from serving.gateway.signals import signals_for
+from serving.gateway.stats import RequestStats
+from serving.gateway.upstream import (
+    Prediction,
+    TFServingClient,
+    UpstreamBadResponse,
+    UpstreamHTTPError,
+    UpstreamTimeout,
+    UpstreamUnreachable,
+)
+
+
+@dataclasses.dataclass
+class Deadline:
+    """When the request must be answered, and whether the client chose it."""
+
+    at: float  # perf_counter() seconds
+    from_client: bool
+
+    def remaining(self) -> float:
+        """Seconds left."""
+        return self.at - time.perf_counter()
+
+
+def authenticate(keys: KeyStore, header: str | None) -> ApiKey:
+    """`Authorization: Bearer <key>` → the key's record, or 401."""
+    if not header:
+        raise Unauthenticated("missing api key: send Authorization: Bearer <key>")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthenticated("authorization must be: Bearer <key>")
+    key = keys.lookup(token.strip())
+    if key is None:
+        raise Unauthenticated("invalid api key")
+    return key
+
+
+def _seconds(value: str, name: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError as exc:
+        raise BadRequest(f"{name} must be a number of seconds") from exc
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise BadRequest(f"{name} must be a positive number of seconds")
+    return seconds
+
+
+def deadline_for(headers: Any, start: float, settings: GatewaySettings) -> Deadline:
+    """X-Request-Timeout (up to the max) or the openai SDK's X-Stainless-Timeout (only shortens)."""
+    explicit = headers.get("X-Request-Timeout")
+    if explicit is not None:
+        seconds = min(_seconds(explicit, "X-Request-Timeout"), settings.max_request_timeout_s)
+        return Deadline(start + seconds, seconds < settings.request_timeout_s)
+    sdk = headers.get("X-Stainless-Timeout")
+    if sdk is not None:
+        try:
+            seconds = _seconds(sdk, "X-Stainless-Timeout")
+        except BadRequest:
+            seconds = settings.request_timeout_s
+        if seconds < settings.request_timeout_s:
+            return Deadline(start + seconds, True)
+    return Deadline(start + settings.request_timeout_s, False)
+
+
+class Pipeline:
+    """Runs one validated job against the upstream under every protection."""
+
+    def __init__(
+        self,
+        settings: GatewaySettings,
+        keys: KeyStore,
+        router: Router,
+        client: TFServingClient,
+        breaker: CircuitBreaker,
+        admission: Admission,
+        limiter: RateLimiter,
+        refresh: Callable[[str], Any],
+    ) -> None:
+        self.settings = settings
+        self.keys = keys
+        self.router = router
+        self.client = client
+        self.breaker = breaker
+        self.admission = admission
+        self.limiter = limiter
+        self._refresh = refresh  # async (model) -> None: re-read the model's versions
+
+    def check_model(self, key: ApiKey, model: str) -> None:
+        """403 when the key may not use the model, 404 when it is not served here."""
+        if not key.allows(model):
+            raise Forbidden(f"this key may not use model {model!r}", param="model")
+        if model not in self.router.models:
+            raise NotFound(f"model {model!r} is not served here", param="model")
+
+    async def run(
+        self, job: Job, key: ApiKey, deadline: Deadline, stats: RequestStats
+    ) -> list[str]:
+        """Generate, filling `stats`; returns the texts the client gets."""
+        try:
+            reservation, wait, which = self.limiter.acquire(
+                key.id,
+                requests_per_minute=key.requests_per_minute
+                or self.settings.default_requests_per_minute,
+                tokens_per_minute=key.tokens_per_minute or self.settings.default_tokens_per_minute,
+                tokens=job.token_budget,
+            )
+        except BudgetTooLarge as exc:
+            raise InvalidParameter(f"request is larger than this key's token limit: {exc}") from exc
+        if reservation is None:
+            stats.rate_limited = which
+            raise RateLimited(f"rate limit on {which} exceeded for this key", retry_after=wait)
+        used = 0
+        try:
+            preds = await self._generate(job, key, deadline, stats)
+            used = sum(p.output_tokens for p in preds)
+        finally:
+            self.limiter.refund(reservation, used)
+        texts: list[str] = []
+        for pred in preds:
+            text, stopped = apply_stop(pred.text, job.stop) if job.stop else (pred.text, False)
+            sig = signals_for(pred, text)
+            if stopped:
+                sig = dataclasses.replace(sig, finish_reason="stop")
+            stats.outputs.append(sig)
+            texts.append(text)
+        return texts
+
+    async def _route(self, job: Job, key: ApiKey) -> Route:
+        if not self.router.models[job.model].available:
+            await self._refresh(job.model)
+        return self.router.route(job.model, job.user or key.id, job.version_label)
+
+    async def _generate(
+        self, job: Job, key: ApiKey, deadline: Deadline, stats: RequestStats
+    ) -> list[Prediction]:
+        for _attempt in range(2):  # once more if the version vanished
+            route = await self._route(job, key)
+            stats.version, stats.version_label = str(route.version), route.label or ""
+            if not self.breaker.allow():
+                stats.breaker_rejected = True
+                raise CircuitOpen(
+                    "upstream circuit is open", retry_after=self.breaker.retry_after()
+                )
+            outcome = "neutral"
+            queued_at = time.perf_counter()
+            try:
+                try:
+                    await self.admission.acquire(timeout_s=deadline.remaining())
+                except Shed as exc:
+                    stats.shed = True
+                    raise Overloaded(f"gateway overloaded: {exc.reason}", retry_after=1) from exc
+                stats.queue_wait_s += time.perf_counter() - queued_at
+                try:
+                    preds, outcome = await self._call(job, route, deadline, stats)
+                finally:
+                    self.admission.release()
+            finally:
+                if outcome == "success":
+                    self.breaker.record_success()
+                elif outcome == "failure":
+                    self.breaker.record_failure()
+                else:
+                    self.breaker.record_neutral()
+            if preds is not None:
+                return preds
+            await self._refresh(job.model)  # the version went away between poll and call
+        raise UpstreamUnavailable("model version is no longer available", retry_after=1)
+
+    async def _call(
+        self, job: Job, route: Route, deadline: Deadline, stats: RequestStats
+    ) -> tuple[list[Prediction] | None, str]:
+        """One upstream call → (predictions or None to retry, breaker outcome)."""
+        remaining = deadline.remaining()
+        if remaining <= 0:
+            raise DeadlineExceeded("deadline passed while waiting for a slot")
+        started = time.perf_counter()
+        try:
+            preds, seconds = await self.client.predict(
+                route.model, route.version, job.rows(), remaining
+            )
+        except UpstreamTimeout as exc:
+            stats.upstream_s = time.perf_counter() - started
+            # a deadline the client chose shorter than ours says nothing about upstream health
+            if deadline.from_client:
+                raise DeadlineExceeded(f"deadline exceeded: {exc.message}") from exc
+            self.breaker.record_failure()
+            raise DeadlineExceeded(f"deadline exceeded: {exc.message}") from exc
+        except UpstreamUnreachable as exc:
+            self.breaker.record_failure()
+            raise UpstreamUnavailable(exc.message, retry_after=1) from exc
+        except UpstreamBadResponse as exc:
+            self.breaker.record_failure()
+            raise UpstreamFailed(exc.message) from exc
+        except UpstreamHTTPError as exc:
+            stats.upstream_s = time.perf_counter() - started
+            return self._http_error(exc)
+        stats.upstream_s = seconds
+        return preds, "success"
+
+    def _http_error(self, exc: UpstreamHTTPError) -> tuple[None, str]:
+        status = exc.status or 502
+        if status == 404:
+            return None, "neutral"
+        if status >= 500 or status == 429:
+            self.breaker.record_failure()
+            if status in (429, 503):
+                raise UpstreamUnavailable(f"upstream busy: {exc.message}", retry_after=1)
+            raise UpstreamFailed(f"upstream error {status}: {exc.message}")
+        self.breaker.record_success()  # the upstream is healthy; it refused this input
+        raise InvalidParameter(f"the model rejected the request: {exc.message}")

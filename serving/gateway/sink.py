@@ -1,0 +1,121 @@
+"""Hand every finished request to a sample sink without blocking the response.
+
+The log pipeline implements `SampleSink`; the gateway only queues samples (bounded, drops are
+counted) and a background task feeds the sink.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from serving.gateway.stats import RequestStats
+from tokenpulse.logging import get_logger
+
+log = get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One finished request: its stats plus the texts (the sink decides what to keep and redact)."""
+
+    stats: RequestStats
+    prompts: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
+    params: dict[str, Any] = field(default_factory=dict)
+    timestamp: float = 0.0  # unix seconds at arrival
+
+
+@runtime_checkable
+class SampleSink(Protocol):
+    """Where samples go; `handle` runs on the gateway's loop, off the request path."""
+
+    async def handle(self, sample: Sample) -> None:
+        """Take one sample (may be slow; it never delays a response)."""
+
+
+class NullSink:
+    """Discards samples."""
+
+    async def handle(self, sample: Sample) -> None:
+        """Drop it."""
+
+
+class MemorySink:
+    """Keeps the last `limit` samples in memory (tests, debugging)."""
+
+    def __init__(self, limit: int = 10_000) -> None:
+        self.limit = limit
+        self.samples: list[Sample] = []
+
+    async def handle(self, sample: Sample) -> None:
+        """Keep it."""
+        self.samples.append(sample)
+        del self.samples[: -self.limit]
+
+
+def load_sink(spec: str) -> SampleSink:
+    """Build a sink from "module:factory" (empty = NullSink)."""
+    if not spec:
+        return NullSink()
+    module_name, _, attr = spec.partition(":")
+    if not attr:
+        raise ValueError(f"sample sink {spec!r} must look like module:factory")
+    factory = getattr(importlib.import_module(module_name), attr)
+    sink = factory()
+    if not isinstance(sink, SampleSink):
+        raise ValueError(f"sample sink {spec!r} did not return a SampleSink")
+    return sink
+
+
+class SampleDispatcher:
+    """A bounded queue in front of a sink, drained by one background task."""
+
+    def __init__(
+        self, sink: SampleSink, maxsize: int, on_drop: Callable[[], None] | None = None
+    ) -> None:
+        self.sink = sink
+        self._queue: asyncio.Queue[Sample] = asyncio.Queue(maxsize)
+        self._on_drop = on_drop
+        self._task: asyncio.Task[None] | None = None
+        self.dropped = 0
+
+    def offer(self, sample: Sample) -> None:
+        """Queue a sample, or drop (and count) it when the queue is full; never waits."""
+        try:
+            self._queue.put_nowait(sample)
+        except asyncio.QueueFull:
+            self.dropped += 1
+            if self._on_drop is not None:
+                self._on_drop()
+
+    def start(self) -> None:
+        """Start draining (inside the running loop)."""
+        self._task = asyncio.get_running_loop().create_task(self._drain())
+
+    async def _drain(self) -> None:
+        while True:
+            sample = await self._queue.get()
+            try:
+                await self.sink.handle(sample)
+            except Exception:  # noqa: BLE001 - a broken sink must not stop the gateway
+                log.exception("sample sink failed", request_id=sample.stats.request_id)
+            finally:
+                self._queue.task_done()
+
+    async def stop(self, drain_timeout_s: float = 2.0) -> None:
+        """Give the sink a moment to take what is queued, then stop."""
+        if self._task is None:
+            return
+        try:
+            await asyncio.wait_for(self._queue.join(), drain_timeout_s)
+        except TimeoutError:
+            log.warning("sample queue not drained at shutdown", left=self._queue.qsize())
+        self._task.cancel()
+        try:
+            await self._task
+        except asyncio.CancelledError:
+            pass

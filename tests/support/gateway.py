@@ -1,0 +1,28 @@
+"""Start `tokenpulse gateway` as a subprocess on a free loopback port, for tests of any component.
+
+    with running_gateway(upstream_url, keys_file, canary_weight=0.1) as gw:
+        httpx.post(f"{gw.url}/v1/generate", headers={"Authorization": f"Bearer {key}"}, ...)
+
+Keyword arguments are GatewaySettings fields (passed as TOKENPULSE_GATEWAY_* variables). Waits for
+/healthz, yields an object with `url` and `pid`, and terminates the process afterwards.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from serving.gateway.keys import add_key
+from serving.gateway.process import GatewayProcess, GatewayStartError, free_port, running_gateway
+
+__all__ = [
+    "GatewayProcess",
+    "GatewayStartError",
+    "free_port",
+    "make_keys_file",
+    "running_gateway",
+]
+
+
+def make_keys_file(path: Path, **keys: dict[str, object]) -> dict[str, str]:
+    """Write a keys file with one key per keyword (its value: add_key options); return id → key."""
+    return {key_id: add_key(path, key_id, **opts) for key_id, opts in keys.items()}  # type: ignore[arg-type]
