@@ -34,4 +34,4 @@ def configure_logging(component: str, level: str = "INFO", stream: Any = None) -
 
 def get_logger(name: str) -> Any:
     """A structlog logger tagged with its module name."""
-    return structlog.get_logger(logger=name)
+    return structlog.get_logger(logger_name=name)

@@ -1,0 +1,67 @@
+"""Importable entry points behind `tokenpulse model build` and `tokenpulse model generate`."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+
+from serving.model import signature as sig
+from serving.model.settings import BuildSettings, GenerateSettings
+
+
+def run_build(settings: BuildSettings) -> dict[str, object]:
+    """Train (reusing the cached checkpoint of the same recipe) and export one version."""
+    from serving.model.config import get_preset
+    from serving.model.export import export_version
+    from serving.model.train import train
+    from serving.model.transformer import GPT
+
+    preset = get_preset(settings.preset)
+    target = settings.base_path / str(settings.version)
+    if target.exists():
+        if not settings.overwrite:
+            raise FileExistsError(f"{target} already exists (use --overwrite to replace it)")
+        shutil.rmtree(target)
+    model = GPT(preset.model, seed=preset.train.seed)
+    report = train(model, preset, settings.cache_dir, progress=settings.progress)
+    path = export_version(model, settings.base_path, settings.version,
+                          model_name=settings.model_name, report=report,
+                          degrade_noise=settings.degrade_noise)
+    return {"path": str(path), "degrade_noise": settings.degrade_noise, **asdict(report)}
+
+
+def latest_version(base_path: Path) -> int:
+    """Highest numeric version directory under a base path."""
+    versions = [int(p.name) for p in base_path.iterdir() if p.is_dir() and p.name.isdigit()]
+    if not versions:
+        raise FileNotFoundError(f"no version directories under {base_path}")
+    return max(versions)
+
+
+def run_generate(settings: GenerateSettings) -> dict[str, object]:
+    """Load one version's SavedModel and run its signature on one prompt."""
+    import tensorflow as tf
+
+    if not settings.base_path.is_dir():
+        raise FileNotFoundError(f"model base path {settings.base_path} does not exist")
+    version = settings.version or latest_version(settings.base_path)
+    fn = tf.saved_model.load(str(settings.base_path / str(version))).signatures[sig.SIGNATURE_NAME]
+    out = fn(
+        prompt=tf.constant([settings.prompt]),
+        max_new_tokens=tf.constant([settings.max_new_tokens], tf.int32),
+        temperature=tf.constant([settings.temperature], tf.float32),
+        top_k=tf.constant([settings.top_k], tf.int32),
+        top_p=tf.constant([settings.top_p], tf.float32),
+        seed=tf.constant([settings.seed], tf.int64),
+    )
+    row = {k: v.numpy()[0] for k, v in out.items()}
+    return {
+        "text": row["text"].decode("utf-8"),
+        "version": version,
+        "prompt_tokens": int(row["prompt_tokens"]),
+        "truncated_prompt_tokens": int(row["truncated_prompt_tokens"]),
+        "output_tokens": int(row["output_tokens"]),
+        "finish_reason": row["finish_reason"].decode(),
+        "mean_nll": round(float(row["mean_nll"]), 4),
+    }

@@ -1,0 +1,148 @@
+"""Export a trained model as `BASE/<version>/`: SavedModel, warmup records, golden canary outputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from serving.model import signature as sig
+from serving.model.generate import Generator
+from serving.model.train import TrainReport
+from serving.model.transformer import GPT
+from tokenpulse.logging import get_logger
+
+log = get_logger(__name__)
+
+# Fixed prompts: greedy outputs of each version become that version's canary expectations.
+CANARY_PROMPTS = (
+    "The assert statement",
+    "Return the number of",
+    "If the argument is",
+    "This module provides",
+    "The default value is",
+)
+CANARY_MAX_NEW_TOKENS = 24
+WARMUP_BATCH_SIZES = (1, 2, 4, 8, 16, 32)
+WARMUP_MAX_NEW_TOKENS = 4
+
+
+class ExportError(RuntimeError):
+    """The export could not be written."""
+
+
+def degraded_copy(model: GPT, noise: float, seed: int = 7) -> GPT:
+    """A copy of `model` whose token embeddings carry Gaussian noise of `noise` x each row's norm.
+
+    Each noised row keeps its original norm: plain additive noise inflates weights and makes a
+    broken model *more* confident (it falls into a loop), which would hide it from an NLL alert.
+    Corrupting the tied embedding blurs both reading and writing of tokens, so quality drops and
+    the model's own uncertainty (mean NLL) rises, as with a bad checkpoint or a broken cast.
+    """
+    clone = GPT(model.cfg)
+    clone.assign_from(model)
+    rows = model.wte.numpy()
+    rng = np.random.default_rng(seed)
+    norms = np.linalg.norm(rows, axis=-1, keepdims=True)
+    noisy = rows + rng.normal(0.0, noise, rows.shape) * norms / np.sqrt(rows.shape[-1])
+    noisy *= norms / np.maximum(np.linalg.norm(noisy, axis=-1, keepdims=True), 1e-12)
+    clone.wte.assign(noisy.astype(rows.dtype))
+    return clone
+
+
+def _request_tensors(prompts: list[str], max_new_tokens: int) -> dict[str, np.ndarray]:
+    rows = [sig.default_row(p, max_new_tokens) for p in prompts]
+    dtypes = {"string": object, "int32": np.int32, "float32": np.float32, "int64": np.int64}
+    return {
+        name: np.array([r[name] for r in rows], dtype=dtypes[kind])
+        for name, kind in sig.INPUTS.items()
+    }
+
+
+def write_warmup(path: Path, model_name: str) -> int:
+    """TFRecord of PredictionLog requests at several batch sizes; returns the record count."""
+    from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    count = 0
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for size in WARMUP_BATCH_SIZES:
+            prompts = [CANARY_PROMPTS[i % len(CANARY_PROMPTS)] for i in range(size)]
+            request = predict_pb2.PredictRequest(
+                model_spec=model_pb2.ModelSpec(name=model_name, signature_name=sig.SIGNATURE_NAME)
+            )
+            for name, value in _request_tensors(prompts, WARMUP_MAX_NEW_TOKENS).items():
+                request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
+            record = prediction_log_pb2.PredictionLog(
+                predict_log=prediction_log_pb2.PredictLog(request=request)
+            )
+            writer.write(record.SerializeToString())
+            count += 1
+    if count > sig.MAX_WARMUP_RECORDS:
+        raise ExportError(f"{count} warmup records exceed TF Serving's maximum")
+    return count
+
+
+def golden_outputs(export_dir: Path, model_name: str, version: int) -> dict[str, object]:
+    """Greedy outputs of the exported artifact itself for the fixed canary prompts."""
+    fn = tf.saved_model.load(str(export_dir)).signatures[sig.SIGNATURE_NAME]
+    tensors = _request_tensors(list(CANARY_PROMPTS), CANARY_MAX_NEW_TOKENS)
+    out = fn(**{k: tf.constant(v) for k, v in tensors.items()})
+    prompts = []
+    for i, prompt in enumerate(CANARY_PROMPTS):
+        prompts.append({
+            "prompt": prompt,
+            "text": out["text"][i].numpy().decode("utf-8"),
+            "mean_nll": round(float(out["mean_nll"][i]), 6),
+            "output_tokens": int(out["output_tokens"][i]),
+            "finish_reason": out["finish_reason"][i].numpy().decode(),
+        })
+    request = {k: v for k, v in sig.default_row("", 0).items() if k not in ("prompt", "max_new_tokens")}
+    return {"model": model_name, "version": version, "max_new_tokens": CANARY_MAX_NEW_TOKENS,
+            "request": request, "prompts": prompts}
+
+
+def export_version(
+    model: GPT,
+    base_path: Path,
+    version: int,
+    *,
+    model_name: str = sig.DEFAULT_MODEL_NAME,
+    report: TrainReport | None = None,
+    degrade_noise: float = 0.0,
+) -> Path:
+    """Write `base_path/<version>` atomically (a temp dir renamed into place, as a deploy would)."""
+    if version <= 0:
+        raise ExportError("version must be a positive integer")
+    final = base_path / str(version)
+    if final.exists():
+        raise ExportError(f"{final} already exists; versions are immutable")
+    base_path.mkdir(parents=True, exist_ok=True)
+    if degrade_noise > 0:
+        model = degraded_copy(model, degrade_noise)
+    staging = Path(tempfile.mkdtemp(prefix=f".export-{version}-", dir=base_path))
+    os.chmod(staging, 0o755)  # mkdtemp makes it private; the server may run as another user
+    try:
+        generator = Generator(model)
+        tf.saved_model.save(
+            generator, str(staging),
+            signatures={sig.SIGNATURE_NAME: generator.serve.get_concrete_function()},
+        )
+        records = write_warmup(staging / sig.WARMUP_FILE, model_name)
+        golden = golden_outputs(staging, model_name, version)
+        (staging / sig.GOLDEN_FILE).write_text(json.dumps(golden, indent=2, ensure_ascii=False))
+        meta = {"model": asdict(model.cfg), "degrade_noise": degrade_noise,
+                "train": asdict(report) if report else None, "warmup_records": records}
+        (staging / "assets.extra" / "tokenpulse_model.json").write_text(json.dumps(meta, indent=2))
+        os.replace(staging, final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    log.info("exported", path=str(final), degrade_noise=degrade_noise, warmup_records=records)
+    return final

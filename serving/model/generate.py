@@ -1,0 +1,127 @@
+"""The in-graph generation loop and the `serving_default` signature around it.
+
+Prompts are left-padded so every row writes the same cache row at each step; each row keeps its
+own positions, mask, sampling parameters and stopping rule, so its output does not depend on
+the rest of the batch.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from serving.model import sampling, tokenizer
+from serving.model.config import EOT_ID, ModelConfig
+from serving.model.transformer import NEG_INF, GPT
+
+SERVING_SPECS = {
+    "prompt": tf.TensorSpec([None], tf.string, name="prompt"),
+    "max_new_tokens": tf.TensorSpec([None], tf.int32, name="max_new_tokens"),
+    "temperature": tf.TensorSpec([None], tf.float32, name="temperature"),
+    "top_k": tf.TensorSpec([None], tf.int32, name="top_k"),
+    "top_p": tf.TensorSpec([None], tf.float32, name="top_p"),
+    "seed": tf.TensorSpec([None], tf.int64, name="seed"),
+}
+
+
+def _budgets(cfg: ModelConfig, lengths: tf.Tensor, max_new: tf.Tensor) -> tuple[tf.Tensor, ...]:
+    """Fit each row into the window: (kept prompt length, dropped prompt tokens, new-token cap)."""
+    ctx = cfg.context
+    wanted = tf.clip_by_value(max_new, 0, ctx - 1)
+    # A long prompt keeps its end and leaves room for the request, up to half the window.
+    room = tf.minimum(tf.maximum(wanted, 1), ctx // 2)
+    keep = tf.minimum(lengths, ctx - room)
+    allowed = tf.minimum(wanted, ctx - keep)
+    return keep, lengths - keep, allowed
+
+
+class Generator(tf.Module):
+    """Wraps a trained GPT with the generation signature that TF Serving calls."""
+
+    def __init__(self, model: GPT) -> None:
+        super().__init__(name="generator")
+        self.model = model
+
+    @tf.function(input_signature=list(SERVING_SPECS.values()))
+    def serve(self, prompt, max_new_tokens, temperature, top_k, top_p, seed):  # type: ignore[no-untyped-def]
+        """The `serving_default` signature: one row per prompt, every input batched on dim 0."""
+        return self.generate(prompt, max_new_tokens, temperature, top_k, top_p, seed)
+
+    def generate(self, prompt, max_new_tokens, temperature, top_k, top_p, seed):  # type: ignore[no-untyped-def]
+        """Graph body of `serve` (also traced by tests and the benchmark)."""
+        cfg = self.model.cfg
+        batch = tf.shape(prompt)[0]
+        ids = tokenizer.encode(prompt)
+        bos = tf.fill([batch, 1], EOT_ID)
+        ids = tf.concat([bos, ids], axis=1)  # end-of-text doubles as beginning-of-text
+        lengths = tf.cast(ids.row_lengths(), tf.int32)
+        keep, dropped, allowed = _budgets(cfg, lengths, max_new_tokens)
+
+        # Keep each row's last `keep` tokens, left-padded to a common length P.
+        width = tf.maximum(tf.reduce_max(keep), 1)
+        dense = ids.to_tensor(default_value=0)
+        cols = lengths[:, None] - keep[:, None] + tf.range(width)[None, :] - (width - keep[:, None])
+        valid = cols >= lengths[:, None] - keep[:, None]
+        tokens = tf.where(valid, tf.gather(dense, tf.maximum(cols, 0), batch_dims=1), 0)
+        pad = width - keep
+        positions = tf.maximum(tf.range(width)[None, :] - pad[:, None], 0)
+
+        q_idx = tf.range(width)[None, :, None]
+        k_idx = tf.range(width)[None, None, :]
+        see = ((k_idx <= q_idx) & (k_idx >= pad[:, None, None])) | (k_idx == q_idx)
+        bias = tf.where(see, 0.0, NEG_INF)
+        steps = tf.maximum(tf.reduce_max(allowed), 0)
+        cache = self.model.empty_cache(batch, width + steps)
+        logits, cache = self.model.extend(tokens, positions, 0, bias, cache)
+
+        done0 = allowed <= 0
+        out = tf.TensorArray(tf.int32, size=steps, element_shape=tf.TensorShape([None]))
+        zeros_f = tf.zeros([batch])
+        zeros_i = tf.zeros([batch], tf.int32)
+
+        def cond(i, *_):  # type: ignore[no-untyped-def]
+            return i < steps
+
+        def body(i, logits, cache, done, stopped, n_out, nll_sum, n_scored, out):  # type: ignore[no-untyped-def]
+            token, nll = sampling.select(logits, temperature, top_k, top_p, seed, i)
+            live = tf.logical_not(done)
+            is_eot = tf.equal(token, EOT_ID)
+            nll_sum += tf.where(live, nll, 0.0)
+            n_scored += tf.cast(live, tf.int32)
+            stopped = stopped | (live & is_eot)
+            emitted = live & tf.logical_not(is_eot)
+            n_out += tf.cast(emitted, tf.int32)
+            out = out.write(i, tf.where(emitted, token, 0))
+            done = done | is_eot | (n_out >= allowed)
+
+            def step():  # type: ignore[no-untyped-def]
+                t = width + i
+                pos = tf.minimum(t - pad, cfg.context - 1)[:, None]
+                k_pos = tf.range(t + 1)[None, None, :]
+                step_bias = tf.where(k_pos >= pad[:, None, None], 0.0, NEG_INF)
+                return self.model.extend(token[:, None], pos, t, step_bias, cache)
+
+            finished = tf.reduce_all(done) | (i + 1 >= steps)
+            logits, cache = tf.cond(finished, lambda: (logits, cache), step)
+            i_next = tf.where(tf.reduce_all(done), steps, i + 1)
+            return i_next, logits, cache, done, stopped, n_out, nll_sum, n_scored, out
+
+        loop_vars = (0, logits, cache, done0, tf.zeros([batch], tf.bool), zeros_i, zeros_f,
+                     zeros_i, out)
+        _, _, _, _, stopped, n_out, nll_sum, n_scored, out = tf.while_loop(
+            cond, body, loop_vars, maximum_iterations=cfg.context
+        )
+        generated = tf.transpose(out.stack())  # [B, steps]
+        generated = tf.reshape(generated, [batch, steps])
+        # Emitted tokens are contiguous from column 0: a row stops emitting once it is done.
+        text = tokenizer.decode(generated, n_out)
+        finish = tf.where(stopped, tf.constant("stop"), tf.constant("length"))
+        seen = keep - tf.cast(dropped == 0, tf.int32)  # prompt bytes seen; BOS is not one
+        mean_nll = tf.math.divide_no_nan(nll_sum, tf.cast(n_scored, tf.float32))
+        return {
+            "text": text,
+            "prompt_tokens": seen,
+            "output_tokens": n_out,
+            "finish_reason": finish,
+            "mean_nll": mean_nll,
+            "truncated_prompt_tokens": lengths - 1 - seen,
+        }

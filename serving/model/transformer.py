@@ -1,0 +1,141 @@
+"""GPT-2-layout decoder as a tf.Module: token + position embeddings, pre-norm blocks, tied output.
+
+Two forward paths share the same weights: `logits` for training (full causal attention), and
+`extend` for generation, which attends over a per-layer KV cache laid out [T, B, H, Dh] so one
+step writes a single row with `tensor_scatter_nd_update`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import tensorflow as tf
+
+from serving.model.config import ModelConfig
+
+NEG_INF = -1e9
+
+
+class Block(tf.Module):
+    """One pre-norm transformer block."""
+
+    def __init__(self, cfg: ModelConfig, index: int, init_std: float) -> None:
+        super().__init__(name=f"block_{index}")
+        d, f = cfg.d_model, cfg.d_ff
+        rnd = tf.random.normal
+        out_std = init_std / math.sqrt(2 * cfg.n_layers)  # GPT-2's scaled residual init
+        self.ln1_g = tf.Variable(tf.ones([d]), name="ln1_g")
+        self.ln1_b = tf.Variable(tf.zeros([d]), name="ln1_b")
+        self.w_qkv = tf.Variable(rnd([d, 3 * d], stddev=init_std), name="w_qkv")
+        self.b_qkv = tf.Variable(tf.zeros([3 * d]), name="b_qkv")
+        self.w_o = tf.Variable(rnd([d, d], stddev=out_std), name="w_o")
+        self.b_o = tf.Variable(tf.zeros([d]), name="b_o")
+        self.ln2_g = tf.Variable(tf.ones([d]), name="ln2_g")
+        self.ln2_b = tf.Variable(tf.zeros([d]), name="ln2_b")
+        self.w_fc = tf.Variable(rnd([d, f], stddev=init_std), name="w_fc")
+        self.b_fc = tf.Variable(tf.zeros([f]), name="b_fc")
+        self.w_proj = tf.Variable(rnd([f, d], stddev=out_std), name="w_proj")
+        self.b_proj = tf.Variable(tf.zeros([d]), name="b_proj")
+
+
+def layer_norm(x: tf.Tensor, g: tf.Variable, b: tf.Variable) -> tf.Tensor:
+    """LayerNorm over the last axis (eps as GPT-2)."""
+    mean, var = tf.nn.moments(x, axes=[-1], keepdims=True)
+    return (x - mean) * tf.math.rsqrt(var + 1e-5) * g + b
+
+
+class GPT(tf.Module):
+    """The decoder's weights and its two forward paths."""
+
+    def __init__(self, cfg: ModelConfig, seed: int = 0) -> None:
+        super().__init__(name="gpt")
+        self.cfg = cfg
+        tf.random.set_seed(seed)
+        std = 0.02
+        self.wte = tf.Variable(tf.random.normal([cfg.vocab_size, cfg.d_model], stddev=std), name="wte")
+        self.wpe = tf.Variable(tf.random.normal([cfg.context, cfg.d_model], stddev=0.01), name="wpe")
+        self.blocks = [Block(cfg, i, std) for i in range(cfg.n_layers)]
+        self.lnf_g = tf.Variable(tf.ones([cfg.d_model]), name="lnf_g")
+        self.lnf_b = tf.Variable(tf.zeros([cfg.d_model]), name="lnf_b")
+
+    def assign_from(self, other: GPT) -> None:
+        """Copy every weight from a model of the same shape."""
+        for dst, src in zip(self.trainable_variables, other.trainable_variables, strict=True):
+            dst.assign(src)
+
+    # -- shared pieces -------------------------------------------------------------------
+    def _embed(self, ids: tf.Tensor, positions: tf.Tensor) -> tf.Tensor:
+        return tf.gather(self.wte, ids) + tf.gather(self.wpe, positions)
+
+    def _qkv(self, blk: Block, x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """x [B, S, D] -> q, k, v each [S, B, H, Dh]."""
+        h = layer_norm(x, blk.ln1_g, blk.ln1_b)
+        qkv = tf.einsum("bsd,de->bse", h, blk.w_qkv) + blk.b_qkv
+        shape = tf.shape(x)
+        qkv = tf.reshape(qkv, [shape[0], shape[1], 3, self.cfg.n_heads, self.cfg.head_dim])
+        qkv = tf.transpose(qkv, [2, 1, 0, 3, 4])
+        return qkv[0], qkv[1], qkv[2]
+
+    def _attend(self, q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, bias: tf.Tensor) -> tf.Tensor:
+        """q [S, B, H, Dh] over k, v [T, B, H, Dh] with additive bias [B, S, T] -> [B, S, D]."""
+        scores = tf.einsum("sbhd,tbhd->bhst", q, k) / math.sqrt(self.cfg.head_dim)
+        weights = tf.nn.softmax(scores + bias[:, None, :, :], axis=-1)
+        out = tf.einsum("bhst,tbhd->bshd", weights, v)
+        shape = tf.shape(out)
+        return tf.reshape(out, [shape[0], shape[1], self.cfg.d_model])
+
+    def _finish_block(self, blk: Block, x: tf.Tensor, attn: tf.Tensor) -> tf.Tensor:
+        x = x + tf.einsum("bsd,de->bse", attn, blk.w_o) + blk.b_o
+        h = layer_norm(x, blk.ln2_g, blk.ln2_b)
+        h = tf.nn.gelu(tf.einsum("bsd,df->bsf", h, blk.w_fc) + blk.b_fc, approximate=True)
+        return x + tf.einsum("bsf,fd->bsd", h, blk.w_proj) + blk.b_proj
+
+    def _head(self, x: tf.Tensor) -> tf.Tensor:
+        """Tied output projection: hidden states -> logits over the vocabulary."""
+        h = layer_norm(x, self.lnf_g, self.lnf_b)
+        return tf.einsum("...d,vd->...v", h, self.wte)
+
+    # -- training path -------------------------------------------------------------------
+    def logits(self, ids: tf.Tensor) -> tf.Tensor:
+        """ids [B, S] -> logits [B, S, V] with causal attention (training and scoring)."""
+        seq = tf.shape(ids)[1]
+        x = self._embed(ids, tf.range(seq)[None, :])
+        causal = tf.linalg.band_part(tf.ones([seq, seq]), -1, 0)
+        bias = tf.tile(((1.0 - causal) * NEG_INF)[None], [tf.shape(ids)[0], 1, 1])
+        for blk in self.blocks:
+            q, k, v = self._qkv(blk, x)
+            x = self._finish_block(blk, x, self._attend(q, k, v, bias))
+        return self._head(x)
+
+    # -- generation path -----------------------------------------------------------------
+    def empty_cache(self, batch: tf.Tensor, length: tf.Tensor) -> list[tf.Tensor]:
+        """Zeroed K and V caches, two tensors per layer, each [length, B, H, Dh]."""
+        cfg = self.cfg
+        shape = tf.stack([length, batch, cfg.n_heads, cfg.head_dim])
+        return [tf.zeros(shape) for _ in range(2 * cfg.n_layers)]
+
+    def extend(
+        self,
+        ids: tf.Tensor,
+        positions: tf.Tensor,
+        start: tf.Tensor,
+        bias: tf.Tensor,
+        cache: list[tf.Tensor],
+    ) -> tuple[tf.Tensor, list[tf.Tensor]]:
+        """Feed ids [B, S] at cache rows [start, start+S); bias [B, S, start+S].
+
+        Returns the logits of the last fed position [B, V] and the updated cache.
+        """
+        x = self._embed(ids, positions)
+        seq = tf.shape(ids)[1]
+        rows = tf.range(start, start + seq)[:, None]
+        new_cache = []
+        for i, blk in enumerate(self.blocks):
+            q, k, v = self._qkv(blk, x)
+            k_cache = tf.tensor_scatter_nd_update(cache[2 * i], rows, k)
+            v_cache = tf.tensor_scatter_nd_update(cache[2 * i + 1], rows, v)
+            new_cache += [k_cache, v_cache]
+            visible = start + seq  # attention cost grows with the filled part only
+            attn = self._attend(q, k_cache[:visible], v_cache[:visible], bias)
+            x = self._finish_block(blk, x, attn)
+        return self._head(x[:, -1, :]), new_cache
