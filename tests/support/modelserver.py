@@ -1,4 +1,4 @@
-"""Start `tokenpulse modelserver` as a subprocess on free loopback ports, for tests of any component.
+"""Start `tokenpulse modelserver` as a subprocess on free loopback ports, for any component's tests.
 
     with running_modelserver(base_path) as server:
         httpx.get(f"{server.rest_url}/v1/models/gen")
@@ -106,7 +106,7 @@ def running_modelserver(
     extra_args: Sequence[str] = (),
     start_timeout_s: float = START_TIMEOUT_S,
 ) -> Iterator[ModelServerProcess]:
-    """Run the model server on `base_path` (single-model form) or `config_file` until the block ends.
+    """Run the model server on `base_path` (single-model form) or `config_file` for the block.
 
     `batching_parameters` is the text of a TF Serving `batching_parameters.txt` (None: defaults).
     Waits until `model_name` has an AVAILABLE version; the metrics page is always enabled.

@@ -1,0 +1,152 @@
+"""Wires the pieces together: `run(settings)` blocks until SIGINT/SIGTERM, then shuts down."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from typing import Any
+
+from serving.modelserver.config_files import (
+    ConfigFileError,
+    parse_batching_parameters,
+    parse_model_server_config,
+    parse_monitoring_config,
+    single_model_config,
+)
+from serving.modelserver.settings import ModelServerSettings
+from serving.modelserver.status import ServingError
+from tokenpulse.logging import get_logger
+
+log = get_logger(__name__)
+
+
+class StartupError(Exception):
+    """The server cannot start (bad files, no loadable version, ports in use)."""
+
+
+def run(settings: ModelServerSettings) -> None:
+    """Load the configured models, serve gRPC + REST until a signal, then stop cleanly."""
+    from serving.modelserver.batching import BatchScheduler
+    from serving.modelserver.manager import ModelManager, Poller, list_versions
+    from serving.modelserver.metrics import ServingMetrics
+    from serving.modelserver.predict import Predictor
+
+    try:
+        params = (
+            parse_batching_parameters(settings.batching_parameters_file)
+            if settings.enable_batching
+            else None
+        )
+        monitoring = parse_monitoring_config(settings.monitoring_config_file)
+        config = (
+            parse_model_server_config(settings.model_config_file)
+            if settings.model_config_file is not None
+            else single_model_config(settings.model_name, str(settings.model_base_path))
+        )
+    except ConfigFileError as exc:
+        raise StartupError(str(exc)) from exc
+
+    metrics = ServingMetrics()
+    scheduler = BatchScheduler(params, metrics) if params is not None else None
+    predictor = Predictor(metrics, scheduler)
+    manager = ModelManager(
+        metrics,
+        warmup=predictor.warmup if settings.enable_model_warmup else None,
+        on_unload=predictor.forget,
+        allow_labels_for_unavailable=settings.allow_version_labels_for_unavailable_models,
+    )
+    poller = Poller(
+        manager,
+        settings.file_system_poll_wait_seconds,
+        settings.model_config_file,
+        settings.model_config_file_poll_wait_seconds,
+        parse_model_server_config,
+    )
+    try:
+        _load_initial(manager, config, settings, list_versions)
+        poller.start()
+        asyncio.run(_serve(settings, manager, predictor, metrics, monitoring))
+    finally:
+        poller.stop()
+        manager.shutdown()
+        if scheduler is not None:
+            scheduler.stop()
+        predictor.close()
+        log.info("model server stopped")
+
+
+def _load_initial(
+    manager: Any, config: Any, settings: ModelServerSettings, list_versions: Any
+) -> None:
+    """Like ServerCore::Create: every model must have an AVAILABLE version before ports open."""
+    from serving.modelserver.config_files import resolve_base_path
+
+    try:
+        manager.apply_config(config)
+    except ServingError as exc:
+        raise StartupError(exc.message) from exc
+    interval = max(settings.file_system_poll_wait_seconds, 0.5)
+    while True:
+        waiting = [n for n in manager.model_names() if not manager.available(n)]
+        if not waiting:
+            return
+        for model in config.model_config_list.config:
+            if model.name not in waiting:
+                continue
+            states = manager.version_states_or_empty(model.name)
+            on_disk = list_versions(resolve_base_path(model.base_path))
+            if on_disk and states and all(s.state == "END" for s in states.values()):
+                errors = "; ".join(s.error_message for s in states.values() if s.error_message)
+                raise StartupError(f"no version of model {model.name} could be loaded: {errors}")
+        if settings.file_system_poll_wait_seconds < 0:
+            raise StartupError(f"no versions found for models {waiting} and polling is disabled")
+        time.sleep(interval)
+        manager.poll()
+
+
+async def _serve(
+    settings: ModelServerSettings, manager: Any, predictor: Any, metrics: Any, monitoring: Any
+) -> None:
+    import grpc
+    from aiohttp import web
+
+    from serving.modelserver.grpc_api import add_services
+    from serving.modelserver.rest import RestApi, build_app
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+    grpc_server = grpc.aio.server(
+        options=[("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
+    )
+    add_services(grpc_server, manager, predictor, metrics)
+    try:
+        grpc_server.add_insecure_port(f"{settings.host}:{settings.port}")
+    except RuntimeError as exc:
+        raise StartupError(f"cannot bind gRPC port {settings.port}") from exc
+    await grpc_server.start()
+    log.info("running gRPC ModelServer", address=f"{settings.host}:{settings.port}")
+    runner = None
+    if settings.rest_api_port:
+        metrics_path = monitoring.prometheus_path if monitoring.prometheus_enable else None
+        api = RestApi(manager, predictor, metrics, settings.rest_api_timeout_in_ms)
+        runner = web.AppRunner(build_app(api, metrics_path), access_log=None)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, settings.host, settings.rest_api_port).start()
+        except OSError as exc:
+            await grpc_server.stop(None)
+            raise StartupError(f"cannot bind REST port {settings.rest_api_port}") from exc
+        log.info(
+            "exporting HTTP/REST API",
+            address=f"{settings.host}:{settings.rest_api_port}",
+            metrics_path=metrics_path,
+        )
+    await stop.wait()
+    log.info("shutting down")
+    if runner is not None:
+        await runner.cleanup()
+    await grpc_server.stop(5)
