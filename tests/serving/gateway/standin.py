@@ -33,6 +33,7 @@ class Behaviour:
     text: str = "hello world"  # each output is f"{text} (v{version})"
     finish_reason: str = "length"
     mean_nll: float = 1.5
+    output_tokens: int | None = None  # None: max_new_tokens
 
 
 class TFServingStandIn:
@@ -116,7 +117,9 @@ class TFServingStandIn:
                 {
                     "text": f"{b.text} (v{version})",
                     "prompt_tokens": len(row["prompt"]),
-                    "output_tokens": row["max_new_tokens"],
+                    "output_tokens": (
+                        row["max_new_tokens"] if b.output_tokens is None else b.output_tokens
+                    ),
                     "finish_reason": b.finish_reason,
                     "mean_nll": b.mean_nll,
                     "truncated_prompt_tokens": 0,

@@ -1,0 +1,76 @@
+"""Deadlines: client timeouts become the upstream timeout; an upstream timeout is a 504."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from serving.gateway.breaker import BreakerState
+from serving.gateway.errors import BadRequest
+from serving.gateway.pipeline import deadline_for
+from serving.gateway.settings import GatewaySettings
+from tests.serving.gateway.helpers import auth, metric_value
+from tests.serving.gateway.standin import TFServingStandIn
+from tests.support.gateway import running_gateway
+
+
+def _settings(keys_file: Path) -> GatewaySettings:
+    keys_file.write_text('{"keys": []}')
+    return GatewaySettings(keys_file=keys_file, request_timeout_s=30, max_request_timeout_s=60)
+
+
+def test_deadline_from_headers(tmp_path: Path) -> None:
+    s = _settings(tmp_path / "k.json")
+    assert deadline_for({}, 0.0, s).at == 30 and not deadline_for({}, 0.0, s).from_client
+    short = deadline_for({"X-Request-Timeout": "2.5"}, 0.0, s)
+    assert short.at == 2.5 and short.from_client
+    assert deadline_for({"X-Request-Timeout": "45"}, 0.0, s).at == 45  # may extend up to the max
+    assert deadline_for({"X-Request-Timeout": "999"}, 0.0, s).at == 60
+    assert deadline_for({"X-Stainless-Timeout": "600"}, 0.0, s).at == 30  # SDK only shortens
+    assert deadline_for({"X-Stainless-Timeout": "5"}, 0.0, s).at == 5
+    for bad in ("soon", "0", "-1", "nan", "inf"):
+        with pytest.raises(BadRequest):
+            deadline_for({"X-Request-Timeout": bad}, 0.0, s)
+
+
+def test_client_deadline_becomes_504_without_tripping_the_breaker(
+    standin: TFServingStandIn, keys_file: Path, keys: dict[str, str]
+) -> None:
+    standin.behaviour.delay_s = 2.0
+    settings = {"breaker_failure_threshold": 1}
+    with running_gateway(standin.url, keys_file, **settings) as gw:
+        resp = httpx.post(
+            f"{gw.url}/v1/generate",
+            json={"prompt": "hi", "max_new_tokens": 2},
+            headers={**auth(keys["demo"]), "X-Request-Timeout": "0.3"},
+            timeout=10,
+        )
+        assert resp.status_code == 504
+        assert resp.json()["error"]["code"] == "deadline_exceeded"
+        assert resp.json()["error"]["message"].startswith("deadline exceeded")
+        assert metric_value(gw.url, "tokenpulse_gateway_circuit_breaker_state") == 0
+        bad = httpx.post(
+            f"{gw.url}/v1/generate",
+            json={"prompt": "hi"},
+            headers={**auth(keys["demo"]), "X-Request-Timeout": "later"},
+        )
+        assert bad.status_code == 400
+
+
+def test_gateway_timeout_is_504_and_counts_against_the_upstream(
+    standin: TFServingStandIn, keys_file: Path, keys: dict[str, str]
+) -> None:
+    standin.behaviour.delay_s = 2.0
+    settings = {"request_timeout_s": 0.3, "breaker_failure_threshold": 1}
+    with running_gateway(standin.url, keys_file, **settings) as gw:
+        resp = httpx.post(
+            f"{gw.url}/v1/completions",
+            json={"model": "gen", "prompt": "hi", "max_tokens": 2},
+            headers=auth(keys["demo"]),
+            timeout=10,
+        )
+        assert resp.status_code == 504
+        assert resp.json()["error"]["type"] == "server_error"
+        assert metric_value(gw.url, "tokenpulse_gateway_circuit_breaker_state") == BreakerState.OPEN
