@@ -1,0 +1,254 @@
+"""Golden-prompt canaries: each AVAILABLE version answers its own golden prompts, greedily.
+
+Each exported version carries `assets.extra/golden_canary.json` (the exporter is a sidecar sharing
+the model volume). A background thread sends every prompt to that exact version on a schedule,
+and as soon as a version turns AVAILABLE, then compares with the golden output. Scrapes only read
+the latest results.
+"""
+
+from __future__ import annotations
+
+import base64
+import difflib
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from exporter.status import StatusTracker
+from exporter.tfserving_client import TfServingClient, TfServingError
+from serving.model.signature import GOLDEN_FILE, INPUTS, default_row
+from tokenpulse.logging import get_logger
+
+log = get_logger(__name__)
+
+RESULTS = ("ok", "mismatch", "error")
+
+
+class GoldenError(ValueError):
+    """A golden canary file is missing or malformed."""
+
+
+@dataclass(frozen=True)
+class GoldenPrompt:
+    """One fixed prompt and what the version answered at export time."""
+
+    prompt: str
+    text: str
+    mean_nll: float
+
+
+@dataclass(frozen=True)
+class Golden:
+    """A version's golden canary file."""
+
+    max_new_tokens: int
+    request: dict[str, Any]
+    prompts: tuple[GoldenPrompt, ...]
+
+    def row(self, prompt: str) -> dict[str, Any]:
+        """The predict row for one prompt: the golden request's sampling inputs (greedy)."""
+        row = default_row(prompt, self.max_new_tokens)
+        row.update({k: v for k, v in self.request.items() if k in INPUTS and k != "prompt"})
+        return row
+
+
+def load_golden(path: Path) -> Golden:
+    """Read and validate `golden_canary.json`."""
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError as exc:
+        raise GoldenError(f"no golden canary file at {path}") from exc
+    except (OSError, ValueError) as exc:
+        raise GoldenError(f"unreadable golden canary file {path}: {exc}") from exc
+    try:
+        max_new = int(doc["max_new_tokens"])
+        request = dict(doc.get("request") or {})
+        prompts = tuple(
+            GoldenPrompt(str(p["prompt"]), str(p["text"]), float(p["mean_nll"]))
+            for p in doc["prompts"]
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise GoldenError(f"malformed golden canary file {path}: {exc!r}") from exc
+    if not prompts:
+        raise GoldenError(f"golden canary file {path} has no prompts")
+    return Golden(max_new_tokens=max_new, request=request, prompts=prompts)
+
+
+@dataclass(frozen=True)
+class CanaryResult:
+    """One canary run against one model version."""
+
+    model: str
+    version: int
+    finished_at: float
+    result: str  # one of RESULTS
+    error: str | None
+    prompts: int
+    answered: int
+    matched: int
+    latency_s: float | None  # mean per answered prompt
+    similarity: float | None  # mean difflib ratio to the golden text
+    mean_nll: float | None  # mean of the answers' mean_nll
+    golden_mean_nll: float | None  # mean golden mean_nll over the same prompts
+
+
+class CanaryRunner:
+    """Runs the golden prompts of every AVAILABLE version; holds the latest result per version."""
+
+    def __init__(
+        self,
+        client: TfServingClient,
+        tracker: StatusTracker,
+        interval_s: float,
+        timeout_s: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._client = client
+        self._tracker = tracker
+        self.interval_s = interval_s
+        self._timeout_s = timeout_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._results: dict[tuple[str, int], CanaryResult] = {}
+        self._runs: dict[tuple[str, int, str], int] = {}
+        self._last_cycle: float | None = None
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        tracker.add_listener(self._wake.set)  # a new AVAILABLE version is probed at once
+
+    def results(self) -> list[CanaryResult]:
+        """The latest result of every version that was AVAILABLE at the last run."""
+        with self._lock:
+            return list(self._results.values())
+
+    def runs(self) -> dict[tuple[str, int, str], int]:
+        """Runs so far per (model, version, result), for versions still being probed."""
+        with self._lock:
+            return dict(self._runs)
+
+    def last_cycle(self) -> float | None:
+        """When the last full cycle finished (unix time), None before the first."""
+        with self._lock:
+            return self._last_cycle
+
+    def alive(self) -> bool:
+        """False when the background thread was started and has died."""
+        return self._thread is None or self._thread.is_alive()
+
+    def run_once(self) -> list[CanaryResult]:
+        """Probe every AVAILABLE version of every model once."""
+        snap = self._tracker.snapshot()
+        results: dict[tuple[str, int], CanaryResult] = {}
+        for model in snap.models:
+            for version in model.available_versions():
+                results[(model.name, version)] = self._probe(model.name, model.base_path, version)
+        with self._lock:
+            self._results = results
+            for r in results.values():
+                key = (r.model, r.version, r.result)
+                self._runs[key] = self._runs.get(key, 0) + 1
+            # Counters of versions no longer AVAILABLE would be stale series forever: drop them.
+            self._runs = {k: n for k, n in self._runs.items() if (k[0], k[1]) in results}
+            self._last_cycle = self._clock()
+        return list(results.values())
+
+    def _probe(self, model: str, base_path: Path | None, version: int) -> CanaryResult:
+        def fail(error: str, **kw: Any) -> CanaryResult:
+            log.warning("canary failed", model=model, version=version, error=error)
+            fields: dict[str, Any] = {"prompts": 0, "answered": 0, "matched": 0}
+            fields |= {"latency_s": None, "similarity": None}
+            fields |= {"mean_nll": None, "golden_mean_nll": None}
+            fields.update(kw)
+            return CanaryResult(model, version, self._clock(), "error", error, **fields)
+
+        if base_path is None:
+            return fail("no base path for model (give the model config file or a base path)")
+        try:
+            golden = load_golden(base_path / str(version) / GOLDEN_FILE)
+        except GoldenError as exc:
+            return fail(str(exc))
+        latencies, sims, nlls, golden_nlls, matched = [], [], [], [], 0
+        for g in golden.prompts:
+            start = time.perf_counter()
+            try:
+                pred = self._client.predict(model, version, [golden.row(g.prompt)], self._timeout_s)
+                text, nll = _answer(pred[0])
+            except (TfServingError, ValueError) as exc:
+                return fail(
+                    f"predict failed: {exc}",
+                    prompts=len(golden.prompts),
+                    answered=len(latencies),
+                    matched=matched,
+                )
+            latencies.append(time.perf_counter() - start)
+            sims.append(difflib.SequenceMatcher(None, text, g.text).ratio())
+            nlls.append(nll)
+            golden_nlls.append(g.mean_nll)
+            matched += text == g.text
+        n = len(golden.prompts)
+        result = CanaryResult(
+            model=model,
+            version=version,
+            finished_at=self._clock(),
+            result="ok" if matched == n else "mismatch",
+            error=None,
+            prompts=n,
+            answered=n,
+            matched=matched,
+            latency_s=sum(latencies) / n,
+            similarity=sum(sims) / n,
+            mean_nll=sum(nlls) / n,
+            golden_mean_nll=sum(golden_nlls) / n,
+        )
+        if result.result == "mismatch":
+            log.warning(
+                "canary mismatch",
+                model=model,
+                version=version,
+                matched=matched,
+                prompts=n,
+                mean_nll=result.mean_nll,
+                golden_mean_nll=result.golden_mean_nll,
+            )
+        return result
+
+    def start(self) -> None:
+        """Run now, then every interval (or as soon as a version changes state)."""
+        self._thread = threading.Thread(target=self._loop, name="canary", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.clear()
+            try:
+                self.run_once()
+            except Exception:  # noqa: BLE001  (one bad cycle must not end the canary)
+                log.exception("canary cycle crashed")
+            self._wake.wait(self.interval_s)
+
+    def stop(self) -> None:
+        """Stop the background thread and wait for it."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+
+def _answer(prediction: object) -> tuple[str, float]:
+    """`text` and `mean_nll` of one row of a predict response."""
+    if not isinstance(prediction, dict):
+        raise ValueError("prediction row is not an object")
+    text = prediction.get("text")
+    if isinstance(text, dict) and "b64" in text:
+        text = base64.b64decode(text["b64"]).decode("utf-8", errors="replace")
+    if not isinstance(text, str):
+        raise ValueError("prediction has no text")
+    nll = prediction.get("mean_nll")
+    if isinstance(nll, bool) or not isinstance(nll, int | float):
+        raise ValueError("prediction has no mean_nll")
+    return text, float(nll)

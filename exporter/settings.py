@@ -1,0 +1,81 @@
+"""The exporter's settings: one pydantic-settings model, env prefix TOKENPULSE_EXPORTER_."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from exporter.registry import enabled_names
+
+_LISTEN = re.compile(r"^(?P<host>\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.\-]*):(?P<port>\d{1,5})$")
+
+
+class ExporterSettings(BaseSettings):
+    """Everything `tokenpulse exporter` can be told; validated at start-up."""
+
+    model_config = SettingsConfigDict(env_prefix="TOKENPULSE_EXPORTER_", extra="ignore")
+
+    # host:port; an empty host (":9410") listens on every interface, as in node_exporter.
+    listen_address: str = "127.0.0.1:9410"
+    # Per-collector overrides of each collector's default, e.g. {"nvml": false}.
+    collectors: dict[str, bool] = Field(default_factory=dict)
+    tfserving_url: str = "http://127.0.0.1:8501"
+    # The same file TF Serving reads: model names, base paths (for golden files) and labels.
+    model_config_file: Path | None = None
+    # Without a config file: the one model to watch and where its versions live.
+    model_name: str = "gen"
+    model_base_path: Path | None = None
+    status_poll_interval_seconds: float = Field(5.0, gt=0)
+    request_timeout_seconds: float = Field(2.0, gt=0)
+    canary_interval_seconds: float = Field(60.0, gt=0)
+    canary_timeout_seconds: float = Field(60.0, gt=0)
+    # "real" is pynvml; "fake" is a simulated node for demos and benchmarks, never a default.
+    nvml_backend: Literal["real", "fake"] = "real"
+    nvml_fake_gpus: int = Field(8, ge=1, le=64)
+    nvml_fields_file: Path | None = None
+    nvml_retry_seconds: float = Field(30.0, gt=0)
+    log_level: str = "INFO"
+
+    @field_validator("listen_address")
+    @classmethod
+    def _listen(cls, value: str) -> str:
+        m = _LISTEN.match(value)
+        if m is None or not 0 <= int(m["port"]) < 65536:
+            raise ValueError("listen address must be host:port (e.g. 127.0.0.1:9410 or :9410)")
+        return value
+
+    @field_validator("tfserving_url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if not re.match(r"^https?://[^/\s]+/?$", value):
+            raise ValueError("tfserving url must be http(s)://host:port")
+        return value.rstrip("/")
+
+    @field_validator("log_level")
+    @classmethod
+    def _level(cls, value: str) -> str:
+        if value.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+            raise ValueError("log level must be DEBUG, INFO, WARNING or ERROR")
+        return value.upper()
+
+    @model_validator(mode="after")
+    def _check(self) -> ExporterSettings:
+        enabled_names(self.collectors)  # unknown collector names fail here, at start-up
+        if self.model_config_file is not None and not self.model_config_file.is_file():
+            raise ValueError(f"model config file {self.model_config_file} does not exist")
+        return self
+
+    def listen(self) -> tuple[str, int]:
+        """(host, port) to bind; host "" means every interface."""
+        m = _LISTEN.match(self.listen_address)
+        if m is None:  # validated above; kept for type narrowing
+            raise ValueError("bad listen address")
+        return m["host"].strip("[]"), int(m["port"])
+
+    def enabled_collectors(self) -> list[str]:
+        """The collectors to run, in registry order."""
+        return enabled_names(self.collectors)
