@@ -95,6 +95,8 @@ class ModelManager:
         self._on_unload = on_unload
         self._allow_unavailable_labels = allow_labels_for_unavailable
         self._models: dict[str, _Model] = {}
+        # states of models dropped from the config stay visible (END), as in TF's state monitor
+        self._retired: dict[str, dict[int, VersionState]] = {}
         self._lock = threading.Lock()  # guards _models and routing
         self._apply = threading.RLock()  # one poll/reload at a time
 
@@ -125,7 +127,7 @@ class ModelManager:
         """GetModelStatus: every known version's state (or one), NOT_FOUND as TF words it."""
         with self._lock:
             model = self._models.get(name)
-            states = dict(model.states) if model else {}
+            states = dict(model.states) if model else dict(self._retired.get(name, {}))
         if version is not None:
             if version not in states:
                 raise not_found(f"Could not find version {version} of model {name}")
@@ -171,11 +173,17 @@ class ModelManager:
                     model = self._models.get(name)
                     base = resolve_base_path(mc.base_path)
                     if model is None:
+                        self._retired.pop(name, None)
                         self._models[name] = _Model(mc, base)
                     else:
                         model.config, model.base_path = mc, base
             for model in removed:
                 self._unload_all(model)
+                with self._lock:
+                    self._retired[model.config.name] = {
+                        v: VersionState(END, st.error_code, st.error_message)
+                        for v, st in model.states.items()
+                    }
             self.poll()
             self._apply_labels(wanted)
 
