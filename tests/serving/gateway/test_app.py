@@ -1,0 +1,161 @@
+"""The HTTP surface: every kind of bad input gets its status in the endpoint's error shape."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from tests.serving.gateway.helpers import auth, metric_value
+from tests.serving.gateway.standin import TFServingStandIn
+from tests.support.gateway import GatewayProcess, make_keys_file, running_gateway
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[GatewayProcess, str]]:
+    """One gateway with small limits in front of a stand-in, shared by this module."""
+    path = tmp_path_factory.mktemp("app") / "keys.json"
+    key = make_keys_file(path, demo={})["demo"]
+    with (
+        TFServingStandIn() as up,
+        running_gateway(
+            up.url, path, max_body_bytes=4096, max_prompt_chars=100, max_new_tokens_limit=64
+        ) as gw,
+    ):
+        yield gw, key
+
+
+def _post(gw: GatewayProcess, key: str, path: str, content: bytes) -> httpx.Response:
+    headers = {**auth(key), "Content-Type": "application/json"}
+    return httpx.post(f"{gw.url}{path}", content=content, headers=headers)
+
+
+NATIVE_CASES = [
+    (b"{", 400, "malformed json"),
+    (b'{"prompt": "\xff\xfe"}', 400, "malformed json"),
+    (b'{"prompt": "\\ud800"}', 400, "malformed json"),
+    (b"[]", 422, "body"),
+    (b"{}", 422, "prompt"),
+    (b'{"prompt": 5}', 422, "prompt"),
+    (b'{"prompt": ""}', 422, "prompt"),
+    (b'{"prompt": "a", "temperature": -1}', 422, "temperature"),
+    (b'{"prompt": "a", "temperature": "hot"}', 422, "temperature"),
+    (b'{"prompt": "a", "top_p": 0}', 422, "top_p"),
+    (b'{"prompt": "a", "max_new_tokens": 0}', 422, "max_new_tokens"),
+    (b'{"prompt": "a", "max_new_tokens": 65}', 422, "max_new_tokens"),
+    (b'{"prompt": "a", "max_new_tokens": 2.0}', 422, "max_new_tokens"),
+    (b'{"prompt": "a", "seed": 99999999999999999999}', 422, "seed"),
+    (b'{"prompt": "a", "version_label": "../x"}', 422, "version_label"),
+    (b'{"prompt": "a", "bogus": 1}', 422, "bogus"),
+    (json.dumps({"prompt": "x" * 101}).encode(), 413, "101 characters"),
+    (json.dumps({"prompt": "x" * 5000}).encode(), 413, "larger than 4096 bytes"),
+]
+
+
+@pytest.mark.parametrize(("body", "status", "words"), NATIVE_CASES)
+def test_native_bad_input(
+    served: tuple[GatewayProcess, str], body: bytes, status: int, words: str
+) -> None:
+    gw, key = served
+    resp = _post(gw, key, "/v1/generate", body)
+    assert resp.status_code == status, resp.text
+    err = resp.json()["error"]
+    assert err["status"] == status and words in err["message"]
+    assert err["request_id"] == resp.headers["X-Request-ID"]
+
+
+OPENAI_CASES = [
+    (b"{", 400, "malformed json"),
+    (b'{"model": "gen"}', 400, "prompt"),
+    (b'{"model": "gen", "prompt": [1, 2]}', 400, "prompt"),
+    (b'{"model": "gen", "prompt": []}', 400, "prompt"),
+    (b'{"model": "gen", "prompt": "a", "n": 3}', 400, "n must be 1"),
+    (b'{"model": "gen", "prompt": "a", "stream": true}', 400, "stream"),
+    (b'{"model": "gen", "prompt": "a", "logprobs": 2}', 400, "logprobs"),
+    (b'{"model": "gen", "prompt": "a", "stop": ["", "x"]}', 400, "stop"),
+    (b'{"model": "gen", "prompt": "a", "max_tokens": 1000}', 400, "max_tokens"),
+    (b'{"model": "nope", "prompt": "a"}', 404, "not served"),
+    (json.dumps({"model": "gen", "prompt": ["a"] * 17}).encode(), 400, "at most 16"),
+]
+
+
+@pytest.mark.parametrize(("body", "status", "words"), OPENAI_CASES)
+def test_openai_bad_input(
+    served: tuple[GatewayProcess, str], body: bytes, status: int, words: str
+) -> None:
+    gw, key = served
+    resp = _post(gw, key, "/v1/completions", body)
+    assert resp.status_code == status, resp.text
+    err = resp.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"}
+    assert err["type"] == "invalid_request_error" and words in err["message"]
+
+
+def test_no_bad_input_reached_the_server_error_path(served: tuple[GatewayProcess, str]) -> None:
+    gw, _ = served
+    assert metric_value(gw.url, "tokenpulse_gateway_requests_total", code="500") == 0
+    assert "unhandled error" not in gw.stderr()
+
+
+def test_request_id_is_echoed_and_logs_hold_no_prompt(served: tuple[GatewayProcess, str]) -> None:
+    gw, key = served
+    resp = httpx.post(
+        f"{gw.url}/v1/generate",
+        json={"prompt": "my secret prompt", "max_new_tokens": 2},
+        headers={**auth(key), "X-Request-ID": "req-42"},
+    )
+    assert resp.status_code == 200
+    assert resp.headers["X-Request-ID"] == "req-42" and resp.json()["id"] == "gen-req-42"
+    (entry,) = [e for e in gw.access_logs() if e["request_id"] == "req-42"]
+    assert entry["key_id"] == "demo" and entry["status"] == 200 and entry["version"] == "1"
+    assert entry["total_s"] >= entry["upstream_s"] > 0
+    assert "my secret prompt" not in gw.stderr() and key not in gw.stderr()
+
+
+def test_openai_sdk_against_the_gateway(served: tuple[GatewayProcess, str]) -> None:
+    gw, key = served
+    client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key=key, max_retries=0)
+    done = client.completions.create(model="gen", prompt="hi", max_tokens=3, stop=" world")
+    assert done.object == "text_completion"
+    assert done.choices[0].text == "hello" and done.choices[0].finish_reason == "stop"
+    assert done.usage is not None and done.usage.completion_tokens == 3
+    with pytest.raises(openai.BadRequestError) as err:
+        client.completions.create(model="gen", prompt="hi", max_tokens=3, n=2)
+    assert err.value.status_code == 400 and err.value.param == "n"
+    with pytest.raises(openai.AuthenticationError) as unauth:
+        openai.OpenAI(
+            base_url=f"{gw.url}/v1", api_key="tp-wrong", max_retries=0
+        ).completions.create(model="gen", prompt="hi")
+    assert unauth.value.code == "invalid_api_key"
+
+
+def test_health_ready_and_openapi(served: tuple[GatewayProcess, str]) -> None:
+    gw, _ = served
+    assert httpx.get(f"{gw.url}/healthz").json() == {"status": "ok"}
+    ready = httpx.get(f"{gw.url}/readyz")
+    assert ready.status_code == 200 and ready.json()["models"]["gen"]["available_versions"] == ["1"]
+    spec = httpx.get(f"{gw.url}/openapi.json").json()
+    assert spec["openapi"].startswith("3.1")
+    assert {"/v1/generate", "/v1/completions", "/healthz", "/readyz", "/metrics"} <= set(
+        spec["paths"]
+    )
+    assert "GenerateRequest" in spec["components"]["schemas"]
+
+
+def test_readyz_is_503_without_an_available_version(keys_file: Path, keys: dict[str, str]) -> None:
+    with TFServingStandIn() as up:
+        up.behaviour.versions = {1: "LOADING"}
+        with running_gateway(up.url, keys_file) as gw:
+            assert httpx.get(f"{gw.url}/readyz").status_code == 503
+            resp = httpx.post(
+                f"{gw.url}/v1/generate", json={"prompt": "a"}, headers=auth(keys["demo"])
+            )
+            assert (
+                resp.status_code == 503 and resp.json()["error"]["code"] == "upstream_unavailable"
+            )
+            up.behaviour.versions = {1: "AVAILABLE"}
+            assert httpx.get(f"{gw.url}/readyz").status_code == 200

@@ -1,0 +1,134 @@
+"""End to end: the real model server (tiny model) behind a real gateway, with the openai SDK."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from tests.serving.gateway.helpers import auth, metric_value
+from tests.support.gateway import GatewayProcess, make_keys_file, running_gateway
+from tests.support.models import install_version
+from tests.support.modelserver import ModelServerProcess, running_modelserver
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, tiny_export: Path
+) -> Iterator[tuple[ModelServerProcess, GatewayProcess, dict[str, str]]]:
+    """Model server with versions 1 and 2 (labels stable/canary) and a gateway in front."""
+    tmp = tmp_path_factory.mktemp("e2e")
+    base = tmp / "gen"
+    install_version(tiny_export, base, 1)
+    install_version(tiny_export, base, 2)
+    config = tmp / "models.config"
+    labels = "version_labels { key: 'stable' value: 1 } version_labels { key: 'canary' value: 2 }"
+    config.write_text(
+        f"model_config_list {{ config {{ name: 'gen' base_path: '{base}'\n"
+        f"  model_platform: 'tensorflow' model_version_policy {{ all {{}} }}\n  {labels}\n}} }}\n"
+    )
+    keys = make_keys_file(tmp / "keys.json", demo={})
+    with (
+        running_modelserver(config_file=config) as server,
+        running_gateway(
+            server.rest_url,
+            tmp / "keys.json",
+            model_config_file=str(config),
+            max_new_tokens_limit=32,
+        ) as gw,
+    ):
+        yield server, gw, keys
+
+
+def test_openai_sdk_completion(stack: tuple[ModelServerProcess, GatewayProcess, dict]) -> None:
+    _, gw, keys = stack
+    client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key=keys["demo"], max_retries=0)
+    done = client.completions.create(
+        model="gen", prompt=["Once upon a time", "The sky"], max_tokens=6, temperature=0, seed=1
+    )
+    assert len(done.choices) == 2 and [c.index for c in done.choices] == [0, 1]
+    assert all(c.finish_reason in ("stop", "length") for c in done.choices)
+    assert done.usage is not None and 0 < done.usage.completion_tokens <= 12
+    assert done.system_fingerprint == "gen:v1"  # the stable label
+    extra = done.model_extra or {}
+    assert extra["tokenpulse"]["version"] == "1"
+    assert len(extra["tokenpulse"]["signals"]) == 2
+    # greedy decoding through the gateway matches the model server called directly
+    direct = httpx.post(
+        f"{stack[0].rest_url}/v1/models/gen/versions/1:predict",
+        json={
+            "signature_name": "serving_default",
+            "instances": [
+                {
+                    "prompt": "The sky",
+                    "max_new_tokens": 6,
+                    "temperature": 0.0,
+                    "top_k": 0,
+                    "top_p": 1.0,
+                    "seed": 1,
+                }
+            ],
+        },
+    ).json()["predictions"][0]
+    assert done.choices[1].text == direct["text"]
+
+
+def test_openai_sdk_errors(stack: tuple[ModelServerProcess, GatewayProcess, dict]) -> None:
+    _, gw, keys = stack
+    client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key=keys["demo"], max_retries=0)
+    with pytest.raises(openai.BadRequestError) as bad:
+        client.completions.create(model="gen", prompt="hi", n=2)
+    assert bad.value.code == "invalid_request" and "n must be 1" in bad.value.message
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=f"{gw.url}/v1", api_key="tp-nope", max_retries=0).completions.create(
+            model="gen", prompt="hi"
+        )
+    with pytest.raises(openai.NotFoundError):
+        client.completions.create(model="nope", prompt="hi", max_tokens=2)
+
+
+def test_native_generate_signals_and_metrics(
+    stack: tuple[ModelServerProcess, GatewayProcess, dict],
+) -> None:
+    _, gw, keys = stack
+    resp = httpx.post(
+        f"{gw.url}/v1/generate",
+        json={"prompt": "Hello", "max_new_tokens": 8, "version_label": "canary", "seed": 3},
+        headers=auth(keys["demo"]),
+        timeout=30,
+    )
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert body["model"] == {"name": "gen", "version": "2", "version_label": "canary"}
+    assert 0 <= body["usage"]["output_tokens"] <= 8
+    assert body["signals"]["mean_nll"] >= 0
+    assert 0 <= body["signals"]["repetition_ratio"] <= 1
+    t = body["timings"]
+    assert 0 < t["upstream_s"] <= t["total_s"]
+    labels = {"model": "gen", "version": "2", "route": "generate"}
+    assert metric_value(gw.url, "tokenpulse_gateway_requests_total", code="200", **labels) >= 1
+    assert (
+        metric_value(gw.url, "tokenpulse_gateway_output_tokens_total", **labels)
+        == body["usage"]["output_tokens"]
+    )
+    assert httpx.get(f"{gw.url}/readyz").status_code == 200
+
+
+def test_stop_sequence_truncates(stack: tuple[ModelServerProcess, GatewayProcess, dict]) -> None:
+    _, gw, keys = stack
+    client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key=keys["demo"], max_retries=0)
+    full = client.completions.create(model="gen", prompt="The", max_tokens=12, temperature=0)
+    text = full.choices[0].text
+    if len(text) < 2:
+        pytest.skip("the tiny model produced too little text to cut")
+    stop = text[len(text) // 2 :][:2]
+    cut = client.completions.create(
+        model="gen", prompt="The", max_tokens=12, temperature=0, stop=[stop]
+    )
+    assert cut.choices[0].text == text[: text.find(stop)]
+    assert cut.choices[0].finish_reason == "stop"

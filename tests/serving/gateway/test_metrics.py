@@ -1,0 +1,92 @@
+"""The metrics contract: names, types, label sets, and what one observation records."""
+
+from __future__ import annotations
+
+from serving.gateway.metrics import GatewayMetrics
+from serving.gateway.stats import OutputSignals, RequestStats
+
+EXPECTED = {
+    "tokenpulse_gateway_requests": "counter",
+    "tokenpulse_gateway_request_duration_seconds": "histogram",
+    "tokenpulse_gateway_upstream_duration_seconds": "histogram",
+    "tokenpulse_gateway_queue_wait_seconds": "histogram",
+    "tokenpulse_gateway_time_per_output_token_seconds": "histogram",
+    "tokenpulse_gateway_prompt_tokens": "counter",
+    "tokenpulse_gateway_output_tokens": "counter",
+    "tokenpulse_gateway_request_prompt_tokens": "histogram",
+    "tokenpulse_gateway_request_output_tokens": "histogram",
+    "tokenpulse_gateway_finish_reason": "counter",
+    "tokenpulse_gateway_empty_outputs": "counter",
+    "tokenpulse_gateway_repetition_ratio": "histogram",
+    "tokenpulse_gateway_mean_nll_nats": "histogram",
+    "tokenpulse_gateway_in_flight_requests": "gauge",
+    "tokenpulse_gateway_queued_requests": "gauge",
+    "tokenpulse_gateway_circuit_breaker_state": "gauge",
+    "tokenpulse_gateway_circuit_breaker_rejected": "counter",
+    "tokenpulse_gateway_rate_limited": "counter",
+    "tokenpulse_gateway_shed": "counter",
+    "tokenpulse_gateway_samples_dropped": "counter",
+}
+ALLOWED_LABELS = {"model", "version", "route", "code", "finish_reason", "le"}
+
+
+def _stats(**kw: object) -> RequestStats:
+    base = {
+        "request_id": "r1",
+        "route": "completions",
+        "model": "gen",
+        "version": "2",
+        "key_id": "secret-key-id",
+        "upstream_s": 0.4,
+        "total_s": 0.5,
+        "queue_wait_s": 0.01,
+        "outputs": [
+            OutputSignals(5, 4, "length", False, 0.25, 1.5),
+            OutputSignals(3, 2, "stop", True, 0.0, 2.5),
+        ],
+    }
+    base.update(kw)
+    return RequestStats(**base)  # type: ignore[arg-type]
+
+
+def test_every_metric_is_declared_with_its_type() -> None:
+    m = GatewayMetrics()
+    m.observe(_stats())
+    found = {f.name: f.type for f in m.registry.collect()}
+    assert found == EXPECTED
+
+
+def test_labels_never_carry_key_user_or_prompt() -> None:
+    m = GatewayMetrics()
+    m.observe(_stats(rate_limited="tokens", shed=True, breaker_rejected=True, status=429))
+    for family in m.registry.collect():
+        for sample in family.samples:
+            assert set(sample.labels) <= ALLOWED_LABELS, family.name
+            assert "secret-key-id" not in sample.labels.values()
+
+
+def test_observe_records_one_request() -> None:
+    m = GatewayMetrics()
+    m.observe(_stats())
+    get = m.registry.get_sample_value
+    out = {"model": "gen", "version": "2", "route": "completions"}
+    assert get("tokenpulse_gateway_requests_total", {**out, "code": "200"}) == 1
+    assert get("tokenpulse_gateway_output_tokens_total", out) == 6
+    assert get("tokenpulse_gateway_prompt_tokens_total", out) == 8
+    assert get("tokenpulse_gateway_empty_outputs_total", out) == 1
+    assert get("tokenpulse_gateway_finish_reason_total", {**out, "finish_reason": "stop"}) == 1
+    assert get("tokenpulse_gateway_request_output_tokens_count", out) == 2
+    assert get("tokenpulse_gateway_mean_nll_nats_sum", out) == 4.0
+    # both rows decode side by side: time per token divides by the longest output
+    assert get("tokenpulse_gateway_time_per_output_token_seconds_sum", out) == 0.1
+    assert get("tokenpulse_gateway_repetition_ratio_bucket", {**out, "le": "0.0"}) == 1
+
+
+def test_errors_count_without_outputs() -> None:
+    m = GatewayMetrics()
+    m.observe(_stats(status=503, shed=True, outputs=[], upstream_s=0.0, version=""))
+    get = m.registry.get_sample_value
+    labels = {"model": "gen", "route": "completions"}
+    assert get("tokenpulse_gateway_shed_total", labels) == 1
+    assert get("tokenpulse_gateway_requests_total", {**labels, "version": "", "code": "503"}) == 1
+    assert get("tokenpulse_gateway_output_tokens_total", {**labels, "version": ""}) is None
