@@ -159,8 +159,6 @@ def parse_fields(text: str, source: str = "fields.csv") -> list[MetricSpec]:
                 raise FieldsFileError(f"{where}: first line of {row.metric} needs a help text")
             specs[row.metric] = MetricSpec(row.metric, row.type, row.help, names, (row,))
             continue
-        if row.type != spec.type:
-            raise FieldsFileError(f"{where}: {row.metric} is a {spec.type}, not a {row.type}")
         if names != spec.label_names:
             raise FieldsFileError(f"{where}: {row.metric} needs labels {list(spec.label_names)}")
         specs[row.metric] = MetricSpec(

@@ -18,9 +18,11 @@ from tokenpulse.logging import get_logger
 
 log = get_logger(__name__)
 
-# XIDs that mean a job or the GPU is in trouble (NVIDIA's XID catalogue). They are exported at 0
-# from the start so that `increase()` sees their first occurrence, which it misses on a new series.
-PREINIT_XIDS = (13, 31, 43, 45, 48, 61, 62, 63, 64, 68, 69, 74, 79, 92, 94, 95, 119, 120)
+# XIDs that need a person (double-bit ECC, fell off the bus, NVLink, GSP, uncontained errors...):
+# the codes nvidia_gpu_exporter suggests alerting on. They are exported at 0 from the start so
+# that `increase()` sees their first occurrence, which it misses on a brand-new series. Other
+# codes appear when first seen (alert on `..._xid_last_timestamp_seconds` to catch those).
+PREINIT_XIDS = (48, 62, 64, 74, 79, 95, 119, 120)
 
 
 @dataclass(frozen=True)

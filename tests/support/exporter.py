@@ -110,6 +110,16 @@ def scrape(url: str) -> str:
         return str(resp.read().decode())
 
 
+def scrape_until(url: str, needle: str, timeout_s: float = 30.0) -> str:
+    """Scrape until the page contains `needle`; the page that did."""
+
+    def page() -> str | None:
+        text = scrape(url)
+        return text if needle in text else None
+
+    return str(wait_for(page, timeout_s, what=f"{needle!r} on {url}"))
+
+
 def promtool_check(text: str) -> subprocess.CompletedProcess[str]:
     """`promtool check metrics` on an exposition (lint problems come back on stdout/stderr)."""
     return subprocess.run(

@@ -1,0 +1,238 @@
+"""`tokenpulse bench exporter`: scrape latency percentiles and RSS of a real exporter process.
+
+The exporter runs as its own process with every collector on, against a TF Serving REST stand-in
+(status and predict answer at once, so the figures are the exporter's own) while the canary runs
+on a short schedule in the background. NVML is the real library when a GPU is present, otherwise
+the fake backend simulating a node (the report names which). A second exporter with every
+collector off runs side by side as the baseline for HTTP and exposition overhead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+P99_TARGET_S = 0.020
+RSS_TARGET_BYTES = 80 * 1024 * 1024
+_DURATION = re.compile(
+    r'^tokenpulse_exporter_collector_duration_seconds\{collector="(\w+)"\} (\S+)$', re.M
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of `tokenpulse bench exporter`."""
+    parser.add_argument("--scrapes", type=int, default=500, help="scrapes per exporter (500)")
+    parser.add_argument("--warmup", type=int, default=20, help="unmeasured scrapes first (20)")
+    parser.add_argument("--fake-gpus", type=int, default=8, help="GPUs of the fake backend (8)")
+    parser.add_argument(
+        "--backend",
+        choices=["auto", "real", "fake"],
+        default="auto",
+        help="NVML backend: auto = real when NVML works here, else fake",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _pick_backend(choice: str) -> tuple[str, str]:
+    """(backend, description)."""
+    if choice == "fake":
+        return "fake", "fake (simulated node, asked for)"
+    from exporter.nvml.backend import NvmlError
+    from exporter.nvml.real import RealNvmlBackend
+
+    real = RealNvmlBackend()
+    try:
+        real.init()
+        gpus = real.device_count()
+        real.shutdown()
+        return "real", f"real NVML ({gpus} GPU(s))"
+    except NvmlError as exc:
+        if choice == "real":
+            raise SystemExit(f"bench exporter: NVML not usable here: {exc}") from exc
+        return "fake", f"fake (no usable NVML here: {exc})"
+
+
+_PROMPTS = {"The sky is": " blue and wide", "Once upon a time": " there was a model"}
+
+
+def _setup_models(tmp: Path) -> tuple[Path, dict[str, tuple[str, float]]]:
+    """A models.config with one model, two versions, labels, and each version's golden file."""
+    base = tmp / "gen"
+    for version in (1, 2):
+        golden = base / str(version) / "assets.extra" / "golden_canary.json"
+        golden.parent.mkdir(parents=True)
+        rows = [{"prompt": p, "text": t, "mean_nll": 1.0} for p, t in _PROMPTS.items()]
+        golden.write_text(json.dumps({"max_new_tokens": 8, "prompts": rows}))
+    config = tmp / "models.config"
+    config.write_text(
+        f"model_config_list {{ config {{ name: 'gen' base_path: '{base}' "
+        "version_labels { key: 'stable' value: 1 } version_labels { key: 'canary' value: 2 } } }\n"
+    )
+    return config, {p: (t, 1.0) for p, t in _PROMPTS.items()}
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    rank = max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))
+    return ordered[rank]
+
+
+def _rss(pid: int) -> tuple[int, int]:
+    """(current, peak) resident set size in bytes, from /proc."""
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        fields[key] = value.strip()
+    return int(fields["VmRSS"].split()[0]) * 1024, int(fields["VmHWM"].split()[0]) * 1024
+
+
+def _get(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        return bytes(resp.read())
+
+
+def _measure(args: argparse.Namespace, cmd: list[str], port: int, ready: str) -> dict[str, Any]:
+    """Start one exporter, wait until `ready` shows on /metrics, scrape, measure, stop."""
+    url = f"http://127.0.0.1:{port}/metrics"
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if ready in _get(url).decode():
+                    break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"bench exporter: exporter never became ready: {' '.join(cmd)}")
+            time.sleep(0.1)
+        for _ in range(args.warmup):
+            _get(url)
+        latencies: list[float] = []
+        durations: dict[str, float] = {}
+        body = b""
+        for _ in range(args.scrapes):
+            start = time.perf_counter()
+            body = _get(url)
+            latencies.append(time.perf_counter() - start)
+            for name, value in _DURATION.findall(body.decode()):
+                durations[name] = durations.get(name, 0.0) + float(value)
+        rss, peak = _rss(proc.pid)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    text = body.decode()
+    return {
+        "scrapes": len(latencies),
+        "p50_ms": _percentile(latencies, 50) * 1e3,
+        "p90_ms": _percentile(latencies, 90) * 1e3,
+        "p99_ms": _percentile(latencies, 99) * 1e3,
+        "max_ms": max(latencies) * 1e3,
+        "rss_mb": rss / 2**20,
+        "peak_rss_mb": peak / 2**20,
+        "series": sum(1 for line in text.splitlines() if line and not line.startswith("#")),
+        "bytes": len(body),
+        "collector_mean_ms": {k: v / len(latencies) * 1e3 for k, v in sorted(durations.items())},
+    }
+
+
+def _report(result: dict[str, Any]) -> None:
+    full, base = result["all_collectors"], result["baseline_no_collectors"]
+    print(
+        f"exporter scrape benchmark ({result['scrapes']} scrapes each, fresh connection per scrape)"
+    )
+    print(f"  nvml backend: {result['nvml_backend']}")
+    print(
+        f"  {'':26}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'max ms':>9}{'RSS MB':>9}{'series':>8}"
+    )
+    for name, r in (("all collectors on", full), ("baseline (all off)", base)):
+        print(
+            f"  {name:26}{r['p50_ms']:9.2f}{r['p90_ms']:9.2f}{r['p99_ms']:9.2f}"
+            f"{r['max_ms']:9.2f}{r['rss_mb']:9.1f}{r['series']:8d}"
+        )
+    means = ", ".join(f"{k} {v:.2f} ms" for k, v in full["collector_mean_ms"].items())
+    print(f"  mean time inside each collector: {means}")
+    print(
+        f"  p99 {full['p99_ms']:.2f} ms vs target {P99_TARGET_S * 1e3:.0f} ms: "
+        f"{result['p99_vs_target']:.2f}x of target; "
+        f"{result['p99_vs_baseline']:.2f}x the baseline p99"
+    )
+    print(
+        f"  RSS {full['rss_mb']:.1f} MB (peak {full['peak_rss_mb']:.1f} MB) vs target "
+        f"{RSS_TARGET_BYTES / 2**20:.0f} MB: {result['rss_vs_target']:.2f}x of target"
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the exporter twice (all collectors on, all off), scrape each, print the figures."""
+    from exporter.standin import TfServingStandin
+
+    backend, described = _pick_backend(args.backend)
+    with tempfile.TemporaryDirectory(prefix="tp-bench-exporter-") as tmp, TfServingStandin() as tfs:
+        config, answers = _setup_models(Path(tmp))
+        tfs.state.versions["gen"] = {1: "AVAILABLE", 2: "AVAILABLE"}
+        tfs.state.answers[("gen", 1)] = answers
+        tfs.state.answers[("gen", 2)] = answers
+        common = [sys.executable, "-m", "tokenpulse.cli", "exporter", "--log.level", "WARNING"]
+        port = _free_port()
+        full = _measure(
+            args,
+            [
+                *common,
+                f"--web.listen-address=127.0.0.1:{port}",
+                f"--tfserving.url={tfs.url}",
+                f"--tfserving.model-config-file={config}",
+                "--tfserving.poll-interval=1",
+                "--collector.canary.interval=1",  # canaries keep running during the scrapes
+                f"--collector.nvml.backend={backend}",
+                f"--collector.nvml.fake-gpus={args.fake_gpus}",
+            ],
+            port,
+            ready='tokenpulse_canary_match{model="gen",version="2"} 1.0',
+        )
+        port = _free_port()
+        off = [f"--no-collector.{name}" for name in ("nvml", "tfserving", "canary")]
+        base = _measure(
+            args,
+            [*common, f"--web.listen-address=127.0.0.1:{port}", *off],
+            port,
+            ready="tokenpulse_exporter_build_info",
+        )
+    result = {
+        "scrapes": args.scrapes,
+        "nvml_backend": described,
+        "all_collectors": full,
+        "baseline_no_collectors": base,
+        "p99_target_ms": P99_TARGET_S * 1e3,
+        "rss_target_mb": RSS_TARGET_BYTES / 2**20,
+        "p99_vs_target": full["p99_ms"] / (P99_TARGET_S * 1e3),
+        "p99_vs_baseline": full["p99_ms"] / base["p99_ms"],
+        "rss_vs_target": full["rss_mb"] * 2**20 / RSS_TARGET_BYTES,
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        _report(result)
+    return 0
