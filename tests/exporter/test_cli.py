@@ -141,7 +141,8 @@ def test_exporter_never_imports_tensorflow():
         generate_latest(build_registry(s, src))
         src.status_tracker().poll()
         src.canary_runner().run_once()
-        heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("tensorflow", "tensorflow_serving", "keras"))
+        roots = ("tensorflow", "tensorflow_serving", "keras")
+        heavy = sorted(m for m in sys.modules if m.split(".")[0] in roots)
         print("HEAVY=" + ",".join(heavy))
         """
     )

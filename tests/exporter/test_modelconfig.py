@@ -58,11 +58,13 @@ def test_string_escapes_and_adjacent_strings():
         ("model_config_list { config { name: 'gen' } }", "model 'gen' has no base_path"),
         ("other_field: 1", "no model_config_list"),
         (
-            "model_config_list { config { name: 'a' base_path: '/a' } config { name: 'a' base_path: '/b' } }",
+            "model_config_list { config { name: 'a' base_path: '/a' }"
+            " config { name: 'a' base_path: '/b' } }",
             "model names must be unique",
         ),
         (
-            "model_config_list { config { name: 'a' base_path: '/a' version_labels { key: 'x' } } }",
+            "model_config_list { config { name: 'a' base_path: '/a'"
+            " version_labels { key: 'x' } } }",
             "version_labels need a key and an int value",
         ),
         ("model_config_list {\n\n config { name: 'a' @ } }", "line 3: unexpected character '@'"),

@@ -28,20 +28,20 @@ class FakeRunner:
 
 
 def _result(version, result, **kw):
-    fields = dict(
-        model="gen",
-        version=version,
-        finished_at=99.0,
-        result=result,
-        error=None,
-        prompts=4,
-        answered=4,
-        matched=4,
-        latency_s=0.25,
-        similarity=1.0,
-        mean_nll=1.1,
-        golden_mean_nll=1.1,
-    )
+    fields = {
+        "model": "gen",
+        "version": version,
+        "finished_at": 99.0,
+        "result": result,
+        "error": None,
+        "prompts": 4,
+        "answered": 4,
+        "matched": 4,
+        "latency_s": 0.25,
+        "similarity": 1.0,
+        "mean_nll": 1.1,
+        "golden_mean_nll": 1.1,
+    }
     fields.update(kw)
     return CanaryResult(**fields)
 

@@ -17,7 +17,10 @@ def test_packaged_file_covers_every_field_once():
 
 
 def test_a_commented_line_stops_that_field():
-    text = "utilization_ratio, gauge, utilization.gpu, 0.01, , Busy.\n# power_usage_watts, gauge, power.usage, 0.001, , Power.\n"
+    text = (
+        "utilization_ratio, gauge, utilization.gpu, 0.01, , Busy.\n"
+        "# power_usage_watts, gauge, power.usage, 0.001, , Power.\n"
+    )
     [spec] = parse_fields(text)
     assert spec.name == "tokenpulse_gpu_utilization_ratio"
     assert spec.rows[0].scale == 0.01
