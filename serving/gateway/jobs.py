@@ -3,13 +3,28 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ValidationError
+from annotated_types import Ge, Le
+from pydantic import BaseModel, BeforeValidator, ValidationError
 
 from serving.gateway.errors import BadRequest, GatewayError, PayloadTooLarge
 
 INT64 = 2**63 - 1
+
+
+def _whole_float_to_int(value: Any) -> Any:
+    # JSON Schema counts 2.0 as an integer; strings and bools stay refused
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+# int fields that also take whole floats (2.0), as JSON Schema's "integer" does; constraints go
+# before the validator so they reach the JSON schema as minimum/maximum
+JsonInt = Annotated[int, BeforeValidator(_whole_float_to_int)]
+PositiveInt = Annotated[int, Ge(1), BeforeValidator(_whole_float_to_int)]
+SeedInt = Annotated[int, Ge(-INT64 - 1), Le(INT64), BeforeValidator(_whole_float_to_int)]
 
 
 @dataclass

@@ -9,9 +9,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from serving.gateway.errors import InvalidParameter
 from serving.gateway.jobs import (
-    INT64,
     Job,
+    JsonInt,
     Limits,
+    PositiveInt,
+    SeedInt,
     check_max_new_tokens,
     check_prompts,
     validate_body,
@@ -27,11 +29,13 @@ class GenerateRequest(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
     prompt: str = Field(min_length=1, description="Text to continue.")
-    max_new_tokens: int = Field(16, ge=1, description="Most tokens to generate.")
+    max_new_tokens: PositiveInt | None = Field(
+        None, description="Most tokens to generate (default: the deployment's)."
+    )
     temperature: float = Field(0.0, ge=0.0, le=2.0, description="0 = greedy.")
-    top_k: int = Field(0, ge=0, le=100_000, description="0 = no top-k cut.")
+    top_k: JsonInt = Field(0, ge=0, le=100_000, description="0 = no top-k cut.")
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="1 = no nucleus cut.")
-    seed: int | None = Field(None, ge=-INT64 - 1, le=INT64, description="Sampling seed.")
+    seed: SeedInt | None = Field(None, description="Sampling seed (default: random).")
     model: str | None = Field(None, min_length=1, max_length=128)
     version_label: str | None = Field(None, pattern=LABEL_PATTERN, max_length=64)
     user: str | None = Field(None, max_length=256, description="Caller id for canary stickiness.")
@@ -87,11 +91,12 @@ def parse(raw: bytes, limits: Limits) -> Job:
     """Validate a native request body."""
     req: GenerateRequest = validate_body(GenerateRequest, raw, InvalidParameter)
     check_prompts([req.prompt], limits, InvalidParameter)
-    check_max_new_tokens(req.max_new_tokens, limits, "max_new_tokens", InvalidParameter)
+    max_new = req.max_new_tokens or limits.default_max_new_tokens
+    check_max_new_tokens(max_new, limits, "max_new_tokens", InvalidParameter)
     return Job(
         model=req.model or limits.default_model,
         prompts=[req.prompt],
-        max_new_tokens=req.max_new_tokens,
+        max_new_tokens=max_new,
         temperature=req.temperature,
         top_k=req.top_k,
         top_p=req.top_p,

@@ -14,9 +14,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from serving.gateway.errors import BadRequest
 from serving.gateway.jobs import (
-    INT64,
     Job,
+    JsonInt,
     Limits,
+    PositiveInt,
+    SeedInt,
     check_max_new_tokens,
     check_prompts,
     validate_body,
@@ -32,17 +34,17 @@ class CompletionRequest(BaseModel):
 
     model: str = Field(min_length=1, max_length=128)
     prompt: str | list[str] = Field(description="A string or a list of strings.")
-    max_tokens: int | None = Field(None, ge=1)
+    max_tokens: PositiveInt | None = None
     temperature: float | None = Field(None, ge=0.0, le=2.0)
     top_p: float | None = Field(None, gt=0.0, le=1.0)
-    seed: int | None = Field(None, ge=-INT64 - 1, le=INT64)
+    seed: SeedInt | None = None
     stop: str | list[str] | None = None
     user: str | None = Field(None, max_length=256)
-    n: int | None = None
+    n: JsonInt | None = None
     stream: bool | None = None
     echo: bool | None = None
-    logprobs: int | None = None
-    best_of: int | None = None
+    logprobs: JsonInt | None = None
+    best_of: JsonInt | None = None
     suffix: str | None = None
     presence_penalty: float | None = None
     frequency_penalty: float | None = None

@@ -55,16 +55,16 @@ _ERRORS = {
     "503": "Overloaded, circuit open, or upstream unavailable; see Retry-After.",
     "504": "Deadline exceeded (X-Request-Timeout or the gateway default).",
 }
-_TIMEOUT_HEADER = {
+_TIMEOUT_HEADER: dict[str, Any] = {
     "name": "X-Request-Timeout",
     "in": "header",
     "required": False,
-    "description": "Deadline in seconds; becomes the upstream timeout.",
-    "schema": {"type": "string"},
+    "description": "Deadline in seconds (any positive number is taken; under 1 s invites 504s).",
+    "schema": {"type": "number", "minimum": 1},
 }
 
 
-def _op(summary: str, req: str, resp: str, error: str) -> dict[str, Any]:
+def _op(summary: str, req: str, resp: str, error: str, max_timeout: float) -> dict[str, Any]:
     responses: dict[str, Any] = {
         "200": {
             "description": "Generated text.",
@@ -80,7 +80,9 @@ def _op(summary: str, req: str, resp: str, error: str) -> dict[str, Any]:
         "post": {
             "summary": summary,
             "security": [{"bearer": []}],
-            "parameters": [_TIMEOUT_HEADER],
+            "parameters": [
+                {**_TIMEOUT_HEADER, "schema": {**_TIMEOUT_HEADER["schema"], "maximum": max_timeout}}
+            ],
             "requestBody": {
                 "required": True,
                 "content": {
@@ -104,6 +106,43 @@ def _get(summary: str, content_type: str = "application/json") -> dict[str, Any]
     }
 
 
+def _apply_limits(schemas: dict[str, Any], settings: GatewaySettings) -> None:
+    """Write this deployment's limits into the request schemas, so clients see them."""
+    native = schemas["GenerateRequest"]["properties"]
+    native["max_new_tokens"]["anyOf"][0]["maximum"] = settings.max_new_tokens_limit
+    native["prompt"]["maxLength"] = settings.max_prompt_chars
+    native["model"] = {"type": "string", "enum": list(settings.models)}
+    openai = schemas["CompletionRequest"]["properties"]
+    openai["model"] = {"type": "string", "enum": list(settings.models)}
+    openai["prompt"] = {
+        "anyOf": [
+            {"type": "string", "minLength": 1, "maxLength": settings.max_prompt_chars},
+            {
+                "type": "array",
+                "items": {"type": "string", "minLength": 1, "maxLength": settings.max_prompt_chars},
+                "minItems": 1,
+                "maxItems": settings.max_prompts,
+            },
+        ]
+    }
+    openai["max_tokens"]["anyOf"][0]["maximum"] = settings.max_new_tokens_limit
+    openai["stop"] = {
+        "anyOf": [
+            {"type": "string", "minLength": 1},
+            {"type": "array", "items": {"type": "string", "minLength": 1}, "maxItems": 4},
+            {"type": "null"},
+        ]
+    }
+    # accepted for SDK compatibility, but only with the values that change nothing
+    for name, value in (("n", 1), ("best_of", 1), ("stream", False), ("echo", False)):
+        openai[name] = {"anyOf": [{"const": value}, {"type": "null"}]}
+    for name in ("presence_penalty", "frequency_penalty"):
+        openai[name] = {"anyOf": [{"const": 0}, {"type": "null"}]}
+    for name in ("logprobs", "suffix"):
+        openai[name] = {"type": "null"}
+    openai["logit_bias"] = {"anyOf": [{"type": "object", "maxProperties": 0}, {"type": "null"}]}
+
+
 def build_openapi(settings: GatewaySettings) -> dict[str, Any]:
     """The document served at /openapi.json."""
     _, defs = models_json_schema(
@@ -116,6 +155,7 @@ def build_openapi(settings: GatewaySettings) -> dict[str, Any]:
         ref_template="#/components/schemas/{model}",
     )
     schemas = dict(defs.get("$defs", {}))
+    _apply_limits(schemas, settings)
     schemas["NativeError"] = _NATIVE_ERROR
     schemas["OpenAIError"] = _OPENAI_ERROR
     return {
@@ -128,13 +168,18 @@ def build_openapi(settings: GatewaySettings) -> dict[str, Any]:
         "servers": [{"url": "/"}],
         "paths": {
             "/v1/generate": _op(
-                "Generate text (native API).", "GenerateRequest", "GenerateResponse", "NativeError"
+                "Generate text (native API).",
+                "GenerateRequest",
+                "GenerateResponse",
+                "NativeError",
+                settings.max_request_timeout_s,
             ),
             "/v1/completions": _op(
                 "OpenAI-compatible completions.",
                 "CompletionRequest",
                 "CompletionResponse",
                 "OpenAIError",
+                settings.max_request_timeout_s,
             ),
             "/healthz": _get("Process alive."),
             "/readyz": _get("Upstream reachable and a version AVAILABLE."),
