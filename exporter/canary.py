@@ -94,6 +94,10 @@ class CanaryResult:
     similarity: float | None  # mean difflib ratio to the golden text
     mean_nll: float | None  # mean of the answers' mean_nll
     golden_mean_nll: float | None  # mean golden mean_nll over the same prompts
+    # Mean of (answer NLL - golden NLL) over the prompts whose answer differs (0 when none does):
+    # a benign divergence (other hardware's numerics) is about as likely as the golden answer;
+    # a broken model's divergent answers are less likely, so this rises.
+    mismatch_nll_delta: float | None = None
 
 
 class CanaryRunner:
@@ -172,7 +176,8 @@ class CanaryRunner:
             golden = load_golden(base_path / str(version) / GOLDEN_FILE)
         except GoldenError as exc:
             return fail(str(exc))
-        latencies, sims, nlls, golden_nlls, matched = [], [], [], [], 0
+        latencies, sims, nlls, golden_nlls, deltas = [], [], [], [], []
+        matched = 0
         for g in golden.prompts:
             start = time.perf_counter()
             try:
@@ -189,7 +194,10 @@ class CanaryRunner:
             sims.append(difflib.SequenceMatcher(None, text, g.text).ratio())
             nlls.append(nll)
             golden_nlls.append(g.mean_nll)
-            matched += text == g.text
+            if text == g.text:
+                matched += 1
+            else:
+                deltas.append(nll - g.mean_nll)
         n = len(golden.prompts)
         result = CanaryResult(
             model=model,
@@ -204,6 +212,7 @@ class CanaryRunner:
             similarity=sum(sims) / n,
             mean_nll=sum(nlls) / n,
             golden_mean_nll=sum(golden_nlls) / n,
+            mismatch_nll_delta=sum(deltas) / len(deltas) if deltas else 0.0,
         )
         if result.result == "mismatch":
             log.warning(

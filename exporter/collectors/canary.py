@@ -25,6 +25,7 @@ _GAUGES = [
     ("latency", "latency_seconds", "Mean latency of one golden prompt in the last run."),
     ("nll", "mean_nll", "Mean of the answers' mean negative log-likelihood per token."),
     ("golden_nll", "golden_mean_nll", "Mean NLL the version had at export, same prompts."),
+    ("delta", "mismatch_nll_delta", "Mean answer NLL minus golden NLL where they differ."),
     ("prompts", "prompts", "Golden prompts in the version's canary file."),
     ("last", "last_run_timestamp_seconds", "When the last canary run finished, unix time."),
 ]
@@ -62,6 +63,7 @@ class CanaryCollector:
                 ("latency", r.latency_s),
                 ("nll", r.mean_nll),
                 ("golden_nll", r.golden_mean_nll),
+                ("delta", r.mismatch_nll_delta),
             ):
                 if value is not None:
                     fams[name].add_metric(key, value)

@@ -46,6 +46,7 @@ def test_matching_version(tfs, base):
     assert r.similarity == 1.0
     assert r.mean_nll == pytest.approx(1.0) and r.golden_mean_nll == pytest.approx(1.0)
     assert r.latency_s is not None and r.latency_s > 0
+    assert r.mismatch_nll_delta == 0
     assert runner.runs() == {("gen", 1, "ok"): 1}
 
 
@@ -61,6 +62,7 @@ def test_degraded_answers_are_a_mismatch_with_higher_nll(tfs, base):
     assert 0.5 < r.similarity < 1.0
     assert r.mean_nll == pytest.approx(3.0)
     assert r.mean_nll > r.golden_mean_nll
+    assert r.mismatch_nll_delta == pytest.approx(4.0 - 1.5)  # only the diverging prompt counts
 
 
 def test_requests_are_greedy_and_target_the_exact_version(tfs, base, monkeypatch):
