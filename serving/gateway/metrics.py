@@ -101,6 +101,15 @@ class GatewayMetrics:
         self.samples_dropped = Counter(
             f"{PFX}samples_dropped", "Samples dropped because the sink queue was full.", registry=r
         )
+        self._bound: dict[tuple[str, str, str], _OutputChildren] = {}
+
+    def _children(self, model: str, version: str, route: str) -> _OutputChildren:
+        # label lookups cost more than the observations: bind once per (model, version, route)
+        key = (model, version, route)
+        children = self._bound.get(key)
+        if children is None:
+            children = self._bound[key] = _OutputChildren(self, key)
+        return children
 
     def observe(self, s: RequestStats) -> None:
         """Record one finished request."""
@@ -115,25 +124,40 @@ class GatewayMetrics:
             self.breaker_rejected.labels(s.model, s.route).inc()
         if s.queue_wait_s > 0 or s.upstream_s > 0:
             self.queue_wait.labels(s.model, s.route).observe(s.queue_wait_s)
-        if s.upstream_s > 0:
-            self.upstream_duration.labels(s.model, s.version, s.route).observe(s.upstream_s)
-        if not s.outputs:
+        if s.upstream_s <= 0 and not s.outputs:
             return
-        out = (s.model, s.version, s.route)
+        c = self._children(s.model, s.version, s.route)
+        if s.upstream_s > 0:
+            c.upstream_duration.observe(s.upstream_s)
         tpot = s.time_per_output_token_s
         if tpot is not None:
-            self.time_per_output_token.labels(*out).observe(tpot)
+            c.time_per_output_token.observe(tpot)
         for o in s.outputs:
-            self.prompt_tokens.labels(*out).inc(o.prompt_tokens)
-            self.output_tokens.labels(*out).inc(o.output_tokens)
-            self.request_prompt_tokens.labels(*out).observe(o.prompt_tokens)
-            self.request_output_tokens.labels(*out).observe(o.output_tokens)
-            self.finish_reason.labels(*out, o.finish_reason).inc()
+            c.prompt_tokens.inc(o.prompt_tokens)
+            c.output_tokens.inc(o.output_tokens)
+            c.request_prompt_tokens.observe(o.prompt_tokens)
+            c.request_output_tokens.observe(o.output_tokens)
+            self.finish_reason.labels(s.model, s.version, s.route, o.finish_reason).inc()
             if o.empty:
-                self.empty_outputs.labels(*out).inc()
-            self.repetition_ratio.labels(*out).observe(o.repetition_ratio)
-            self.mean_nll.labels(*out).observe(o.mean_nll)
+                c.empty_outputs.inc()
+            c.repetition_ratio.observe(o.repetition_ratio)
+            c.mean_nll.observe(o.mean_nll)
 
     def render(self) -> bytes:
         """The exposition page."""
         return generate_latest(self.registry)
+
+
+class _OutputChildren:
+    """The per-(model, version, route) children of the output metrics, bound once."""
+
+    def __init__(self, m: GatewayMetrics, key: tuple[str, str, str]) -> None:
+        self.upstream_duration = m.upstream_duration.labels(*key)
+        self.time_per_output_token = m.time_per_output_token.labels(*key)
+        self.prompt_tokens = m.prompt_tokens.labels(*key)
+        self.output_tokens = m.output_tokens.labels(*key)
+        self.request_prompt_tokens = m.request_prompt_tokens.labels(*key)
+        self.request_output_tokens = m.request_output_tokens.labels(*key)
+        self.empty_outputs = m.empty_outputs.labels(*key)
+        self.repetition_ratio = m.repetition_ratio.labels(*key)
+        self.mean_nll = m.mean_nll.labels(*key)

@@ -1,0 +1,73 @@
+"""`tokenpulse gateway`: flags map onto settings; bad settings fail fast with a clear message."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from serving.gateway import cli
+from serving.gateway.settings import GatewaySettings
+
+
+def _parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_every_setting_has_a_flag() -> None:
+    args = _parse()
+    assert set(GatewaySettings.model_fields) <= set(vars(args))
+
+
+def test_flags_reach_the_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    keys = tmp_path / "keys.json"
+    keys.write_text('{"keys": []}')
+    seen: list[GatewaySettings] = []
+    monkeypatch.setattr("serving.gateway.server.run", lambda s: seen.append(s) or 0)
+    monkeypatch.setenv("TOKENPULSE_GATEWAY_MAX_QUEUE", "7")  # env fills what flags leave out
+    args = _parse(
+        "--keys-file", str(keys), "--port", "9123", "--models", "gen", "other",
+        "--canary-weight", "0.25", "--no-access-log",
+    )  # fmt: skip
+    assert cli.main(args) == 0
+    (s,) = seen
+    assert (s.port, s.models, s.canary_weight, s.access_log, s.max_queue) == (
+        9123, ["gen", "other"], 0.25, False, 7,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["--canary-weight", "2"], "canary_weight"),
+        (["--upstream-url", "localhost:8501"], "upstream_url"),
+        (["--stable-label", "a-b"], "stable_label"),
+        (["--default-max-new-tokens", "900"], "max_new_tokens_limit"),
+    ],
+)
+def test_bad_settings_exit_2_with_a_message(tmp_path: Path, argv: list[str], words: str) -> None:
+    keys = tmp_path / "keys.json"
+    keys.write_text('{"keys": []}')
+    done = subprocess.run(
+        [sys.executable, "-m", "tokenpulse.cli", "gateway", "--keys-file", str(keys), *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert words in done.stderr and "Traceback" not in done.stderr
+
+
+def test_missing_keys_file_is_refused(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "tokenpulse.cli", "gateway", "--keys-file", str(tmp_path / "x")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "does not exist" in done.stderr
