@@ -25,9 +25,14 @@ def run_build(settings: BuildSettings) -> dict[str, object]:
         shutil.rmtree(target)
     model = GPT(preset.model, seed=preset.train.seed)
     report = train(model, preset, settings.cache_dir, progress=settings.progress)
-    path = export_version(model, settings.base_path, settings.version,
-                          model_name=settings.model_name, report=report,
-                          degrade_noise=settings.degrade_noise)
+    path = export_version(
+        model,
+        settings.base_path,
+        settings.version,
+        model_name=settings.model_name,
+        report=report,
+        degrade_noise=settings.degrade_noise,
+    )
     return {"path": str(path), "degrade_noise": settings.degrade_noise, **asdict(report)}
 
 

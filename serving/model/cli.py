@@ -12,13 +12,19 @@ from pydantic import ValidationError
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register `build` and `generate`."""
     sub = parser.add_subparsers(dest="model_command", required=True, metavar="ACTION")
-    build = sub.add_parser("build", help="train (or reuse a cached checkpoint) and export a version")
+    build = sub.add_parser(
+        "build", help="train (or reuse a cached checkpoint) and export a version"
+    )
     build.add_argument("--preset", default="default", help="tiny | default")
     build.add_argument("--base-path", required=True, help="model base path; writes BASE/<version>")
     build.add_argument("--version", type=int, required=True)
     build.add_argument("--model-name", default="gen", help="name written into warmup records")
-    build.add_argument("--degrade-noise", type=float, default=0.0,
-                       help="export a deliberately degraded version (noise on the weights)")
+    build.add_argument(
+        "--degrade-noise",
+        type=float,
+        default=0.0,
+        help="export a deliberately degraded version (noise on the weights)",
+    )
     build.add_argument("--cache-dir", default=".cache/tokenpulse")
     build.add_argument("--overwrite", action="store_true", help="replace an existing version dir")
     build.add_argument("--no-progress", dest="progress", action="store_false")

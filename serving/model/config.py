@@ -61,16 +61,24 @@ class Preset:
 
     def fingerprint(self) -> str:
         """Stable hash of the recipe: a cached checkpoint is reused only when it matches."""
-        blob = json.dumps({"model": asdict(self.model), "train": asdict(self.train)}, sort_keys=True)
+        blob = json.dumps(
+            {"model": asdict(self.model), "train": asdict(self.train)}, sort_keys=True
+        )
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 PRESETS: dict[str, Preset] = {
     "tiny": Preset(
         "tiny",
-        ModelConfig(context=64, d_model=32, n_layers=1, n_heads=2),
-        TrainConfig(steps=150, batch_size=16, learning_rate=5e-3, warmup_steps=10, eval_batches=2,
-                    corpus_bytes=200_000),
+        ModelConfig(context=64, d_model=64, n_layers=2, n_heads=2),
+        TrainConfig(
+            steps=200,
+            batch_size=16,
+            learning_rate=5e-3,
+            warmup_steps=10,
+            eval_batches=2,
+            corpus_bytes=200_000,
+        ),
     ),
     "default": Preset(
         "default",

@@ -38,21 +38,25 @@ class ExportError(RuntimeError):
 
 
 def degraded_copy(model: GPT, noise: float, seed: int = 7) -> GPT:
-    """A copy of `model` whose token embeddings carry Gaussian noise of `noise` x each row's norm.
+    """A copy of `model` whose block matrices carry Gaussian noise of `noise` x each row's norm.
 
-    Each noised row keeps its original norm: plain additive noise inflates weights and makes a
-    broken model *more* confident (it falls into a loop), which would hide it from an NLL alert.
-    Corrupting the tied embedding blurs both reading and writing of tokens, so quality drops and
-    the model's own uncertainty (mean NLL) rises, as with a bad checkpoint or a broken cast.
+    Every noised row is scaled back to its original norm: plain additive noise inflates the
+    weights and makes a broken model *more* confident (it falls into a loop), which would hide
+    it from an NLL alert. Embeddings stay intact, so the model still reads and writes bytes; it
+    just uses context worse, as after a bad checkpoint or a broken cast.
     """
     clone = GPT(model.cfg)
     clone.assign_from(model)
-    rows = model.wte.numpy()
     rng = np.random.default_rng(seed)
-    norms = np.linalg.norm(rows, axis=-1, keepdims=True)
-    noisy = rows + rng.normal(0.0, noise, rows.shape) * norms / np.sqrt(rows.shape[-1])
-    noisy *= norms / np.maximum(np.linalg.norm(noisy, axis=-1, keepdims=True), 1e-12)
-    clone.wte.assign(noisy.astype(rows.dtype))
+    for src_blk, dst_blk in zip(model.blocks, clone.blocks, strict=True):
+        for src, dst in zip(src_blk.trainable_variables, dst_blk.trainable_variables, strict=True):
+            rows = src.numpy()
+            if rows.ndim != 2:
+                continue
+            norms = np.linalg.norm(rows, axis=-1, keepdims=True)
+            noisy = rows + rng.normal(0.0, noise, rows.shape) * norms / np.sqrt(rows.shape[-1])
+            noisy *= norms / np.maximum(np.linalg.norm(noisy, axis=-1, keepdims=True), 1e-12)
+            dst.assign(noisy.astype(rows.dtype))
     return clone
 
 
@@ -96,16 +100,25 @@ def golden_outputs(export_dir: Path, model_name: str, version: int) -> dict[str,
     out = fn(**{k: tf.constant(v) for k, v in tensors.items()})
     prompts = []
     for i, prompt in enumerate(CANARY_PROMPTS):
-        prompts.append({
-            "prompt": prompt,
-            "text": out["text"][i].numpy().decode("utf-8"),
-            "mean_nll": round(float(out["mean_nll"][i]), 6),
-            "output_tokens": int(out["output_tokens"][i]),
-            "finish_reason": out["finish_reason"][i].numpy().decode(),
-        })
-    request = {k: v for k, v in sig.default_row("", 0).items() if k not in ("prompt", "max_new_tokens")}
-    return {"model": model_name, "version": version, "max_new_tokens": CANARY_MAX_NEW_TOKENS,
-            "request": request, "prompts": prompts}
+        prompts.append(
+            {
+                "prompt": prompt,
+                "text": out["text"][i].numpy().decode("utf-8"),
+                "mean_nll": round(float(out["mean_nll"][i]), 6),
+                "output_tokens": int(out["output_tokens"][i]),
+                "finish_reason": out["finish_reason"][i].numpy().decode(),
+            }
+        )
+    request = {
+        k: v for k, v in sig.default_row("", 0).items() if k not in ("prompt", "max_new_tokens")
+    }
+    return {
+        "model": model_name,
+        "version": version,
+        "max_new_tokens": CANARY_MAX_NEW_TOKENS,
+        "request": request,
+        "prompts": prompts,
+    }
 
 
 def export_version(
@@ -131,14 +144,19 @@ def export_version(
     try:
         generator = Generator(model)
         tf.saved_model.save(
-            generator, str(staging),
+            generator,
+            str(staging),
             signatures={sig.SIGNATURE_NAME: generator.serve.get_concrete_function()},
         )
         records = write_warmup(staging / sig.WARMUP_FILE, model_name)
         golden = golden_outputs(staging, model_name, version)
         (staging / sig.GOLDEN_FILE).write_text(json.dumps(golden, indent=2, ensure_ascii=False))
-        meta = {"model": asdict(model.cfg), "degrade_noise": degrade_noise,
-                "train": asdict(report) if report else None, "warmup_records": records}
+        meta = {
+            "model": asdict(model.cfg),
+            "degrade_noise": degrade_noise,
+            "train": asdict(report) if report else None,
+            "warmup_records": records,
+        }
         (staging / "assets.extra" / "tokenpulse_model.json").write_text(json.dumps(meta, indent=2))
         os.replace(staging, final)
     except BaseException:

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from serving.model import sampling, tokenizer
 from serving.model.config import EOT_ID, ModelConfig
-from serving.model.transformer import NEG_INF, GPT
+from serving.model.transformer import GPT, NEG_INF
 
 SERVING_SPECS = {
     "prompt": tf.TensorSpec([None], tf.string, name="prompt"),
@@ -105,8 +105,17 @@ class Generator(tf.Module):
             i_next = tf.where(tf.reduce_all(done), steps, i + 1)
             return i_next, logits, cache, done, stopped, n_out, nll_sum, n_scored, out
 
-        loop_vars = (0, logits, cache, done0, tf.zeros([batch], tf.bool), zeros_i, zeros_f,
-                     zeros_i, out)
+        loop_vars = (
+            0,
+            logits,
+            cache,
+            done0,
+            tf.zeros([batch], tf.bool),
+            zeros_i,
+            zeros_f,
+            zeros_i,
+            out,
+        )
         _, _, _, _, stopped, n_out, nll_sum, n_scored, out = tf.while_loop(
             cond, body, loop_vars, maximum_iterations=cfg.context
         )

@@ -43,8 +43,9 @@ class AdamW:
         self.v = [tf.Variable(tf.zeros_like(v), trainable=False) for v in variables]
         self.t = tf.Variable(0.0, trainable=False)
         # Norm gains, biases and position embeddings are not decayed.
-        self.decay = [weight_decay if len(v.shape) == 2 and "wpe" not in v.name else 0.0
-                      for v in variables]
+        self.decay = [
+            weight_decay if len(v.shape) == 2 and "wpe" not in v.name else 0.0 for v in variables
+        ]
 
     def apply(self, grads: list[tf.Tensor], lr: tf.Tensor) -> None:
         """One update step."""
@@ -86,7 +87,9 @@ def load_cached(model: GPT, cache_dir: Path, preset: Preset) -> TrainReport | No
     if not meta.exists():
         return None
     try:
-        tf.train.Checkpoint(model=model).read(str(ckpt_dir / "weights")).assert_existing_objects_matched()
+        tf.train.Checkpoint(model=model).read(
+            str(ckpt_dir / "weights")
+        ).assert_existing_objects_matched()
     except (tf.errors.OpError, AssertionError, ValueError) as exc:
         log.warning("cached checkpoint unusable, retraining", path=str(ckpt_dir), error=str(exc))
         return None
@@ -136,8 +139,15 @@ def train(model: GPT, preset: Preset, cache_dir: Path, progress: bool = True) ->
         bpb = held_out_bits_per_byte(model, held_ids, cfg.eval_batches, cfg.batch_size, rng)
         tf.summary.scalar("eval/held_out_bits_per_byte", bpb, step=cfg.steps)
     writer.flush()
-    report = TrainReport(preset.name, preset.fingerprint(), cfg.steps, round(seconds, 1),
-                         round(loss_ema, 4), round(bpb, 4), int(len(stream)))
+    report = TrainReport(
+        preset.name,
+        preset.fingerprint(),
+        cfg.steps,
+        round(seconds, 1),
+        round(loss_ema, 4),
+        round(bpb, 4),
+        int(len(stream)),
+    )
     tf.train.Checkpoint(model=model).write(str(ckpt_dir / "weights"))
     (ckpt_dir / "report.json").write_text(json.dumps(asdict(report), indent=2))
     log.info("trained", **asdict(report))

@@ -52,8 +52,12 @@ class GPT(tf.Module):
         self.cfg = cfg
         tf.random.set_seed(seed)
         std = 0.02
-        self.wte = tf.Variable(tf.random.normal([cfg.vocab_size, cfg.d_model], stddev=std), name="wte")
-        self.wpe = tf.Variable(tf.random.normal([cfg.context, cfg.d_model], stddev=0.01), name="wpe")
+        self.wte = tf.Variable(
+            tf.random.normal([cfg.vocab_size, cfg.d_model], stddev=std), name="wte"
+        )
+        self.wpe = tf.Variable(
+            tf.random.normal([cfg.context, cfg.d_model], stddev=0.01), name="wpe"
+        )
         self.blocks = [Block(cfg, i, std) for i in range(cfg.n_layers)]
         self.lnf_g = tf.Variable(tf.ones([cfg.d_model]), name="lnf_g")
         self.lnf_b = tf.Variable(tf.zeros([cfg.d_model]), name="lnf_b")

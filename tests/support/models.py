@@ -11,7 +11,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_SRC = ROOT / "serving" / "model"
-DEGRADE_NOISE = 0.5
+DEGRADE_NOISE = 2.0
 
 
 def model_revision() -> str:
@@ -43,8 +43,16 @@ def cached_export(kind: str) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)  # parallel test runs build it only once
         if not ready.exists():
             noise = DEGRADE_NOISE if kind == "degraded" else 0.0
-            run_build(BuildSettings(preset="tiny", base_path=target_base, version=1,
-                                    degrade_noise=noise, cache_dir=root, progress=False))
+            run_build(
+                BuildSettings(
+                    preset="tiny",
+                    base_path=target_base,
+                    version=1,
+                    degrade_noise=noise,
+                    cache_dir=root,
+                    progress=False,
+                )
+            )
     return target_base / "1"
 
 

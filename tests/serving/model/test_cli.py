@@ -1,0 +1,66 @@
+"""`tokenpulse model ...` through the real console script."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+TOKENPULSE = [sys.executable, "-m", "tokenpulse.cli"]
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*TOKENPULSE, *args], capture_output=True, text=True, timeout=300)
+
+
+def test_generate_prints_text_and_signals(model_base: Path) -> None:
+    proc = run(
+        "model",
+        "generate",
+        "--base-path",
+        str(model_base),
+        "--temperature",
+        "0",
+        "--max-new-tokens",
+        "8",
+        "--json",
+        "Return the",
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["version"] == 1 and out["prompt_tokens"] == len("Return the")
+    assert out["finish_reason"] in ("stop", "length") and out["mean_nll"] >= 0
+
+
+def test_bad_arguments_give_a_clear_error_not_a_traceback(tmp_path: Path) -> None:
+    proc = run("model", "build", "--preset", "huge", "--base-path", str(tmp_path), "--version", "1")
+    assert proc.returncode == 2
+    assert "unknown preset 'huge'" in proc.stderr and "Traceback" not in proc.stderr
+    missing = run("model", "generate", "--base-path", str(tmp_path / "nope"), "hi")
+    assert missing.returncode == 1 and "does not exist" in missing.stderr
+    assert "Traceback" not in missing.stderr
+
+
+def test_existing_version_is_not_overwritten_silently(model_base: Path) -> None:
+    proc = run(
+        "model",
+        "build",
+        "--preset",
+        "tiny",
+        "--base-path",
+        str(model_base),
+        "--version",
+        "1",
+        "--no-progress",
+    )
+    assert proc.returncode == 1 and "already exists" in proc.stderr
+
+
+def test_cli_help_does_not_import_tensorflow() -> None:
+    code = (
+        "import sys; from tokenpulse.cli import build_parser; build_parser(); "
+        "print('tensorflow' in sys.modules)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.stdout.strip() == "False", proc.stderr

@@ -1,0 +1,86 @@
+"""The exported version directory: servable ops, warmup records, golden canaries, degradation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import tensorflow as tf
+from tensorflow_serving.apis import prediction_log_pb2
+
+from serving.model import opcheck
+from serving.model import signature as sig
+from serving.model.config import get_preset
+from serving.model.export import CANARY_PROMPTS, ExportError, export_version
+from serving.model.transformer import GPT
+
+
+def test_export_uses_only_ops_the_stock_server_runs(tiny_export: Path) -> None:
+    ops = opcheck.saved_model_ops(tiny_export)
+    assert "While" in ops or "StatelessWhile" in ops  # generation loop is in the graph
+    assert opcheck.unservable_ops(tiny_export) == {}
+
+
+def test_op_check_catches_py_function(tmp_path: Path) -> None:
+    class Bad(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        def serve(self, x):
+            return {"y": tf.py_function(lambda t: t, [x], tf.string)}
+
+    bad = Bad()
+    tf.saved_model.save(bad, str(tmp_path), signatures={"serving_default": bad.serve})
+    assert "EagerPyFunc" in opcheck.unservable_ops(tmp_path)
+
+
+def test_warmup_records_are_prediction_logs_at_several_batch_sizes(tiny_export: Path) -> None:
+    path = tiny_export / sig.WARMUP_FILE
+    sizes = []
+    for raw in tf.data.TFRecordDataset(str(path)):
+        log = prediction_log_pb2.PredictionLog.FromString(raw.numpy())
+        request = log.predict_log.request
+        assert request.model_spec.name == sig.DEFAULT_MODEL_NAME
+        assert set(request.inputs) == set(sig.INPUTS)
+        dims = {len(tf.make_ndarray(t)) for t in request.inputs.values()}
+        assert len(dims) == 1
+        sizes.append(dims.pop())
+    assert 0 < len(sizes) <= sig.MAX_WARMUP_RECORDS
+    assert {1, 8, 32} <= set(sizes)
+
+
+def test_golden_canary_matches_the_exported_model(tiny_export: Path) -> None:
+    golden = json.loads((tiny_export / sig.GOLDEN_FILE).read_text())
+    assert golden["version"] == 1 and golden["model"] == sig.DEFAULT_MODEL_NAME
+    assert [p["prompt"] for p in golden["prompts"]] == list(CANARY_PROMPTS)
+    fn = tf.saved_model.load(str(tiny_export)).signatures[sig.SIGNATURE_NAME]
+    first = golden["prompts"][0]
+    out = fn(
+        prompt=tf.constant([first["prompt"]]),
+        max_new_tokens=tf.constant([golden["max_new_tokens"]]),
+        temperature=tf.constant([0.0]),
+        top_k=tf.constant([0]),
+        top_p=tf.constant([1.0]),
+        seed=tf.constant([0], tf.int64),
+    )
+    assert out["text"].numpy()[0].decode() == first["text"]
+    assert float(out["mean_nll"][0]) == pytest.approx(first["mean_nll"], abs=1e-4)
+
+
+def test_degraded_export_differs_and_is_less_sure_of_itself(
+    tiny_export: Path, tiny_degraded_export: Path
+) -> None:
+    good = json.loads((tiny_export / sig.GOLDEN_FILE).read_text())["prompts"]
+    bad = json.loads((tiny_degraded_export / sig.GOLDEN_FILE).read_text())["prompts"]
+    assert [g["text"] for g in good] != [b["text"] for b in bad]
+    mean = lambda rows: sum(r["mean_nll"] for r in rows) / len(rows)  # noqa: E731
+    assert mean(bad) > mean(good)
+    meta = json.loads((tiny_degraded_export / "assets.extra" / "tokenpulse_model.json").read_text())
+    assert meta["degrade_noise"] > 0
+
+
+def test_versions_are_immutable(tmp_path: Path, tiny_export: Path) -> None:
+    (tmp_path / "3").mkdir()
+    with pytest.raises(ExportError, match="already exists"):
+        export_version(GPT(get_preset("tiny").model), tmp_path, 3)
+    with pytest.raises(ExportError, match="positive"):
+        export_version(GPT(get_preset("tiny").model), tmp_path, 0)
