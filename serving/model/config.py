@@ -1,4 +1,4 @@
-"""Model and training presets: `tiny` trains in seconds for tests, `default` writes readable text."""
+"""Model and training presets: `tiny` trains in seconds for tests, `default` reads well."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Export a trained model as `BASE/<version>/`: SavedModel, warmup records, golden canary outputs."""
+"""Export a trained model as `BASE/<version>/`: SavedModel, warmup records, golden canaries."""
 
 from __future__ import annotations
 

@@ -34,7 +34,7 @@ def select(
     seed: tf.Tensor,
     step: tf.Tensor,
 ) -> tuple[tf.Tensor, tf.Tensor]:
-    """logits [B, V] -> (token [B] int32, nll [B]) where nll is under the model's own distribution."""
+    """logits [B, V] -> (token [B] int32, nll [B]); nll is under the model's own distribution."""
     vocab = tf.shape(logits)[1]
     log_probs = tf.nn.log_softmax(logits)
     greedy = tf.argmax(logits, axis=-1, output_type=tf.int32)
