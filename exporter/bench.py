@@ -103,75 +103,121 @@ def _rss(pid: int) -> tuple[int, int]:
     return int(fields["VmRSS"].split()[0]) * 1024, int(fields["VmHWM"].split()[0]) * 1024
 
 
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds the process has used, from /proc/<pid>/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _get(url: str) -> bytes:
     with urllib.request.urlopen(url, timeout=10) as resp:
         return bytes(resp.read())
 
 
-def _measure(args: argparse.Namespace, cmd: list[str], port: int, ready: str) -> dict[str, Any]:
-    """Start one exporter, wait until `ready` shows on /metrics, scrape, measure, stop."""
-    url = f"http://127.0.0.1:{port}/metrics"
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    try:
+class _Target:
+    """One exporter process under test."""
+
+    def __init__(self, cmd: list[str], port: int, ready: str) -> None:
+        self.cmd, self.ready = cmd, ready
+        self.url = f"http://127.0.0.1:{port}/metrics"
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
+        )
+        self.latencies: list[float] = []
+        self.durations: dict[str, float] = {}
+        self.body = b""
+        self.cpu_start = 0.0
+        self.cpu_s = 0.0
+
+    def wait_ready(self) -> None:
         deadline = time.monotonic() + 60
         while True:
             try:
-                if ready in _get(url).decode():
-                    break
+                if self.ready in _get(self.url).decode():
+                    return
             except OSError:
                 pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"bench exporter: exporter never became ready: {' '.join(cmd)}")
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"bench exporter: never became ready: {' '.join(self.cmd)}")
             time.sleep(0.1)
-        for _ in range(args.warmup):
-            _get(url)
-        latencies: list[float] = []
-        durations: dict[str, float] = {}
-        body = b""
-        for _ in range(args.scrapes):
-            start = time.perf_counter()
-            body = _get(url)
-            latencies.append(time.perf_counter() - start)
+
+    def scrape(self, record: bool) -> None:
+        start = time.perf_counter()
+        body = _get(self.url)
+        if record:
+            self.latencies.append(time.perf_counter() - start)
+            self.body = body
             for name, value in _DURATION.findall(body.decode()):
-                durations[name] = durations.get(name, 0.0) + float(value)
-        rss, peak = _rss(proc.pid)
-    finally:
-        proc.send_signal(signal.SIGTERM)
+                self.durations[name] = self.durations.get(name, 0.0) + float(value)
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(timeout=15)
+            self.proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    text = body.decode()
-    return {
-        "scrapes": len(latencies),
-        "p50_ms": _percentile(latencies, 50) * 1e3,
-        "p90_ms": _percentile(latencies, 90) * 1e3,
-        "p99_ms": _percentile(latencies, 99) * 1e3,
-        "max_ms": max(latencies) * 1e3,
-        "rss_mb": rss / 2**20,
-        "peak_rss_mb": peak / 2**20,
-        "series": sum(1 for line in text.splitlines() if line and not line.startswith("#")),
-        "bytes": len(body),
-        "collector_mean_ms": {k: v / len(latencies) * 1e3 for k, v in sorted(durations.items())},
-    }
+            self.proc.kill()
+            self.proc.wait()
+
+    def figures(self) -> dict[str, Any]:
+        rss, peak = _rss(self.proc.pid)
+        lat, text = self.latencies, self.body.decode()
+        return {
+            "scrapes": len(lat),
+            "p50_ms": _percentile(lat, 50) * 1e3,
+            "p90_ms": _percentile(lat, 90) * 1e3,
+            "p99_ms": _percentile(lat, 99) * 1e3,
+            "max_ms": max(lat) * 1e3,
+            # CPU the exporter burnt per scrape (background threads included): unlike latency,
+            # this does not grow when other processes keep the CPUs busy.
+            "cpu_ms_per_scrape": self.cpu_s / len(lat) * 1e3,
+            "rss_mb": rss / 2**20,
+            "peak_rss_mb": peak / 2**20,
+            "series": sum(1 for line in text.splitlines() if line and not line.startswith("#")),
+            "bytes": len(self.body),
+            "collector_mean_ms": {k: v / len(lat) * 1e3 for k, v in sorted(self.durations.items())},
+        }
+
+
+def _measure(args: argparse.Namespace, targets: list[_Target]) -> list[dict[str, Any]]:
+    """Scrape the targets in alternation, so machine noise hits every one alike."""
+    try:
+        for target in targets:
+            target.wait_ready()
+        for i in range(args.warmup + args.scrapes):
+            if i == args.warmup:
+                for target in targets:
+                    target.cpu_start = _cpu_s(target.proc.pid)
+            for target in targets:
+                target.scrape(record=i >= args.warmup)
+        for target in targets:
+            target.cpu_s = _cpu_s(target.proc.pid) - target.cpu_start
+        return [target.figures() for target in targets]
+    finally:
+        for target in targets:
+            target.stop()
 
 
 def _report(result: dict[str, Any]) -> None:
     full, base = result["all_collectors"], result["baseline_no_collectors"]
     print(
-        f"exporter scrape benchmark ({result['scrapes']} scrapes each, fresh connection per scrape)"
+        f"exporter scrape benchmark: {result['scrapes']} scrapes of each exporter, alternating, "
+        "a fresh connection per scrape"
     )
     print(f"  nvml backend: {result['nvml_backend']}")
     print(
-        f"  {'':26}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'max ms':>9}{'RSS MB':>9}{'series':>8}"
+        f"  machine: {result['cpus']} CPUs, 1-minute load average {result['load_average_1m']:.1f}"
+    )
+    print(
+        f"  {'':22}{'p50 ms':>8}{'p90 ms':>8}{'p99 ms':>8}{'max ms':>8}{'CPU ms':>8}"
+        f"{'RSS MB':>8}{'series':>7}"
     )
     for name, r in (("all collectors on", full), ("baseline (all off)", base)):
         print(
-            f"  {name:26}{r['p50_ms']:9.2f}{r['p90_ms']:9.2f}{r['p99_ms']:9.2f}"
-            f"{r['max_ms']:9.2f}{r['rss_mb']:9.1f}{r['series']:8d}"
+            f"  {name:22}{r['p50_ms']:8.2f}{r['p90_ms']:8.2f}{r['p99_ms']:8.2f}{r['max_ms']:8.2f}"
+            f"{r['cpu_ms_per_scrape']:8.2f}{r['rss_mb']:8.1f}{r['series']:7d}"
         )
+    print("  (CPU ms = exporter CPU time per scrape, background threads included)")
     means = ", ".join(f"{k} {v:.2f} ms" for k, v in full["collector_mean_ms"].items())
     print(f"  mean time inside each collector: {means}")
     print(
@@ -196,29 +242,25 @@ def main(args: argparse.Namespace) -> int:
         tfs.state.answers[("gen", 1)] = answers
         tfs.state.answers[("gen", 2)] = answers
         common = [sys.executable, "-m", "tokenpulse.cli", "exporter", "--log.level", "WARNING"]
-        port = _free_port()
-        full = _measure(
+        port, base_port = _free_port(), _free_port()
+        full_cmd = [
+            *common,
+            f"--web.listen-address=127.0.0.1:{port}",
+            f"--tfserving.url={tfs.url}",
+            f"--tfserving.model-config-file={config}",
+            "--tfserving.poll-interval=1",
+            "--collector.canary.interval=1",  # canaries keep running during the scrapes
+            f"--collector.nvml.backend={backend}",
+            f"--collector.nvml.fake-gpus={args.fake_gpus}",
+        ]
+        off = [f"--no-collector.{name}" for name in ("nvml", "tfserving", "canary")]
+        base_cmd = [*common, f"--web.listen-address=127.0.0.1:{base_port}", *off]
+        full, base = _measure(
             args,
             [
-                *common,
-                f"--web.listen-address=127.0.0.1:{port}",
-                f"--tfserving.url={tfs.url}",
-                f"--tfserving.model-config-file={config}",
-                "--tfserving.poll-interval=1",
-                "--collector.canary.interval=1",  # canaries keep running during the scrapes
-                f"--collector.nvml.backend={backend}",
-                f"--collector.nvml.fake-gpus={args.fake_gpus}",
+                _Target(full_cmd, port, 'tokenpulse_canary_match{model="gen",version="2"} 1.0'),
+                _Target(base_cmd, base_port, "tokenpulse_exporter_build_info"),
             ],
-            port,
-            ready='tokenpulse_canary_match{model="gen",version="2"} 1.0',
-        )
-        port = _free_port()
-        off = [f"--no-collector.{name}" for name in ("nvml", "tfserving", "canary")]
-        base = _measure(
-            args,
-            [*common, f"--web.listen-address=127.0.0.1:{port}", *off],
-            port,
-            ready="tokenpulse_exporter_build_info",
         )
     result = {
         "scrapes": args.scrapes,
@@ -229,6 +271,9 @@ def main(args: argparse.Namespace) -> int:
         "rss_target_mb": RSS_TARGET_BYTES / 2**20,
         "p99_vs_target": full["p99_ms"] / (P99_TARGET_S * 1e3),
         "p99_vs_baseline": full["p99_ms"] / base["p99_ms"],
+        "cpu_vs_baseline": full["cpu_ms_per_scrape"] / max(base["cpu_ms_per_scrape"], 1e-9),
+        "load_average_1m": os.getloadavg()[0],
+        "cpus": os.cpu_count(),
         "rss_vs_target": full["rss_mb"] * 2**20 / RSS_TARGET_BYTES,
     }
     if args.json:

@@ -9,10 +9,11 @@ from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client import CollectorRegistry
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
+from exporter.exposition import CONTENT_TYPE, encode
 from exporter.registry import specs
 from exporter.scrape import ScrapeCollector
 from exporter.settings import ExporterSettings
@@ -50,14 +51,19 @@ def build_registry(settings: ExporterSettings, sources: Sources) -> CollectorReg
 
 
 def make_app(registry: CollectorRegistry, collectors: Iterable[str]) -> Callable[..., Any]:
-    """The WSGI app: /metrics, /healthz, and a landing page at /."""
-    metrics = make_wsgi_app(registry)
+    """The WSGI app: /metrics, /healthz, and a landing page at /.
+
+    /metrics always answers in the text format (what TF Serving serves too): Prometheus accepts
+    it, and the fast encoder keeps scrapes cheap. No gzip: the exporter is a sidecar.
+    """
     landing = _LANDING.format(version=__version__, collectors=", ".join(collectors)).encode()
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "/")
         if path == "/metrics":
-            return metrics(environ, start_response)  # type: ignore[no-any-return]
+            body = encode(registry.collect())
+            start_response("200 OK", [("Content-Type", CONTENT_TYPE)])
+            return [body]
         if path == "/healthz":
             start_response("200 OK", [("Content-Type", "text/plain")])
             return [b"ok\n"]

@@ -28,6 +28,12 @@ class NvmlCollector:
         self._session = session
         self._fields = fields
         self._calls = sorted({FIELDS[row.field][0] for spec in fields for row in spec.rows})
+        # Per row, worked out once: (metric, call, extract, scale, extra label values).
+        self._plan = [
+            (spec.name, *FIELDS[row.field], row.scale, [v for _, v in row.labels])
+            for spec in fields
+            for row in spec.rows
+        ]
 
     def collect(self) -> Iterator[Metric]:
         """One family per field, plus info, lost, processes and XIDs."""
@@ -105,16 +111,16 @@ class NvmlCollector:
             pass
         except NvmlError as exc:
             failures.append(f"gpu {d.index} processes: {exc}")
-        for spec in self._fields:
-            for row in spec.rows:
-                call, extract = FIELDS[row.field]
-                if call not in results:
-                    continue
-                value = extract(results[call])
-                if value is not None:
-                    labels = gpu + [v for _, v in row.labels]
-                    # 15 significant digits: 41 * 0.01 is 0.41, not 0.41000000000000003.
-                    families[spec.name].add_metric(labels, float(f"{value * row.scale:.15g}"))
+        for metric, call, extract, scale, extra in self._plan:
+            if call not in results:
+                continue
+            value = extract(results[call])
+            if value is None:
+                continue
+            if scale != 1:
+                # 15 significant digits: 41 * 0.01 is 0.41, not 0.41000000000000003.
+                value = float(f"{value * scale:.15g}")
+            families[metric].add_metric(gpu + extra if extra else gpu, value)
         return True
 
     def _xids(self) -> Iterator[Metric]:

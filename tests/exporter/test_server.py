@@ -57,16 +57,20 @@ def test_metrics_with_every_collector(running):
     )
 
 
-def test_openmetrics_negotiation(running):
+def test_text_format_even_when_openmetrics_is_preferred(running):
     exporter, _ = running
+    accept = (  # what Prometheus 2.42 sends
+        "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;"
+        "q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+    )
     req = urllib.request.Request(
-        f"http://127.0.0.1:{exporter.port}/metrics",
-        headers={"Accept": "application/openmetrics-text; version=1.0.0"},
+        f"http://127.0.0.1:{exporter.port}/metrics", headers={"Accept": accept}
     )
     with urllib.request.urlopen(req, timeout=10) as resp:
         body = resp.read().decode()
-        assert resp.headers["Content-Type"].startswith("application/openmetrics-text")
-    assert body.endswith("# EOF\n")
+        assert resp.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+    assert "# TYPE tokenpulse_exporter_collector_success gauge" in body
+    assert "# EOF" not in body
 
 
 def test_model_server_going_down_keeps_the_scrape_alive(running):
