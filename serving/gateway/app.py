@@ -17,7 +17,7 @@ from serving.gateway.admission import Admission
 from serving.gateway.breaker import CircuitBreaker
 from serving.gateway.errors import GatewayError, PayloadTooLarge, native_body, openai_body
 from serving.gateway.jobs import Job, Limits
-from serving.gateway.keys import KeyStore
+from serving.gateway.keys import KeysFileError, KeyStore
 from serving.gateway.metrics import GatewayMetrics
 from serving.gateway.openapi import build_openapi
 from serving.gateway.pipeline import Pipeline, authenticate, deadline_for
@@ -50,6 +50,7 @@ class Gateway:
         self.settings = settings
         self.metrics = GatewayMetrics()
         self.keys = KeyStore.from_file(settings.keys_file)
+        self._keys_mtime = settings.keys_file.stat().st_mtime
         self.router = Router(
             settings.models,
             stable_label=settings.stable_label,
@@ -67,7 +68,7 @@ class Gateway:
             settings.max_concurrency, settings.max_queue, settings.max_queue_wait_s
         )
         self.pipeline = Pipeline(
-            settings, self.keys, self.router, self.client, self.breaker, self.admission,
+            settings, self.router, self.client, self.breaker, self.admission,
             RateLimiter(), self.refresh,
         )  # fmt: skip
         self.samples = SampleDispatcher(
@@ -112,8 +113,22 @@ class Gateway:
         self.upstream_ok = True
         self.router.set_available(model, versions)
 
+    def reload_keys(self) -> None:
+        """Pick up a changed keys file (e.g. `keys add` while running); keep the old on error."""
+        try:
+            mtime = self.settings.keys_file.stat().st_mtime
+            if mtime == self._keys_mtime:
+                return
+            self.keys = KeyStore.from_file(self.settings.keys_file)
+        except (OSError, KeysFileError) as exc:
+            log.error("cannot read keys file; keeping the loaded keys", error=str(exc))
+            return
+        self._keys_mtime = mtime
+        log.info("keys reloaded", keys=len(self.keys))
+
     async def _poll(self) -> None:
         while True:
+            self.reload_keys()
             try:
                 self.router.reload_labels()
             except (ModelConfigError, OSError) as exc:

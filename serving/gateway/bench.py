@@ -154,6 +154,27 @@ async def _measure(args: argparse.Namespace, direct: Target, gateway: Target) ->
     return out
 
 
+def _internal_ms(url: str) -> float:
+    """Mean time a successful request spent in the gateway itself (total minus upstream)."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    sums: dict[str, float] = {"total": 0.0, "upstream": 0.0, "count": 0.0}
+    for line in text.splitlines():
+        name, _, value = line.rpartition(" ")
+        if (
+            name.startswith("tokenpulse_gateway_request_duration_seconds_sum")
+            and 'code="200"' in name
+        ):
+            sums["total"] += float(value)
+        elif name.startswith("tokenpulse_gateway_request_duration_seconds_count") and (
+            'code="200"' in name
+        ):
+            sums["count"] += float(value)
+        elif name.startswith("tokenpulse_gateway_upstream_duration_seconds_sum"):
+            sums["upstream"] += float(value)
+    return 1000 * (sums["total"] - sums["upstream"]) / max(sums["count"], 1.0)
+
+
 def _run(args: argparse.Namespace, upstream: str) -> dict[str, Any]:
     from serving.gateway.keys import add_key
 
@@ -180,6 +201,7 @@ def _run(args: argparse.Namespace, upstream: str) -> dict[str, Any]:
                 lambda p: {**row(p, args.max_new_tokens), "model": args.model_name},
             )
             result = asyncio.run(_measure(args, direct, through))
+            result["gateway_internal_ms_mean"] = _internal_ms(gw.url)
             result["gateway_startup_s"] = gw.started_in_s
             result["gateway_rss_mb"] = gw.rss_bytes() / 1e6
     result.update(
@@ -205,6 +227,9 @@ def _report(r: dict[str, Any]) -> None:
         print(f"{q + ' ms (c=1)':24}{d:10.2f}{g:10.2f}{g - d:10.2f}")
     d, g = r[f"direct_rps_c{c}"], r[f"gateway_rps_c{c}"]
     print(f"{f'req/s (c={c})':24}{d:10.1f}{g:10.1f}{'ratio ' + format(g / d, '.3f'):>16}")
+    print(
+        f"time inside the gateway (mean, from its metrics) {r['gateway_internal_ms_mean']:.3f} ms"
+    )
     print(f"gateway start-up {r['gateway_startup_s']:.2f} s, RSS {r['gateway_rss_mb']:.0f} MB")
     for name, passed in ok.items():
         print(f"  {'PASS' if passed else 'MISS'}  {name}")

@@ -99,7 +99,6 @@ class Pipeline:
     def __init__(
         self,
         settings: GatewaySettings,
-        keys: KeyStore,
         router: Router,
         client: TFServingClient,
         breaker: CircuitBreaker,
@@ -108,7 +107,6 @@ class Pipeline:
         refresh: Callable[[str], Any],
     ) -> None:
         self.settings = settings
-        self.keys = keys
         self.router = router
         self.client = client
         self.breaker = breaker

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -100,3 +101,21 @@ def test_401_and_403_over_http(
     assert logs[-1]["key_id"] == "demo"
     log_text = json.dumps(logs)
     assert all(key not in log_text for key in keys.values())
+
+
+def test_keys_added_while_running_are_picked_up(
+    standin: TFServingStandIn, keys_file: Path, keys: dict[str, str]
+) -> None:
+    body = {"prompt": "hi", "max_new_tokens": 2}
+    with running_gateway(standin.url, keys_file, status_poll_interval_s=0.1) as gw:
+        url = f"{gw.url}/v1/generate"
+        new = add_key(keys_file, "late")
+        for _ in range(100):  # the poller re-reads the file within a few intervals
+            if httpx.post(url, json=body, headers=auth(new)).status_code == 200:
+                break
+            time.sleep(0.05)
+        assert httpx.post(url, json=body, headers=auth(new)).status_code == 200
+        keys_file.write_text("{broken")  # a bad edit keeps the loaded keys
+        time.sleep(0.3)
+        assert httpx.post(url, json=body, headers=auth(keys["demo"])).status_code == 200
+        assert "cannot read keys file" in gw.stderr()
