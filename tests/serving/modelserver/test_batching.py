@@ -67,7 +67,7 @@ def test_requests_queued_while_busy_merge_into_one_call_and_split_back() -> None
 
 
 def test_open_batch_waits_for_batch_timeout_to_collect_more() -> None:
-    scheduler, _ = make(batch_timeout_micros=300_000)
+    scheduler, _ = make(batch_timeout_micros=1_000_000)
     model = GatedModel()
     model.gate.set()
     queue = scheduler.add_queue("m", model)
@@ -144,7 +144,10 @@ def test_variable_length_inputs_need_padding_enabled() -> None:
         return {"y": inputs["x"].sum(axis=1)}
 
     for pad, expect_ok in [(False, False), (True, True)]:
-        scheduler, _ = make(pad_variable_length_inputs=pad, batch_timeout_micros=200_000)
+        # max_batch_size 2: the batch runs as soon as both tasks joined it
+        scheduler, _ = make(
+            pad_variable_length_inputs=pad, batch_timeout_micros=30_000_000, max_batch_size=2
+        )
         queue = scheduler.add_queue("m", run)
         try:
             a = queue.submit({"x": np.array([[1, 2]], dtype=np.int32)})

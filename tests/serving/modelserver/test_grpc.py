@@ -149,7 +149,10 @@ def test_grpc_requests_are_recorded_with_grpc_entrypoint(
         lines = [ln for ln in text.splitlines() if ln.startswith(prefix)]
         return float(lines[0].rsplit(" ", 1)[1]) if lines else 0.0
 
-    latency = ':tensorflow:serving:request_latency_count{model_name="gen",API="Predict",entrypoint="GRPC"}'
+    latency = (
+        ":tensorflow:serving:request_latency_count"
+        '{model_name="gen",API="Predict",entrypoint="GRPC"}'
+    )
     failed = ':tensorflow:serving:request_count{model_name="nope",status="NOT_FOUND"}'
     ok = ':tensorflow:serving:request_count{model_name="gen",status="OK"}'
     before = server.metrics_text()

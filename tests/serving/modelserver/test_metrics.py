@@ -63,7 +63,10 @@ def test_labelled_histogram_puts_le_last() -> None:
     h.observe(1102, "gen", "predict", "REST")
     lines = h.lines()
     assert lines[0] == "# TYPE :tensorflow:serving:request_latency histogram"
-    prefix = ':tensorflow:serving:request_latency_bucket{model_name="gen",API="predict",entrypoint="REST",'
+    prefix = (
+        ":tensorflow:serving:request_latency_bucket"
+        '{model_name="gen",API="predict",entrypoint="REST",'
+    )
     assert f'{prefix}le="1102"}} 0' in lines
     assert f'{prefix}le="1983.59"}} 1' in lines
 

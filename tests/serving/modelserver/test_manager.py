@@ -1,0 +1,186 @@
+"""Version policies, labels and warmup, on the manager in-process with the tiny model."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from google.protobuf import text_format
+
+from serving.modelserver.manager import ModelManager, aspired_versions, list_versions
+from serving.modelserver.metrics import ServingMetrics
+from serving.modelserver.predict import Predictor
+from serving.modelserver.servable import WARMUP_FILE, read_warmup_records
+from serving.modelserver.status import ServingError
+from tests.support.models import install_version
+
+
+def policy(text: str):  # type: ignore[no-untyped-def]
+    from tensorflow_serving.config import model_server_config_pb2
+
+    msg = model_server_config_pb2.ModelConfig()
+    text_format.Parse(f"model_version_policy {{ {text} }}", msg)
+    return msg.model_version_policy
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", {5}),
+        ("latest { num_versions: 2 }", {3, 5}),
+        ("all {}", {1, 3, 5}),
+        ("specific { versions: 1 versions: 4 }", {1}),
+    ],
+)
+def test_version_policies_pick_aspired_versions(text: str, expected: set[int]) -> None:
+    assert aspired_versions(policy(text), [1, 3, 5]) == expected
+
+
+def test_only_numeric_directories_are_versions(tmp_path: Path) -> None:
+    for name in ("1", "12", ".deploy-3-abc", "latest"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "7").write_text("a file, not a version")
+    assert list_versions(tmp_path) == [1, 12]
+    assert list_versions(tmp_path / "missing") == []
+
+
+def config(base: Path, extra: str = "") -> object:
+    from tensorflow_serving.config import model_server_config_pb2
+
+    msg = model_server_config_pb2.ModelServerConfig()
+    text_format.Parse(
+        f"model_config_list {{ config {{ name: 'gen' base_path: '{base}' "
+        f"model_platform: 'tensorflow' {extra} }} }}",
+        msg,
+    )
+    return msg
+
+
+@pytest.fixture
+def manager() -> ModelManager:
+    metrics = ServingMetrics()
+    predictor = Predictor(metrics, None)
+    return ModelManager(metrics, warmup=predictor.warmup, on_unload=predictor.forget)
+
+
+def states(manager: ModelManager) -> dict[int, str]:
+    return {v: s.state for v, s in manager.version_states("gen").items()}
+
+
+def test_policy_changes_load_and_unload_versions(
+    manager: ModelManager, tmp_path: Path, tiny_export: Path
+) -> None:
+    base = tmp_path / "gen"
+    install_version(tiny_export, base, 1)
+    install_version(tiny_export, base, 2)
+    manager.apply_config(config(base, "model_version_policy { specific { versions: 1 } }"))
+    assert states(manager) == {1: "AVAILABLE"}
+    manager.apply_config(
+        config(base, "model_version_policy { all {} } version_labels { key: 'canary' value: 2 }")
+    )
+    assert states(manager) == {1: "AVAILABLE", 2: "AVAILABLE"}
+    servable = manager.resolve("gen", label="canary")
+    assert servable.version == 2
+    servable.release()
+    manager.apply_config(config(base))  # latest 1: version 1 unloads, its state stays as END
+    assert states(manager) == {1: "END", 2: "AVAILABLE"}
+    with pytest.raises(ServingError) as err:
+        manager.resolve("gen", version=1)
+    assert err.value.code == "NOT_FOUND"
+    manager.shutdown()
+
+
+def test_unload_waits_for_requests_holding_the_version(
+    manager: ModelManager, tmp_path: Path, tiny_export: Path
+) -> None:
+    import threading
+    import time
+
+    base = tmp_path / "gen"
+    install_version(tiny_export, base, 1)
+    manager.apply_config(config(base))
+    held = manager.resolve("gen")
+    install_version(tiny_export, base, 2)
+    poll = threading.Thread(target=manager.poll)
+    poll.start()
+    # version 2 turns AVAILABLE and serves new requests while version 1 waits for its request
+    deadline = time.monotonic() + 120
+    while states(manager) != {1: "UNLOADING", 2: "AVAILABLE"}:
+        assert time.monotonic() < deadline and poll.is_alive(), states(manager)
+        time.sleep(0.05)
+    fresh = manager.resolve("gen")
+    assert fresh.version == 2
+    fresh.release()
+    assert poll.is_alive()  # still waiting on the held request
+    held.release()
+    poll.join(timeout=60)
+    assert states(manager) == {1: "END", 2: "AVAILABLE"}
+    manager.shutdown()
+
+
+def test_too_many_warmup_records_fail_the_load(
+    manager: ModelManager, tmp_path: Path, tiny_export: Path
+) -> None:
+    import tensorflow as tf
+
+    base = tmp_path / "gen"
+    version = install_version(tiny_export, base, 1)
+    warmup = version / WARMUP_FILE
+    record = read_warmup_records(warmup)[0]
+    with tf.io.TFRecordWriter(str(warmup)) as writer:
+        for _ in range(1001):
+            writer.write(record)
+    manager.apply_config(config(base))
+    state = manager.version_states("gen")[1]
+    assert state.state == "END"
+    assert state.error_message == (
+        f"Number of warmup records exceeds the maximum (1000) at {warmup}"
+    )
+
+
+def test_warmup_runs_before_available_and_is_recorded(tmp_path: Path, tiny_export: Path) -> None:
+    metrics = ServingMetrics()
+    predictor = Predictor(metrics, None)
+    seen: list[str] = []
+    manager = ModelManager(
+        metrics, warmup=lambda s: (seen.append(states_now(s)), predictor.warmup(s))
+    )
+
+    def states_now(servable: object) -> str:
+        return manager.version_states("gen")[1].state
+
+    base = tmp_path / "gen"
+    version = install_version(tiny_export, base, 1)
+    manager.apply_config(config(base))
+    assert seen == ["LOADING"]
+    records = len(read_warmup_records(version / WARMUP_FILE))
+    assert metrics.model_warmup_records_read.value(str(version), "OK") == records
+    assert metrics.model_warmup_latency.count(str(version), "OK") == 1
+    # warmup runs are recorded under the record's model name, like TF Serving
+    assert metrics.runtime_latency.count("gen", "Predict", "TF1") == records
+    assert metrics.request_count.value("gen", "OK") == 0
+    manager.shutdown()
+
+
+def test_missing_warmup_file_is_fine(
+    manager: ModelManager, tmp_path: Path, tiny_export: Path
+) -> None:
+    base = tmp_path / "gen"
+    version = install_version(tiny_export, base, 1)
+    (version / WARMUP_FILE).unlink()
+    manager.apply_config(config(base))
+    assert states(manager) == {1: "AVAILABLE"}
+    manager.shutdown()
+
+
+def test_label_on_unavailable_version_is_refused(
+    manager: ModelManager, tmp_path: Path, tiny_export: Path
+) -> None:
+    base = tmp_path / "gen"
+    install_version(tiny_export, base, 1)
+    with pytest.raises(ServingError) as err:
+        manager.apply_config(config(base, "version_labels { key: 'stable' value: 3 }"))
+    assert err.value.code == "FAILED_PRECONDITION"
+    manager.shutdown()
+    shutil.rmtree(base)
