@@ -176,7 +176,11 @@ class CanaryRunner:
             golden = load_golden(base_path / str(version) / GOLDEN_FILE)
         except GoldenError as exc:
             return fail(str(exc))
-        latencies, sims, nlls, golden_nlls, deltas = [], [], [], [], []
+        latencies: list[float] = []
+        sims: list[float] = []
+        nlls: list[float] = []
+        golden_nlls: list[float] = []
+        deltas: list[float] = []
         matched = 0
         for g in golden.prompts:
             start = time.perf_counter()

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
+
+if TYPE_CHECKING:
+    from exporter.settings import ExporterSettings
 
 # flag -> (settings field, type, help)
 _FLAGS: list[tuple[str, str, type, str]] = [
@@ -109,7 +113,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         )
 
 
-def settings_from_args(args: argparse.Namespace):  # -> ExporterSettings
+def settings_from_args(args: argparse.Namespace) -> ExporterSettings:
     """ExporterSettings from the environment, overridden by the flags that were given."""
     from exporter.settings import ExporterSettings
 

@@ -29,15 +29,15 @@ class ExporterSettings(BaseSettings):
     # Without a config file: the one model to watch and where its versions live.
     model_name: str = "gen"
     model_base_path: Path | None = None
-    status_poll_interval_seconds: float = Field(5.0, gt=0)
-    request_timeout_seconds: float = Field(2.0, gt=0)
-    canary_interval_seconds: float = Field(60.0, gt=0)
-    canary_timeout_seconds: float = Field(60.0, gt=0)
+    status_poll_interval_seconds: float = Field(default=5.0, gt=0)
+    request_timeout_seconds: float = Field(default=2.0, gt=0)
+    canary_interval_seconds: float = Field(default=60.0, gt=0)
+    canary_timeout_seconds: float = Field(default=60.0, gt=0)
     # "real" is pynvml; "fake" is a simulated node for demos and benchmarks, never a default.
     nvml_backend: Literal["real", "fake"] = "real"
-    nvml_fake_gpus: int = Field(8, ge=1, le=64)
+    nvml_fake_gpus: int = Field(default=8, ge=1, le=64)
     nvml_fields_file: Path | None = None
-    nvml_retry_seconds: float = Field(30.0, gt=0)
+    nvml_retry_seconds: float = Field(default=30.0, gt=0)
     log_level: str = "INFO"
 
     @field_validator("listen_address")

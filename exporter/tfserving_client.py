@@ -65,7 +65,9 @@ class TfServingClient:
             raise
         return parse_model_status(doc)
 
-    def predict(self, model: str, version: int, rows: list[dict[str, Any]], timeout_s: float):
+    def predict(
+        self, model: str, version: int, rows: list[dict[str, Any]], timeout_s: float
+    ) -> list[Any]:
         """`POST /v1/models/{model}/versions/{version}:predict` in row format; the predictions."""
         body = {"signature_name": "serving_default", "instances": rows}
         path = f"/v1/models/{_quote(model)}/versions/{int(version)}:predict"
@@ -110,7 +112,8 @@ def parse_model_status(doc: object) -> list[VersionStatus]:
         state = entry.get("state")
         if not isinstance(state, str):
             raise TfServingBadResponse(f"version {version} has no state")
-        status = entry.get("status") if isinstance(entry.get("status"), dict) else {}
+        raw_status = entry.get("status")
+        status: dict[str, Any] = raw_status if isinstance(raw_status, dict) else {}
         out.append(
             VersionStatus(
                 version=version,
