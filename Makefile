@@ -27,7 +27,7 @@ model: venv
 	$(BIN)/tokenpulse model build --preset $(PRESET) --base-path $(MODELS)/gen --version 1
 
 up: venv debs
-	$(BIN)/tokenpulse up --models-dir $(MODELS) --preset $(PRESET)
+	$(BIN)/tokenpulse up --preset $(PRESET)
 
 test: venv debs
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
