@@ -86,8 +86,9 @@ def ensure_model(settings: UpSettings) -> None:
     if base.is_dir() and any(p.name.isdigit() for p in base.iterdir()):
         return
     print(f"building the {settings.preset!r} model into {base}/1 (cached after the first time)")
-    argv = _tokenpulse("model", "build", "--preset", settings.preset,
-                       "--base-path", str(base), "--version", "1")
+    argv = _tokenpulse(
+        "model", "build", "--preset", settings.preset, "--base-path", str(base), "--version", "1"
+    )
     subprocess.run(argv, check=True)
 
 
@@ -98,7 +99,9 @@ def ensure_demo_key(run_dir: Path) -> tuple[Path, str]:
         return keys, secret.read_text().strip()
     out = subprocess.run(
         _tokenpulse("gateway", "keys", "add", "--id", "demo", "--file", str(keys), "--replace"),
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     key = out.stdout.strip().splitlines()[-1]
     secret.write_text(key + "\n")
@@ -113,21 +116,46 @@ def services(settings: UpSettings, keys_file: Path) -> list[Service]:
     exporter = f"http://127.0.0.1:{settings.exporter_port}"
     models_config = str(CONFIG_DIR / "models.config")
     return [
-        Service("modelserver", _tokenpulse(
-            "modelserver", f"--port={settings.grpc_port}", f"--rest_api_port={settings.rest_port}",
-            f"--model_config_file={models_config}", "--model_config_file_poll_wait_seconds=30",
-            "--file_system_poll_wait_seconds=5", "--enable_batching",
-            f"--batching_parameters_file={CONFIG_DIR / 'batching_parameters.txt'}",
-            f"--monitoring_config_file={CONFIG_DIR / 'monitoring.config'}",
-        ), lambda: _model_available(rest)),
-        Service("gateway", _tokenpulse(
-            "gateway", "--port", str(settings.gateway_port), "--upstream-url", rest,
-            "--keys-file", str(keys_file), "--model-config-file", models_config,
-        ), lambda: _http_ok(f"{gateway}/readyz")),
-        Service("exporter", _tokenpulse(
-            "exporter", f"--web.listen-address=127.0.0.1:{settings.exporter_port}",
-            f"--tfserving.url={rest}", f"--tfserving.model-config-file={models_config}",
-        ), lambda: _http_ok(f"{exporter}/metrics")),
+        Service(
+            "modelserver",
+            _tokenpulse(
+                "modelserver",
+                f"--port={settings.grpc_port}",
+                f"--rest_api_port={settings.rest_port}",
+                f"--model_config_file={models_config}",
+                "--model_config_file_poll_wait_seconds=30",
+                "--file_system_poll_wait_seconds=5",
+                "--enable_batching",
+                f"--batching_parameters_file={CONFIG_DIR / 'batching_parameters.txt'}",
+                f"--monitoring_config_file={CONFIG_DIR / 'monitoring.config'}",
+            ),
+            lambda: _model_available(rest),
+        ),
+        Service(
+            "gateway",
+            _tokenpulse(
+                "gateway",
+                "--port",
+                str(settings.gateway_port),
+                "--upstream-url",
+                rest,
+                "--keys-file",
+                str(keys_file),
+                "--model-config-file",
+                models_config,
+            ),
+            lambda: _http_ok(f"{gateway}/readyz"),
+        ),
+        Service(
+            "exporter",
+            _tokenpulse(
+                "exporter",
+                f"--web.listen-address=127.0.0.1:{settings.exporter_port}",
+                f"--tfserving.url={rest}",
+                f"--tfserving.model-config-file={models_config}",
+            ),
+            lambda: _http_ok(f"{exporter}/metrics"),
+        ),
     ]
 
 
@@ -154,18 +182,28 @@ def _banner(settings: UpSettings, key: str) -> str:
     from serving.gateway.snippets import curl_snippet, openai_snippet
 
     gateway = f"http://127.0.0.1:{settings.gateway_port}"
-    return "\n".join([
-        "", "TokenPulse local stack is up:",
-        f"  gateway        {gateway}  (OpenAPI {gateway}/openapi.json, metrics {gateway}/metrics)",
-        f"  model server   REST http://127.0.0.1:{settings.rest_port}/v1/models/gen, "
-        f"gRPC 127.0.0.1:{settings.grpc_port}",
-        f"  TF Serving metrics http://127.0.0.1:{settings.rest_port}/monitoring/prometheus/metrics",
-        f"  exporter       http://127.0.0.1:{settings.exporter_port}/metrics",
-        f"  logs           {settings.run_dir / 'logs'}/",
-        "", "Try it with curl:", curl_snippet(gateway, key),
-        "", "or with the openai SDK (.venv/bin/python):", openai_snippet(gateway, key),
-        "", "Ctrl-C stops everything.", "",
-    ])
+    return "\n".join(
+        [
+            "",
+            "TokenPulse local stack is up:",
+            f"  gateway        {gateway}  (OpenAPI {gateway}/openapi.json,"
+            f" metrics {gateway}/metrics)",
+            f"  model server   REST http://127.0.0.1:{settings.rest_port}/v1/models/gen, "
+            f"gRPC 127.0.0.1:{settings.grpc_port}",
+            f"  TF Serving metrics http://127.0.0.1:{settings.rest_port}/monitoring/prometheus/metrics",
+            f"  exporter       http://127.0.0.1:{settings.exporter_port}/metrics",
+            f"  logs           {settings.run_dir / 'logs'}/",
+            "",
+            "Try it with curl:",
+            curl_snippet(gateway, key),
+            "",
+            "or with the openai SDK (.venv/bin/python):",
+            openai_snippet(gateway, key),
+            "",
+            "Ctrl-C stops everything.",
+            "",
+        ]
+    )
 
 
 def run(settings: UpSettings) -> int:
@@ -182,15 +220,19 @@ def run(settings: UpSettings) -> int:
     try:
         for svc in services(settings, keys_file):
             log_file = open(logs / f"{svc.name}.log", "ab")  # noqa: SIM115 - lives with the child
-            svc.proc = subprocess.Popen(svc.argv, stdout=log_file, stderr=subprocess.STDOUT,
-                                        env=env, start_new_session=True)
+            svc.proc = subprocess.Popen(
+                svc.argv, stdout=log_file, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
             started.append(svc)
             print(f"starting {svc.name} (pid {svc.proc.pid}) ...", flush=True)
             deadline = time.monotonic() + settings.start_timeout_s
             while not svc.ready():
                 if svc.proc.poll() is not None or time.monotonic() > deadline or stop["flag"]:
-                    print(f"{svc.name} did not become ready; last log lines:\n"
-                          f"{_tail(logs / f'{svc.name}.log')}", file=sys.stderr)
+                    print(
+                        f"{svc.name} did not become ready; last log lines:\n"
+                        f"{_tail(logs / f'{svc.name}.log')}",
+                        file=sys.stderr,
+                    )
                     return 1
                 time.sleep(0.5)
             print(f"  {svc.name} ready", flush=True)
@@ -200,8 +242,11 @@ def run(settings: UpSettings) -> int:
         while not stop["flag"]:
             for svc in started:
                 if svc.proc and svc.proc.poll() is not None:
-                    print(f"{svc.name} exited with {svc.proc.returncode}; stopping the stack.\n"
-                          f"{_tail(logs / f'{svc.name}.log')}", file=sys.stderr)
+                    print(
+                        f"{svc.name} exited with {svc.proc.returncode}; stopping the stack.\n"
+                        f"{_tail(logs / f'{svc.name}.log')}",
+                        file=sys.stderr,
+                    )
                     return 1
             time.sleep(1)
         return 0
@@ -219,16 +264,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run-dir", default=None, help="keys, demo key and logs (default run/)")
     for name in ("grpc", "rest", "gateway", "exporter"):
         parser.add_argument(f"--{name}-port", type=int, default=None)
-    parser.add_argument("--exit-after-ready", action="store_true", default=None,
-                        help="start everything, print how to use it, then stop (smoke test)")
+    parser.add_argument(
+        "--exit-after-ready",
+        action="store_true",
+        default=None,
+        help="start everything, print how to use it, then stop (smoke test)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
     """Build the settings and run the stack."""
     from pydantic import ValidationError
 
-    given = {k: v for k, v in vars(args).items() if not k.startswith("_") and v is not None
-             and k in UpSettings.model_fields}
+    given = {
+        k: v
+        for k, v in vars(args).items()
+        if not k.startswith("_") and v is not None and k in UpSettings.model_fields
+    }
     try:
         settings = UpSettings(**given)
     except ValidationError as exc:

@@ -13,6 +13,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 BATCH_SIZES = (1, 8, 32)
@@ -134,7 +135,7 @@ def measure(runner: Runner, cfg: Any, repeats: int, progress: Callable[[str], No
     }
     for batch in BATCH_SIZES:
         progress(f"{runner.name}: batch {batch}")
-        secs = _median_time(lambda b=batch: runner.generate(b, PROMPT_LEN, new_tokens), repeats)
+        secs = _median_time(partial(runner.generate, batch, PROMPT_LEN, new_tokens), repeats)
         result["tokens_per_s"][batch] = round(batch * new_tokens / secs, 1)
     short, long = 8, 32
 
@@ -162,7 +163,11 @@ def main(args: argparse.Namespace) -> int:
     from serving.model.config import get_preset
 
     cfg = get_preset(args.preset).model
-    progress = (lambda msg: None) if args.json else (lambda msg: print(f"… {msg}", file=sys.stderr))
+
+    def progress(msg: str) -> None:
+        if not args.json:
+            print(f"… {msg}", file=sys.stderr)
+
     progress("matmul peak")
     peak = _matmul_peak(args.repeats)
     report: dict[str, Any] = {

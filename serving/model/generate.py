@@ -42,11 +42,11 @@ class Generator(tf.Module):
         self.model = model
 
     @tf.function(input_signature=list(SERVING_SPECS.values()))
-    def serve(self, prompt, max_new_tokens, temperature, top_k, top_p, seed):  # type: ignore[no-untyped-def]
+    def serve(self, prompt, max_new_tokens, temperature, top_k, top_p, seed):
         """The `serving_default` signature: one row per prompt, every input batched on dim 0."""
         return self.generate(prompt, max_new_tokens, temperature, top_k, top_p, seed)
 
-    def generate(self, prompt, max_new_tokens, temperature, top_k, top_p, seed):  # type: ignore[no-untyped-def]
+    def generate(self, prompt, max_new_tokens, temperature, top_k, top_p, seed):
         """Graph body of `serve` (also traced by tests and the benchmark)."""
         cfg = self.model.cfg
         batch = tf.shape(prompt)[0]
@@ -78,10 +78,10 @@ class Generator(tf.Module):
         zeros_f = tf.zeros([batch])
         zeros_i = tf.zeros([batch], tf.int32)
 
-        def cond(i, *_):  # type: ignore[no-untyped-def]
+        def cond(i, *_):
             return i < steps
 
-        def body(i, logits, cache, done, stopped, n_out, nll_sum, n_scored, out):  # type: ignore[no-untyped-def]
+        def body(i, logits, cache, done, stopped, n_out, nll_sum, n_scored, out):
             token, nll = sampling.select(logits, temperature, top_k, top_p, seed, i)
             live = tf.logical_not(done)
             is_eot = tf.equal(token, EOT_ID)
@@ -93,7 +93,7 @@ class Generator(tf.Module):
             out = out.write(i, tf.where(emitted, token, 0))
             done = done | is_eot | (n_out >= allowed)
 
-            def step():  # type: ignore[no-untyped-def]
+            def step():
                 t = width + i
                 pos = tf.minimum(t - pad, cfg.context - 1)[:, None]
                 k_pos = tf.range(t + 1)[None, None, :]
