@@ -24,6 +24,8 @@ class StandinState:
 
     # model -> version -> state
     versions: dict[str, dict[int, str]] = field(default_factory=dict)
+    # (model, version) -> (error_code, error_message) of a version whose load failed
+    errors: dict[tuple[str, int], tuple[str, str]] = field(default_factory=dict)
     # (model, version) -> prompt -> (text, mean_nll)
     answers: dict[tuple[str, int], dict[str, tuple[str, float]]] = field(default_factory=dict)
     # "ok", "malformed" (status is not JSON), "wrong_shape" (JSON without the list), "error" (500)
@@ -64,6 +66,7 @@ class TfServingStandin:
         with self._lock:
             self.state.status_calls += 1
             versions = dict(self.state.versions.get(model, {}))
+            errors = dict(self.state.errors)
             mode = self.state.status_mode
         if mode == "error":
             return 500, {"error": "stand-in told to fail"}
@@ -73,10 +76,11 @@ class TfServingStandin:
             return 200, {"model_version_status": "nope"}
         if not versions:
             return 404, {"error": f"Could not find any versions of model {model}"}
-        entries = [
-            {"version": str(v), "state": s, "status": {"error_code": "OK", "error_message": ""}}
-            for v, s in sorted(versions.items(), reverse=True)
-        ]
+        entries = []
+        for v, s in sorted(versions.items(), reverse=True):
+            code, message = errors.get((model, v), ("OK", ""))
+            status = {"error_code": code, "error_message": message}
+            entries.append({"version": str(v), "state": s, "status": status})
         return 200, {"model_version_status": entries}
 
     def predict_doc(self, model: str, version: int, body: Any) -> tuple[int, Any]:

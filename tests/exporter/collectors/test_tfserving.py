@@ -135,3 +135,14 @@ def test_unknown_model_is_up_with_no_versions(tfs, tracker, clock):
     assert (
         reg.get_sample_value("tokenpulse_tfserving_model_versions_available", {"model": "gen"}) == 0
     )
+
+
+def test_failed_load_shows_in_status_ok(tfs, tracker, clock):
+    tfs.state.versions["gen"] = {1: "AVAILABLE", 2: "END"}
+    tfs.state.errors[("gen", 2)] = ("NOT_FOUND", "no servable found in /m/gen/2")
+    tracker.poll()
+    reg = one_scrape(_registry(tracker, clock))
+    ok = "tokenpulse_tfserving_model_version_status_ok"
+    assert reg.get_sample_value(ok, {"model": "gen", "version": "1"}) == 1
+    assert reg.get_sample_value(ok, {"model": "gen", "version": "2"}) == 0
+    assert reg.get_sample_value(*SUCCESS) == 1  # a failed load is data, not a collector failure
