@@ -26,6 +26,9 @@ from serving.modelserver.predict import (
 )
 from serving.modelserver.protos import metadata_response, status_response
 from serving.modelserver.status import CODE_NUMBER, ServingError, invalid_argument
+from tokenpulse.logging import get_logger
+
+log = get_logger(__name__)
 
 
 def _spec(model_spec: Any) -> tuple[str, int | None, str | None]:
@@ -36,7 +39,7 @@ def _spec(model_spec: Any) -> tuple[str, int | None, str | None]:
 
 
 async def _abort(context: grpc.aio.ServicerContext, exc: ServingError) -> None:
-    await context.abort(exc.grpc_code(), exc.message)  # type: ignore[arg-type]
+    await context.abort(exc.grpc_code(), exc.message)
 
 
 class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
@@ -59,6 +62,11 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             raise  # abort raises; this keeps type checkers quiet
         except asyncio.CancelledError:
             self.metrics.request_count.inc(name, "CANCELLED")
+            raise
+        except Exception as exc:  # never a stack trace to the client
+            log.exception("grpc predict failed", model=name)
+            self.metrics.request_count.inc(name, "INTERNAL")
+            await context.abort(grpc.StatusCode.INTERNAL, f"internal error: {exc}")
             raise
         self.metrics.request_count.inc(name, "OK")
         self.metrics.request_latency.observe(

@@ -95,14 +95,18 @@ class Servable:
 
         model_path = str(self.path)
         start = time.perf_counter()
+        status = "fail"
         try:
             self.meta_graph = read_meta_graph(self.path)
             self._model = tf.saved_model.load(model_path, tags=["serve"])
+            status = "success"
         except Exception as exc:
-            self.metrics.load_attempt_count.inc(model_path, "fail")
             raise LoadError(str(exc).splitlines()[0] if str(exc) else repr(exc)) from exc
-        self.metrics.load_attempt_count.inc(model_path, "success")
-        self.metrics.load_latency.inc(model_path, amount=int((time.perf_counter() - start) * 1e6))
+        finally:
+            # TF counts every attempt and adds its latency whatever the outcome
+            self.metrics.load_attempt_count.inc(model_path, status)
+            elapsed_us = int((time.perf_counter() - start) * 1e6)
+            self.metrics.load_latency.inc(model_path, amount=elapsed_us)
         for key, sig in self.meta_graph.signature_def.items():
             self.signatures[key] = SignatureInfo(
                 key,

@@ -133,7 +133,11 @@ def test_reload_config_swaps_models_and_checks_labels(tmp_path: Path, tiny_expor
     base = tmp_path / "gen"
     install_version(tiny_export, base, 1)
     config = write_config(tmp_path / "models.config", model_entry("gen", base))
-    with running_modelserver(config_file=config, file_system_poll_wait_seconds=0) as server:
+    with running_modelserver(
+        config_file=config,
+        file_system_poll_wait_seconds=0,
+        extra_args=["--model_config_file_poll_wait_seconds=0.3"],
+    ) as server:
         with grpc.insecure_channel(server.grpc_target) as ch:
             service = model_service_pb2_grpc.ModelServiceStub(ch)
 
@@ -175,6 +179,17 @@ def test_reload_config_swaps_models_and_checks_labels(tmp_path: Path, tiny_expor
                 timeout=60,
             )
             assert still.status_code == 200
+        # the config file is polled too: an edit replaces the model list again
+        write_config(config, model_entry("third", base))
+
+        def third_available() -> bool:
+            try:
+                doc = server.model_status("third")
+            except OSError:
+                return False
+            return doc["model_version_status"][0]["state"] == "AVAILABLE"
+
+        wait_for(third_available)
 
 
 def start_and_fail(args: list[str]) -> subprocess.CompletedProcess[str]:
