@@ -188,7 +188,7 @@ class BatchScheduler:
     def _process(self, queue: BatchQueue, batch: _Batch) -> None:
         start = time.perf_counter()
         for task in batch.tasks:
-            self.metrics.queuing_latency.observe((start - task.enqueued) * 1e6, "")
+            self.metrics.queuing_latency.observe(int((start - task.enqueued) * 1e6), "")
         try:
             padded = _padded_size(self.params.allowed_batch_sizes, batch.size)
             padding = padded - batch.size

@@ -70,7 +70,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             raise
         self.metrics.request_count.inc(name, "OK")
         self.metrics.request_latency.observe(
-            (time.perf_counter() - start) * 1e6, name, "Predict", "GRPC"
+            int((time.perf_counter() - start) * 1e6), name, "Predict", "GRPC"
         )
         return response
 

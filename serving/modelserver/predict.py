@@ -94,7 +94,7 @@ class Predictor:
         future = self.submit(servable, signature, inputs)
         outputs = await asyncio.wrap_future(future)
         self.metrics.runtime_latency.observe(
-            (time.perf_counter() - start) * 1e6, model_name, "Predict", "TF1"
+            int((time.perf_counter() - start) * 1e6), model_name, "Predict", "TF1"
         )
         return outputs
 
@@ -105,7 +105,7 @@ class Predictor:
         start = time.perf_counter()
         outputs = self.submit(servable, signature, inputs).result()
         self.metrics.runtime_latency.observe(
-            (time.perf_counter() - start) * 1e6, model_name, "Predict", "TF1"
+            int((time.perf_counter() - start) * 1e6), model_name, "Predict", "TF1"
         )
         return outputs
 
@@ -137,7 +137,7 @@ class Predictor:
             )
         model_path = str(servable.path)
         self.metrics.model_warmup_latency.observe(
-            (time.perf_counter() - start) * 1e6, model_path, "OK"
+            int((time.perf_counter() - start) * 1e6), model_path, "OK"
         )
         self.metrics.model_warmup_records_read.inc(model_path, "OK", amount=len(records))
         log.info("warmup done", path=str(path), records=len(records))

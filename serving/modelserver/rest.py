@@ -66,7 +66,7 @@ class RestApi:
             body, status, code = error_json(f"internal error: {exc}"), 500, "INTERNAL"
         if status == 200:
             self.metrics.request_latency.observe(
-                (time.perf_counter() - start) * 1e6, info["model_name"], info["api"], "REST"
+                int((time.perf_counter() - start) * 1e6), info["model_name"], info["api"], "REST"
             )
         self.metrics.request_count.inc(info["model_name"], code)
         return web.Response(status=status, body=body.encode(), content_type=JSON)

@@ -184,3 +184,18 @@ def test_label_on_unavailable_version_is_refused(
     assert err.value.code == "FAILED_PRECONDITION"
     manager.shutdown()
     shutil.rmtree(base)
+
+
+def test_flag_allows_new_labels_on_unavailable_versions(tmp_path: Path, tiny_export: Path) -> None:
+    metrics = ServingMetrics()
+    manager = ModelManager(metrics, allow_labels_for_unavailable=True)
+    base = tmp_path / "gen"
+    install_version(tiny_export, base, 1)
+    manager.apply_config(config(base, "version_labels { key: 'next' value: 2 }"))
+    with pytest.raises(ServingError) as err:  # the label exists, its version does not serve yet
+        manager.resolve("gen", label="next")
+    assert err.value.code == "NOT_FOUND"
+    # moving an existing label onto an unavailable version is still refused
+    with pytest.raises(ServingError, match="not currently available"):
+        manager.apply_config(config(base, "version_labels { key: 'next' value: 3 }"))
+    manager.shutdown()
