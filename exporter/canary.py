@@ -23,7 +23,8 @@ from exporter.tfserving_client import TfServingClient, TfServingError
 from serving.model.signature import GOLDEN_FILE, INPUTS, default_row
 from tokenpulse.logging import get_logger
 
-log = get_logger(__name__)
+# Bound here too: contextvars bound in main() do not reach the exporter's threads.
+log = get_logger(__name__).bind(component="exporter")
 
 RESULTS = ("ok", "mismatch", "error")
 

@@ -17,7 +17,8 @@ from exporter.registry import Collector, CollectorError
 from exporter.version import __version__
 from tokenpulse.logging import get_logger
 
-log = get_logger(__name__)
+# Bound here too: contextvars bound in main() do not reach the exporter's threads.
+log = get_logger(__name__).bind(component="exporter")
 
 
 class ScrapeCollector:

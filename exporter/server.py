@@ -21,7 +21,8 @@ from exporter.sources import Sources
 from exporter.version import __version__
 from tokenpulse.logging import configure_logging, get_logger
 
-log = get_logger(__name__)
+# Bound here too: contextvars bound in main() do not reach the exporter's threads.
+log = get_logger(__name__).bind(component="exporter")
 
 _LANDING = """<html><head><title>TokenPulse exporter</title></head><body>
 <h1>TokenPulse exporter {version}</h1><p>Collectors: {collectors}</p>

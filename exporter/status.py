@@ -17,7 +17,8 @@ from exporter.modelconfig import ModelConfigError, ModelEntry, load_model_config
 from exporter.tfserving_client import TfServingClient, TfServingError, VersionStatus
 from tokenpulse.logging import get_logger
 
-log = get_logger(__name__)
+# Bound here too: contextvars bound in main() do not reach the exporter's threads.
+log = get_logger(__name__).bind(component="exporter")
 
 
 class StaticTargets:

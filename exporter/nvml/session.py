@@ -16,7 +16,8 @@ from typing import Any
 from exporter.nvml.backend import NvmlBackend, NvmlError, NvmlNotSupported
 from tokenpulse.logging import get_logger
 
-log = get_logger(__name__)
+# Bound here too: contextvars bound in main() do not reach the exporter's threads.
+log = get_logger(__name__).bind(component="exporter")
 
 # XIDs that need a person (double-bit ECC, fell off the bus, NVLink, GSP, uncontained errors...):
 # the codes nvidia_gpu_exporter suggests alerting on. They are exported at 0 from the start so

@@ -111,10 +111,13 @@ def scrape(url: str) -> str:
 
 
 def scrape_until(url: str, needle: str, timeout_s: float = 30.0) -> str:
-    """Scrape until the page contains `needle`; the page that did."""
+    """Scrape until the page contains `needle` (refused connections count as not yet)."""
 
     def page() -> str | None:
-        text = scrape(url)
+        try:
+            text = scrape(url)
+        except OSError:
+            return None
         return text if needle in text else None
 
     return str(wait_for(page, timeout_s, what=f"{needle!r} on {url}"))
