@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,7 +15,7 @@ import openai
 import pytest
 
 from tests.serving.gateway.helpers import auth, metric_value
-from tests.support.gateway import GatewayProcess, make_keys_file, running_gateway
+from tests.support.gateway import GatewayProcess, free_port, make_keys_file, running_gateway
 from tests.support.models import install_version
 from tests.support.modelserver import ModelServerProcess, running_modelserver
 
@@ -132,3 +137,65 @@ def test_stop_sequence_truncates(stack: tuple[ModelServerProcess, GatewayProcess
     )
     assert cut.choices[0].text == text[: text.find(stop)]
     assert cut.choices[0].finish_reason == "stop"
+
+
+@contextlib.contextmanager
+def _modelserver_on(base: Path, rest: int, grpc: int) -> Iterator[subprocess.Popen[bytes]]:
+    """`tokenpulse modelserver` on fixed ports (so a restart comes back at the same address)."""
+    cmd = [
+        sys.executable, "-m", "tokenpulse.cli", "modelserver", f"--port={grpc}",
+        f"--rest_api_port={rest}", "--model_name=gen", f"--model_base_path={base}",
+    ]  # fmt: skip
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                status = httpx.get(f"http://127.0.0.1:{rest}/v1/models/gen", timeout=1).json()
+                if any(v["state"] == "AVAILABLE" for v in status["model_version_status"]):
+                    break
+            except (httpx.HTTPError, ValueError, KeyError):
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, "model server did not start"
+            time.sleep(0.2)
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(15)
+
+
+def test_breaker_opens_when_the_model_server_dies_and_closes_when_it_returns(
+    tmp_path: Path, tiny_export: Path
+) -> None:
+    base = tmp_path / "gen"
+    install_version(tiny_export, base, 1)
+    keys = make_keys_file(tmp_path / "keys.json", demo={})
+    rest, grpc = free_port(), free_port()
+    body = {"prompt": "Hi", "max_new_tokens": 2}
+
+    def generate(url: str) -> httpx.Response:
+        return httpx.post(f"{url}/v1/generate", json=body, headers=auth(keys["demo"]), timeout=30)
+
+    with (
+        _modelserver_on(base, rest, grpc) as first,
+        running_gateway(
+            f"http://127.0.0.1:{rest}",
+            tmp_path / "keys.json",
+            breaker_failure_threshold=2,
+            breaker_open_s=1.0,
+        ) as gw,
+    ):
+        assert generate(gw.url).status_code == 200
+        first.kill()  # SIGKILL: no goodbye
+        first.wait(10)
+        codes = [generate(gw.url).json()["error"]["code"] for _ in range(3)]
+        assert codes == ["upstream_unavailable", "upstream_unavailable", "circuit_open"]
+        assert metric_value(gw.url, "tokenpulse_gateway_circuit_breaker_state") == 2
+        assert httpx.get(f"{gw.url}/readyz").status_code == 503
+        with _modelserver_on(base, rest, grpc):
+            time.sleep(1.0)  # past the cool-down: the next request is the half-open probe
+            assert generate(gw.url).status_code == 200
+            assert metric_value(gw.url, "tokenpulse_gateway_circuit_breaker_state") == 0
+            assert httpx.get(f"{gw.url}/readyz").status_code == 200
