@@ -90,6 +90,12 @@ _FLAGS: list[tuple[str, str, type, str]] = [
         float,
         "seconds between NVML init retries while unavailable (default 30)",
     ),
+    (
+        "--collector.nvml.timeout",
+        "nvml_timeout_seconds",
+        float,
+        "seconds before a hung NVML collect fails the collector (default 3)",
+    ),
     ("--log.level", "log_level", str, "DEBUG, INFO, WARNING or ERROR (default INFO)"),
 ]
 

@@ -38,6 +38,8 @@ class ExporterSettings(BaseSettings):
     nvml_fake_gpus: int = Field(default=8, ge=1, le=64)
     nvml_fields_file: Path | None = None
     nvml_retry_seconds: float = Field(default=30.0, gt=0)
+    # A hung NVML call fails the nvml collector after this long instead of hanging the scrape.
+    nvml_timeout_seconds: float = Field(default=3.0, gt=0)
     log_level: str = "INFO"
 
     @field_validator("listen_address")

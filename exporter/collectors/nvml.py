@@ -12,6 +12,7 @@ from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from exporter.guard import GuardedCollector
 from exporter.nvml.backend import NvmlError, NvmlGpuLost, NvmlNotSupported
 from exporter.nvml.fields import CALLS, FIELDS, MetricSpec
 from exporter.nvml.session import Device, NvmlSession
@@ -152,6 +153,7 @@ def _family(name: str, typ: str, doc: str, labels: list[str]) -> Any:
 
 
 @register("nvml", default_enabled=True, help="GPU signals through NVML (nvidia-ml-py)")
-def build(sources: Sources) -> NvmlCollector:
-    """The collector over the shared NVML session and the configured fields file."""
-    return NvmlCollector(sources.nvml_session(), sources.nvml_fields())
+def build(sources: Sources) -> GuardedCollector:
+    """The collector over the shared NVML session and fields file, with a deadline per scrape."""
+    collector = NvmlCollector(sources.nvml_session(), sources.nvml_fields())
+    return GuardedCollector(collector, sources.settings.nvml_timeout_seconds)
