@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from serving.modelserver.settings import ModelServerSettings
 
 
 def _bool(text: str) -> bool:
@@ -45,16 +49,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(f"--{name}", type=kind, default=None, help=help_text)  # type: ignore[arg-type]
 
 
+def settings_from_args(args: argparse.Namespace) -> ModelServerSettings:
+    """Flags given on the command line override `TOKENPULSE_MODELSERVER_*` env vars."""
+    from serving.modelserver.settings import ModelServerSettings
+
+    given = {name: getattr(args, name) for name, _, _ in _FLAGS if getattr(args, name) is not None}
+    return ModelServerSettings(**given)
+
+
 def main(args: argparse.Namespace) -> int:
     """Build the settings (flags over env vars), then serve until a signal."""
     from pydantic import ValidationError
 
-    from serving.modelserver.settings import ModelServerSettings
     from tokenpulse.logging import configure_logging, get_logger
 
-    given = {name: getattr(args, name) for name, _, _ in _FLAGS if getattr(args, name) is not None}
     try:
-        settings = ModelServerSettings(**given)
+        settings = settings_from_args(args)
     except ValidationError as exc:
         for err in exc.errors():
             where = ".".join(str(p) for p in err["loc"]) or "settings"
