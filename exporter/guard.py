@@ -8,6 +8,7 @@ later scrapes fail at once instead of starting another.
 
 from __future__ import annotations
 
+import queue
 import threading
 from collections.abc import Iterator
 
@@ -16,14 +17,35 @@ from prometheus_client.core import Metric
 from exporter.registry import Collector, CollectorError
 
 
+class _Job:
+    def __init__(self) -> None:
+        self.families: list[Metric] = []
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+
+
 class GuardedCollector:
-    """Wraps a collector with a per-scrape deadline."""
+    """Wraps a collector with a per-scrape deadline, running it on one long-lived worker thread."""
 
     def __init__(self, collector: Collector, timeout_s: float) -> None:
         self._collector = collector
         self._timeout_s = timeout_s
         self._lock = threading.Lock()
+        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
         self._busy = False
+        self._worker: threading.Thread | None = None
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            try:
+                job.families.extend(self._collector.collect())
+            except BaseException as exc:  # noqa: BLE001  (handed to the scrape thread)
+                job.error = exc
+            finally:
+                with self._lock:
+                    self._busy = False
+                job.done.set()
 
     def collect(self) -> Iterator[Metric]:
         """The wrapped collector's families, or CollectorError when it is too slow or stuck."""
@@ -31,23 +53,13 @@ class GuardedCollector:
             if self._busy:
                 raise CollectorError("previous collect is still running (hung driver call?)")
             self._busy = True
-        families: list[Metric] = []
-        errors: list[BaseException] = []
-        done = threading.Event()
-
-        def work() -> None:
-            try:
-                families.extend(self._collector.collect())
-            except BaseException as exc:  # noqa: BLE001  (handed to the scrape thread below)
-                errors.append(exc)
-            finally:
-                with self._lock:
-                    self._busy = False
-                done.set()
-
-        threading.Thread(target=work, name="guarded-collect", daemon=True).start()
-        if not done.wait(self._timeout_s):
+            if self._worker is None:
+                self._worker = threading.Thread(target=self._work, name="guarded", daemon=True)
+                self._worker.start()
+        job = _Job()
+        self._jobs.put(job)
+        if not job.done.wait(self._timeout_s):
             raise CollectorError(f"collect took longer than {self._timeout_s:g}s")
-        yield from list(families)
-        if errors:
-            raise errors[0]
+        yield from job.families
+        if job.error is not None:
+            raise job.error

@@ -105,8 +105,8 @@ class Sources:
             self._tracker.start(self.settings.status_poll_interval_seconds)
         if self._canary is not None:
             self._canary.start()
-        if self._nvml is not None:
-            self._nvml.ensure()  # init now, so the first scrape is not the slow one
+        # NVML is initialised by the first scrape, under the nvml collector's deadline: a driver
+        # that hangs in nvmlInit must not keep the exporter from serving.
 
     def close(self) -> None:
         """Stop every thread started by `start()`."""
