@@ -77,15 +77,15 @@ def _seconds(value: str, name: str) -> float:
 
 
 def deadline_for(headers: Any, start: float, settings: GatewaySettings) -> Deadline:
-    """X-Request-Timeout (up to the max) or the openai SDK's X-Stainless-Timeout (only shortens)."""
+    """X-Request-Timeout (up to the max) or the openai SDK timeout (only shortens)."""
     explicit = headers.get("X-Request-Timeout")
     if explicit is not None:
         seconds = min(_seconds(explicit, "X-Request-Timeout"), settings.max_request_timeout_s)
         return Deadline(start + seconds, seconds < settings.request_timeout_s)
-    sdk = headers.get("X-Stainless-Timeout")
+    sdk = headers.get("X-Stainless-Read-Timeout")
     if sdk is not None:
         try:
-            seconds = _seconds(sdk, "X-Stainless-Timeout")
+            seconds = _seconds(sdk, "X-Stainless-Read-Timeout")
         except BadRequest:
             seconds = settings.request_timeout_s
         if seconds < settings.request_timeout_s:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import httpx
+import openai
 import pytest
 
 from serving.gateway.breaker import BreakerState
@@ -28,8 +30,8 @@ def test_deadline_from_headers(tmp_path: Path) -> None:
     assert short.at == 2.5 and short.from_client
     assert deadline_for({"X-Request-Timeout": "45"}, 0.0, s).at == 45  # may extend up to the max
     assert deadline_for({"X-Request-Timeout": "999"}, 0.0, s).at == 60
-    assert deadline_for({"X-Stainless-Timeout": "600"}, 0.0, s).at == 30  # SDK only shortens
-    assert deadline_for({"X-Stainless-Timeout": "5"}, 0.0, s).at == 5
+    assert deadline_for({"X-Stainless-Read-Timeout": "600"}, 0.0, s).at == 30  # SDK only shortens
+    assert deadline_for({"X-Stainless-Read-Timeout": "5"}, 0.0, s).at == 5
     for bad in ("soon", "0", "-1", "nan", "inf"):
         with pytest.raises(BadRequest):
             deadline_for({"X-Request-Timeout": bad}, 0.0, s)
@@ -74,3 +76,23 @@ def test_gateway_timeout_is_504_and_counts_against_the_upstream(
         assert resp.status_code == 504
         assert resp.json()["error"]["type"] == "server_error"
         assert metric_value(gw.url, "tokenpulse_gateway_circuit_breaker_state") == BreakerState.OPEN
+
+
+def test_openai_sdk_timeout_becomes_the_upstream_deadline(
+    standin: TFServingStandIn, keys_file: Path, keys: dict[str, str]
+) -> None:
+    standin.behaviour.delay_s = 3.0
+    with running_gateway(standin.url, keys_file) as gw:
+        client = openai.OpenAI(
+            base_url=f"{gw.url}/v1", api_key=keys["demo"], max_retries=0, timeout=0.5
+        )
+        with pytest.raises(openai.APITimeoutError):
+            client.completions.create(model="gen", prompt="hi", max_tokens=2)
+        for _ in range(50):  # the gateway gave up on the upstream at the SDK's deadline too
+            logs = gw.access_logs()
+            if logs:
+                break
+            time.sleep(0.1)
+    (entry,) = logs
+    # only the SDK's 0.5 s can have expired: the default deadline is 30 s, the upstream takes 3
+    assert entry["status"] == 504 and entry["error_code"] == "deadline_exceeded"
