@@ -78,6 +78,7 @@ def _run_cli(*args: str) -> subprocess.CompletedProcess[str]:
         (["--tfserving.model-config-file", "/nonexistent/models.config"], "does not exist"),
         (["--collector.canary.interval", "0"], "greater than 0"),
         (["--collector.nvml.backend", "magic"], "nvml_backend"),
+        (["--collector.nvml.fields-file", "/nonexistent/fields.csv"], "cannot read nvml fields"),
     ],
 )
 def test_bad_settings_exit_2_with_a_message(args, message):

@@ -100,3 +100,35 @@ def test_hot_swap_and_degraded_canary(deployed, tiny_export, tiny_degraded_expor
     text = scrape(f"http://127.0.0.1:{exporter.port}/metrics")
     lint = promtool_check(text)
     assert lint.returncode == 0 and not (lint.stdout + lint.stderr).strip(), lint.stdout
+
+
+def test_latest_policy_hot_swap_without_a_config_file(tmp_path, tiny_export):
+    """TF Serving's default policy (latest 1): deploying version 2 unloads version 1."""
+    base = tmp_path / "gen"
+    install_version(tiny_export, base, 1)
+    with running_modelserver(base, file_system_poll_wait_seconds=0.5) as server:
+        settings = ExporterSettings(
+            listen_address="127.0.0.1:0",
+            tfserving_url=server.rest_url,
+            model_name="gen",
+            model_base_path=base,
+            status_poll_interval_seconds=0.25,
+            canary_interval_seconds=3600,
+            collectors={"nvml": False},
+        )
+        exporter = Exporter(settings)
+        exporter.start()
+        try:
+            wait_for(lambda: _canary(exporter, "match", 1) == 1, TIMEOUT_S, "canary on version 1")
+            install_version(tiny_export, base, 2)
+            wait_for(lambda: _state(exporter, 2, "AVAILABLE") == 1, TIMEOUT_S, "version 2 up")
+            wait_for(lambda: _state(exporter, 1, "AVAILABLE") != 1, TIMEOUT_S, "version 1 down")
+            wait_for(lambda: _canary(exporter, "match", 2) == 1, TIMEOUT_S, "canary on version 2")
+            # Only AVAILABLE versions are probed: version 1's results go with the next run.
+            wait_for(lambda: _canary(exporter, "match", 1) is None, TIMEOUT_S, "v1 results gone")
+            available = exporter.registry.get_sample_value(
+                "tokenpulse_tfserving_model_versions_available", {"model": "gen"}
+            )
+            assert available == 1
+        finally:
+            exporter.stop()
