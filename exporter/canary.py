@@ -250,7 +250,7 @@ class CanaryRunner:
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
-            self._thread.join(timeout=30)
+            self._thread.join(timeout=5)  # a predict in flight may run on; the thread is a daemon
 
 
 def _answer(prediction: object) -> tuple[str, float]:
