@@ -86,7 +86,8 @@ def test_openai_sdk_timeout_becomes_the_upstream_deadline(
         client = openai.OpenAI(
             base_url=f"{gw.url}/v1", api_key=keys["demo"], max_retries=0, timeout=0.5
         )
-        with pytest.raises(openai.APITimeoutError):
+        # whichever gives up first: the SDK (timeout) or the gateway (504 at the same deadline)
+        with pytest.raises((openai.APITimeoutError, openai.InternalServerError)):
             client.completions.create(model="gen", prompt="hi", max_tokens=2)
         for _ in range(50):  # the gateway gave up on the upstream at the SDK's deadline too
             logs = gw.access_logs()
