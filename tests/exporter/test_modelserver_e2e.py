@@ -83,7 +83,10 @@ def test_hot_swap_and_degraded_canary(deployed, tiny_export, tiny_degraded_expor
     assert _canary(exporter, "success", 2) == 1  # it answered...
     assert _canary(exporter, "match", 2) == 0  # ...but not what the release was validated with
     assert _canary(exporter, "match_ratio", 2) < 1
-    # Where the degraded version's answers diverge they are less likely than the golden ones.
+    # The degraded version is less sure of its answers than the release was of the golden ones,
+    # overall and, more sharply, where its answers diverge.
+    assert _canary(exporter, "mean_nll", 2) > _canary(exporter, "golden_mean_nll", 2)
+    assert _canary(exporter, "mean_nll", 2) > _canary(exporter, "mean_nll", 1)
     assert _canary(exporter, "mismatch_nll_delta", 2) > 0
     assert _canary(exporter, "mismatch_nll_delta", 1) == 0
     assert _canary(exporter, "match", 1) == 1  # the good version still matches
