@@ -26,7 +26,8 @@ class GatewaySettings(BaseSettings):
     stable_label: str = "stable"
     canary_label: str = "canary"
     canary_weight: float = Field(0.0, ge=0.0, le=1.0)
-    status_poll_interval_s: float = Field(2.0, gt=0)
+    # each poll is a REST status GET, which TF Serving counts in its request_count
+    status_poll_interval_s: float = Field(5.0, gt=0)
 
     # admission: in-flight upstream calls, and how many may wait (and how long) for a slot
     max_concurrency: int = Field(64, ge=1)
