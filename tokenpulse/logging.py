@@ -15,9 +15,15 @@ def configure_logging(component: str, level: str = "INFO", stream: Any = None) -
     if not isinstance(numeric, int):
         raise ValueError(f"unknown log level {level!r}")
     logging.basicConfig(level=numeric, stream=stream or sys.stderr, format="%(message)s")
+    def add_component(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
+        # A processor, not a context var: threads do not inherit context vars.
+        event.setdefault("component", component)
+        return event
+
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
+            add_component,
             structlog.processors.TimeStamper(fmt="iso", utc=True, key="@timestamp"),
             structlog.processors.add_log_level,
             structlog.processors.format_exc_info,
@@ -29,7 +35,6 @@ def configure_logging(component: str, level: str = "INFO", stream: Any = None) -
         logger_factory=structlog.PrintLoggerFactory(file=stream or sys.stderr),
         cache_logger_on_first_use=False,
     )
-    structlog.contextvars.bind_contextvars(component=component)
 
 
 def get_logger(name: str) -> Any:
