@@ -38,8 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model-name", default="gen")
     parser.add_argument("--requests", type=int, default=200, help="pairs at concurrency 1")
     parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--throughput-requests", type=int, default=256, help="per phase")
-    parser.add_argument("--rounds", type=int, default=2, help="direct/gateway phase pairs")
+    parser.add_argument("--throughput-requests", type=int, default=384, help="per phase")
+    parser.add_argument("--rounds", type=int, default=3, help="direct/gateway phase pairs")
     parser.add_argument("--max-new-tokens", type=int, default=4)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
