@@ -184,10 +184,9 @@ class Pipeline:
                 finally:
                     self.admission.release()
             finally:
+                # failures were recorded where they happened; this frees a half-open probe
                 if outcome == "success":
                     self.breaker.record_success()
-                elif outcome == "failure":
-                    self.breaker.record_failure()
                 else:
                     self.breaker.record_neutral()
             if preds is not None:
