@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import MutableMapping
 from typing import Any
 
 import structlog
@@ -15,7 +16,8 @@ def configure_logging(component: str, level: str = "INFO", stream: Any = None) -
     if not isinstance(numeric, int):
         raise ValueError(f"unknown log level {level!r}")
     logging.basicConfig(level=numeric, stream=stream or sys.stderr, format="%(message)s")
-    def add_component(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
+
+    def add_component(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> Any:
         # A processor, not a context var: threads do not inherit context vars.
         event.setdefault("component", component)
         return event
