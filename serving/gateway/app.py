@@ -43,6 +43,20 @@ def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -
     )
 
 
+@web.middleware
+async def json_route_errors(
+    request: web.Request, handler: Callable[..., Any]
+) -> web.StreamResponse:
+    """Unknown paths and wrong methods answer in the native JSON error shape, not plain text."""
+    try:
+        return await handler(request)
+    except (web.HTTPNotFound, web.HTTPMethodNotAllowed) as exc:
+        err = GatewayError(f"{request.method} {request.path}: {exc.reason.lower()}")
+        err.status, err.code = exc.status, exc.reason.lower().replace(" ", "_")
+        headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
+        return _json(native_body(err, request.headers.get("X-Request-ID", "")), exc.status, headers)
+
+
 class Gateway:
     """Everything one gateway process holds; `app()` wires it into aiohttp."""
 
@@ -274,7 +288,9 @@ class Gateway:
 
     def app(self) -> web.Application:
         """The aiohttp application."""
-        app = web.Application(client_max_size=self.settings.max_body_bytes)
+        app = web.Application(
+            client_max_size=self.settings.max_body_bytes, middlewares=[json_route_errors]
+        )
         app[GATEWAY_KEY] = self
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/readyz", self.readyz)

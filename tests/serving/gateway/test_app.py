@@ -161,3 +161,15 @@ def test_readyz_is_503_without_an_available_version(keys_file: Path, keys: dict[
             )
             up.behaviour.versions = {1: "AVAILABLE"}
             assert httpx.get(f"{gw.url}/readyz").status_code == 200
+
+
+def test_unknown_paths_and_wrong_methods_get_json_errors(
+    served: tuple[GatewayProcess, str],
+) -> None:
+    gw, _ = served
+    missing = httpx.get(f"{gw.url}/v1/nope")
+    assert missing.status_code == 404
+    assert missing.json()["error"]["code"] == "not_found"
+    wrong = httpx.get(f"{gw.url}/v1/generate")
+    assert wrong.status_code == 405 and "POST" in wrong.headers["Allow"]
+    assert wrong.json()["error"]["message"].startswith("GET /v1/generate")
