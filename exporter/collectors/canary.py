@@ -23,9 +23,9 @@ _GAUGES = [
     ("match_ratio", "match_ratio", "Fraction of prompts whose answer equals the golden output."),
     ("similarity", "similarity_ratio", "Mean difflib similarity of answers to golden outputs."),
     ("latency", "latency_seconds", "Mean latency of one golden prompt in the last run."),
-    ("nll", "mean_nll", "Mean of the answers' mean negative log-likelihood per token."),
-    ("golden_nll", "golden_mean_nll", "Mean NLL the version had at export, same prompts."),
-    ("delta", "mismatch_nll_delta", "Mean answer NLL minus golden NLL where they differ."),
+    ("nll", "mean_nll_nats", "Mean of the answers' mean negative log-likelihood per token."),
+    ("golden_nll", "golden_mean_nll_nats", "Mean NLL the version had at export, same prompts."),
+    ("delta", "mismatch_nll_delta_nats", "Mean answer NLL minus golden NLL where they differ."),
     ("prompts", "prompts", "Golden prompts in the version's canary file."),
     ("last", "last_run_timestamp_seconds", "When the last canary run finished, unix time."),
 ]

@@ -85,10 +85,10 @@ def test_hot_swap_and_degraded_canary(deployed, tiny_export, tiny_degraded_expor
     assert _canary(exporter, "match_ratio", 2) < 1
     # The degraded version is less sure of its answers than the release was of the golden ones,
     # overall and, more sharply, where its answers diverge.
-    assert _canary(exporter, "mean_nll", 2) > _canary(exporter, "golden_mean_nll", 2)
-    assert _canary(exporter, "mean_nll", 2) > _canary(exporter, "mean_nll", 1)
-    assert _canary(exporter, "mismatch_nll_delta", 2) > 0
-    assert _canary(exporter, "mismatch_nll_delta", 1) == 0
+    assert _canary(exporter, "mean_nll_nats", 2) > _canary(exporter, "golden_mean_nll_nats", 2)
+    assert _canary(exporter, "mean_nll_nats", 2) > _canary(exporter, "mean_nll_nats", 1)
+    assert _canary(exporter, "mismatch_nll_delta_nats", 2) > 0
+    assert _canary(exporter, "mismatch_nll_delta_nats", 1) == 0
     assert _canary(exporter, "match", 1) == 1  # the good version still matches
 
     # Swap out version 1: it leaves AVAILABLE and its change time moves on.
