@@ -38,14 +38,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model-name", default="gen")
     parser.add_argument("--requests", type=int, default=200, help="pairs at concurrency 1")
     parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--throughput-requests", type=int, default=384, help="per phase")
-    parser.add_argument("--rounds", type=int, default=3, help="direct/gateway phase pairs")
+    parser.add_argument("--throughput-requests", type=int, default=600, help="per phase")
+    parser.add_argument("--rounds", type=int, default=5, help="direct/gateway phase pairs")
     parser.add_argument("--max-new-tokens", type=int, default=4)
+    parser.add_argument(
+        "--isolate-cpus",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="pin the model server to all CPUs but the last, the gateway and this load generator "
+        "to the last, so both paths give the model server the same CPU (default: on)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
+def _pin(pid: int, cpus: set[int]) -> None:
+    """Set the CPU affinity of every thread of a process (later threads inherit it)."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(ProcessLookupError):
+            os.sched_setaffinity(int(tid), cpus)
+
+
+def _cpu_split() -> tuple[set[int], set[int]] | None:
+    """(model server CPUs, gateway + load generator CPUs), or None with fewer than 2 CPUs."""
+    cpus = sorted(os.sched_getaffinity(0))
+    return (set(cpus[:-1]), {cpus[-1]}) if len(cpus) >= 2 else None
+
+
 @contextlib.contextmanager
-def _model_server(base_path: Path, model: str) -> Iterator[str]:
+def _model_server(base_path: Path, model: str, cpus: set[int] | None = None) -> Iterator[str]:
     """Start `tokenpulse modelserver` (batching as under `make up`) and wait for AVAILABLE."""
     if not base_path.is_dir():
         raise SystemExit(f"no model at {base_path}: run `make model`, or pass --upstream")
@@ -67,6 +87,8 @@ def _model_server(base_path: Path, model: str) -> Iterator[str]:
                 log.seek(0)
                 raise SystemExit(f"model server did not start:\n{log.read()[-2000:].decode()}")
             time.sleep(0.2)
+        if cpus:
+            _pin(proc.pid, cpus)
         yield url
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -175,7 +197,7 @@ def _internal_ms(url: str) -> float:
     return 1000 * (sums["total"] - sums["upstream"]) / max(sums["count"], 1.0)
 
 
-def _run(args: argparse.Namespace, upstream: str) -> dict[str, Any]:
+def _run(args: argparse.Namespace, upstream: str, cpus: set[int] | None = None) -> dict[str, Any]:
     from serving.gateway.keys import add_key
 
     versions = _available(upstream, args.model_name)
@@ -188,6 +210,9 @@ def _run(args: argparse.Namespace, upstream: str) -> dict[str, Any]:
         with running_gateway(
             upstream, keys, models=[args.model_name], max_concurrency=max(64, args.concurrency)
         ) as gw:
+            if cpus:  # the model server keeps the other CPUs to itself in both phases
+                _pin(gw.pid, cpus)
+                _pin(os.getpid(), cpus)
             row = default_row
             direct = Target(
                 f"{upstream}/v1/models/{args.model_name}/versions/{version}:predict",
@@ -221,6 +246,7 @@ def _report(r: dict[str, Any]) -> None:
         "RSS < 150 MB": r["gateway_rss_mb"] < 150,
     }
     print(f"model {r['model']} v{r['version']}, max_new_tokens={r['max_new_tokens']}")
+    print(f"CPU isolation: {r['cpu_isolation']}")
     print(f"{'':24}{'direct':>10}{'gateway':>10}{'added':>10}")
     for q in ("p50", "p99"):
         d, g = r[f"direct_{q}_ms"], r[f"gateway_{q}_ms"]
@@ -237,11 +263,17 @@ def _report(r: dict[str, Any]) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Run the bench and print the figures."""
+    split = _cpu_split() if args.isolate_cpus and not args.upstream else None
     if args.upstream:
         result = _run(args, args.upstream.rstrip("/"))
     else:
-        with _model_server(args.model_base_path, args.model_name) as upstream:
-            result = _run(args, upstream)
+        with _model_server(args.model_base_path, args.model_name, split and split[0]) as upstream:
+            result = _run(args, upstream, split and split[1])
+    result["cpu_isolation"] = (
+        f"model server on CPUs {sorted(split[0])}, gateway and load generator on {sorted(split[1])}"
+        if split
+        else "shared: the gateway's CPU comes out of the model server's"
+    )
     if args.json:
         print(json.dumps(result, indent=2))
     else:
