@@ -14,7 +14,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,6 +21,8 @@ import time
 import urllib.request
 from pathlib import Path
 from typing import Any
+
+from tokenpulse.procs import free_port
 
 P99_TARGET_S = 0.020
 RSS_TARGET_BYTES = 80 * 1024 * 1024
@@ -42,12 +43,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="NVML backend: auto = real when NVML works here, else fake",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _pick_backend(choice: str) -> tuple[str, str]:
@@ -242,7 +237,7 @@ def main(args: argparse.Namespace) -> int:
         tfs.state.answers[("gen", 1)] = answers
         tfs.state.answers[("gen", 2)] = answers
         common = [sys.executable, "-m", "tokenpulse.cli", "exporter", "--log.level", "WARNING"]
-        port, base_port = _free_port(), _free_port()
+        port, base_port = free_port(), free_port()
         full_cmd = [
             *common,
             f"--web.listen-address=127.0.0.1:{port}",

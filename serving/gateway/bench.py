@@ -24,8 +24,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from serving.gateway.process import free_port, running_gateway
+from serving.gateway.process import running_gateway
 from serving.model.signature import SIGNATURE_NAME, default_row
+from tokenpulse.procs import free_port
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "config"
 PROMPTS = ["The service was", "Once upon a time", "Monitoring tells us", "A model server"]

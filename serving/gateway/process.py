@@ -5,8 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -17,6 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tokenpulse.procs import free_port, stop_process
 
 
 class GatewayStartError(RuntimeError):
@@ -58,30 +58,12 @@ class GatewayProcess:
         return 0
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _healthy(url: str) -> bool:
     try:
         with urllib.request.urlopen(f"{url}/healthz", timeout=0.5) as resp:
             return bool(resp.status == 200)
     except (urllib.error.URLError, ConnectionError, OSError):
         return False
-
-
-def _stop(proc: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
-    if proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=timeout_s)
 
 
 @contextlib.contextmanager
@@ -132,4 +114,4 @@ def running_gateway(
             gw.started_in_s = time.perf_counter() - started
             yield gw
         finally:
-            _stop(proc)
+            stop_process(proc)

@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -24,6 +23,8 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from tokenpulse.procs import free_port
 
 PROMPTS = [
     "The service was",
@@ -88,15 +89,9 @@ def _progress(message: str) -> None:
     print(f"[bench batching] {message}", file=sys.stderr, flush=True)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextlib.contextmanager
 def _server(args: argparse.Namespace, batching: bool) -> Iterator[str]:
-    rest, grpc_port = _free_port(), _free_port()
+    rest, grpc_port = free_port(), free_port()
     cmd = [
         sys.executable,
         "-m",

@@ -13,7 +13,7 @@ import pytest
 
 from exporter.cli import add_arguments, settings_from_args
 from tests.support.exporter import scrape, wait_for
-from tests.support.modelserver import free_port
+from tokenpulse.procs import free_port
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:

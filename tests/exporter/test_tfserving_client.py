@@ -13,7 +13,7 @@ from exporter.tfserving_client import (
     VersionStatus,
     parse_model_status,
 )
-from tests.support.modelserver import free_port
+from tokenpulse.procs import free_port
 
 
 @pytest.fixture

@@ -12,7 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from serving.gateway.keys import add_key
-from serving.gateway.process import GatewayProcess, GatewayStartError, free_port, running_gateway
+from serving.gateway.process import GatewayProcess, GatewayStartError, running_gateway
+from tokenpulse.procs import free_port
 
 __all__ = [
     "GatewayProcess",

@@ -12,8 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,6 +21,8 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tokenpulse.procs import free_port, stop_process
 
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 15.0
@@ -63,13 +63,6 @@ class ModelServerProcess:
             return str(resp.read().decode())
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _available_versions(rest_url: str, model_name: str) -> list[str]:
     try:
         with urllib.request.urlopen(f"{rest_url}/v1/models/{model_name}", timeout=2) as resp:
@@ -81,17 +74,6 @@ def _available_versions(rest_url: str, model_name: str) -> list[str]:
         for v in doc.get("model_version_status", [])
         if v.get("state") == "AVAILABLE"
     ]
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=STOP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=STOP_TIMEOUT_S)
 
 
 @contextlib.contextmanager
@@ -173,4 +155,4 @@ def running_modelserver(
                 time.sleep(0.1)
             yield server
         finally:
-            _stop(proc)
+            stop_process(proc, STOP_TIMEOUT_S)

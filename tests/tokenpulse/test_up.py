@@ -6,7 +6,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,14 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.models import install_version
+from tokenpulse.procs import free_port
 
 pytestmark = pytest.mark.slow
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _alive(pid: int) -> bool:
@@ -37,7 +31,7 @@ def test_up_starts_the_stack_prints_a_working_curl_and_stops_on_ctrl_c(
     tmp_path: Path, tiny_export: Path
 ) -> None:
     install_version(tiny_export, tmp_path / "models" / "gen", 1)  # models.config: models/gen
-    ports = {name: _free_port() for name in ("grpc", "rest", "gateway", "exporter")}
+    ports = {name: free_port() for name in ("grpc", "rest", "gateway", "exporter")}
     argv = [sys.executable, "-m", "tokenpulse.cli", "up", "--run-dir", str(tmp_path / "run")]
     for name, port in ports.items():
         argv += [f"--{name}-port", str(port)]

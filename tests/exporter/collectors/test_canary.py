@@ -89,7 +89,9 @@ def test_gauges_per_model_and_version():
     assert reg.get_sample_value("tokenpulse_canary_similarity_ratio", v2) == 0.4
     assert reg.get_sample_value("tokenpulse_canary_mean_nll_nats", v2) == pytest.approx(3.5)
     assert reg.get_sample_value("tokenpulse_canary_golden_mean_nll_nats", v2) == pytest.approx(1.2)
-    assert reg.get_sample_value("tokenpulse_canary_mismatch_nll_delta_nats", v2) == pytest.approx(0.9)
+    assert reg.get_sample_value("tokenpulse_canary_mismatch_nll_delta_nats", v2) == pytest.approx(
+        0.9
+    )
     assert reg.get_sample_value("tokenpulse_canary_success", v3) == 0
     assert reg.get_sample_value("tokenpulse_canary_match", v3) is None  # nothing to compare
     assert reg.get_sample_value("tokenpulse_canary_last_run_timestamp_seconds", v3) == 99.0
