@@ -16,7 +16,10 @@ def test_free_port_can_be_bound() -> None:
 
 
 def test_stop_process_kills_what_ignores_sigterm() -> None:
-    code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print(1, flush=True); time.sleep(60)"
+    code = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "print(1, flush=True); time.sleep(60)"
+    )
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
     assert proc.stdout is not None and proc.stdout.readline()  # handler installed
     stop_process(proc, timeout_s=0.5)
