@@ -215,7 +215,10 @@ def run(settings: UpSettings) -> int:
     keys_file, key = ensure_demo_key(settings.run_dir)
     started: list[Service] = []
     stop = {"flag": False}
-    signal.signal(signal.SIGTERM, lambda *_: stop.update(flag=True))
+    # Explicit handlers: a shell that starts us in the background leaves SIGINT ignored, and
+    # Ctrl-C must still stop the stack however it was started.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.update(flag=True))
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     try:
         for svc in services(settings, keys_file):
@@ -227,7 +230,9 @@ def run(settings: UpSettings) -> int:
             print(f"starting {svc.name} (pid {svc.proc.pid}) ...", flush=True)
             deadline = time.monotonic() + settings.start_timeout_s
             while not svc.ready():
-                if svc.proc.poll() is not None or time.monotonic() > deadline or stop["flag"]:
+                if stop["flag"]:
+                    return 0
+                if svc.proc.poll() is not None or time.monotonic() > deadline:
                     print(
                         f"{svc.name} did not become ready; last log lines:\n"
                         f"{_tail(logs / f'{svc.name}.log')}",

@@ -35,10 +35,18 @@ def test_up_starts_the_stack_prints_a_working_curl_and_stops_on_ctrl_c(
     argv = [sys.executable, "-m", "tokenpulse.cli", "up", "--run-dir", str(tmp_path / "run")]
     for name, port in ports.items():
         argv += [f"--{name}-port", str(port)]
+    # Started the way a non-interactive shell starts a background job, SIGINT ignored: Ctrl-C
+    # must stop the stack all the same.
     proc = subprocess.Popen(
-        argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        argv,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # noqa: PLW1509
     )
     lines: list[str] = []
+    pids: list[int] = []
     try:
         deadline = time.monotonic() + 240
         assert proc.stdout is not None
@@ -48,7 +56,7 @@ def test_up_starts_the_stack_prints_a_working_curl_and_stops_on_ctrl_c(
             lines.append(line)
             assert time.monotonic() < deadline, "".join(lines)
         banner = "".join(lines)
-        pids = [int(p) for p in re.findall(r"\(pid (\d+)\)", banner)]
+        pids += [int(p) for p in re.findall(r"\(pid (\d+)\)", banner)]
         assert len(pids) == 3
         curl = banner[banner.index("curl -sS") : banner.index("\n\n", banner.index("curl -sS"))]
         assert f"127.0.0.1:{ports['gateway']}" in curl
@@ -62,6 +70,13 @@ def test_up_starts_the_stack_prints_a_working_curl_and_stops_on_ctrl_c(
         assert body["object"] == "text_completion" and body["choices"][0]["finish_reason"]
     finally:
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
+        try:
+            proc.wait(timeout=60)
+        finally:  # whatever happened, leave no process of the stack behind
+            left = [pid for pid in pids if _alive(pid)]
+            for pid in left:
+                os.kill(pid, signal.SIGKILL)
+            if proc.poll() is None:
+                proc.kill()
     assert proc.returncode == 0
-    assert not [pid for pid in pids if _alive(pid)]
+    assert not left
