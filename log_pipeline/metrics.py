@@ -1,0 +1,142 @@
+"""Every log-pipeline metric, declared once with explicit buckets.
+
+Three components share this module: the sampler and the spool run inside the gateway (their series
+appear on the gateway's `/metrics`), the shipper serves its own `/metrics`. Labels take values from
+closed sets only (`reason`, `output`, `kind`), never from a request.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+# why a sample was kept (a record may have several; the first that applies is counted)
+KEEP_REASONS = ("error", "slow", "low_quality", "canary", "head")
+# why a sample was not written
+SAMPLER_DROP_REASONS = ("not_sampled", "key_cap")
+SPOOL_DROP_REASONS = ("queue_full", "disk_cap", "write_error")
+# why a delivery attempt failed (shipper)
+FAIL_REASONS = ("rejected_429", "server_error", "connection", "bad_response", "permanent")
+OUTPUTS = ("elasticsearch", "sqlite")
+# what redaction finds in sample texts
+REDACTION_KINDS = ("email", "phone", "card", "ipv4", "ipv6", "api_key", "bearer", "secret")
+
+STAGE_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+DELAY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
+BATCH_BUCKETS = (1, 10, 50, 100, 250, 500, 1000, 2000, 5000)
+
+SAMPLER = "tokenpulse_sampler_"
+SPOOL = "tokenpulse_spool_"
+SHIPPER = "tokenpulse_shipper_"
+
+
+class SinkMetrics:
+    """Sampler, redaction and spool metrics (gateway side)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r = registry
+        self.kept = Counter(
+            f"{SAMPLER}samples_kept", "Samples kept, by the first reason that kept them.",
+            ("reason",), registry=r,
+        )  # fmt: skip
+        self.skipped = Counter(
+            f"{SAMPLER}samples_skipped", "Samples not kept (not sampled, or over a key's cap).",
+            ("reason",), registry=r,
+        )  # fmt: skip
+        self.redactions = Counter(
+            f"{SAMPLER}redactions", "Values redacted from sample texts, by kind.", ("kind",),
+            registry=r,
+        )  # fmt: skip
+        self.written = Counter(f"{SPOOL}records_written", "Records appended.", registry=r)
+        self.written_bytes = Counter(f"{SPOOL}written_bytes", "Bytes appended.", registry=r)
+        self.dropped = Counter(
+            f"{SPOOL}records_dropped", "Records dropped before the spool (never silently).",
+            ("reason",), registry=r,
+        )  # fmt: skip
+        self.queue_depth = Gauge(
+            f"{SPOOL}queue_records", "Samples waiting for the background writer.", registry=r
+        )
+        self.size = Gauge(f"{SPOOL}size_bytes", "Bytes held by spool segments.", registry=r)
+        self.cap = Gauge(f"{SPOOL}capacity_bytes", "Disk cap of the spool.", registry=r)
+        self.segments = Gauge(f"{SPOOL}segments", "Spool segment files on disk.", registry=r)
+        self.fsyncs = Counter(f"{SPOOL}fsyncs", "fsync calls on spool segments.", registry=r)
+        self.write_duration = Histogram(
+            f"{SPOOL}write_duration_seconds", "Time to sample, redact and append one record.",
+            buckets=STAGE_BUCKETS, registry=r,
+        )  # fmt: skip
+        for reason in KEEP_REASONS:
+            self.kept.labels(reason)
+        for reason in SAMPLER_DROP_REASONS:
+            self.skipped.labels(reason)
+        for reason in SPOOL_DROP_REASONS:
+            self.dropped.labels(reason)
+        for kind in REDACTION_KINDS:
+            self.redactions.labels(kind)
+
+
+class ShipperMetrics:
+    """Shipper metrics; every per-output series exists from start-up for each configured output."""
+
+    def __init__(self, registry: CollectorRegistry, outputs: tuple[str, ...]) -> None:
+        r = registry
+        self.shipped = Counter(
+            f"{SHIPPER}records_shipped", "Records acknowledged by an output (409 included).",
+            ("output",), registry=r,
+        )  # fmt: skip
+        self.duplicates = Counter(
+            f"{SHIPPER}records_duplicate", "Records an output already held (409 / ignored insert).",
+            ("output",), registry=r,
+        )  # fmt: skip
+        self.retried = Counter(
+            f"{SHIPPER}records_retried", "Records sent again after a retryable failure.",
+            ("output",), registry=r,
+        )  # fmt: skip
+        self.failed = Counter(
+            f"{SHIPPER}send_failures", "Failed deliveries (records or whole requests), by reason.",
+            ("output", "reason"), registry=r,
+        )  # fmt: skip
+        self.dead_lettered = Counter(
+            f"{SHIPPER}records_dead_lettered", "Records rejected for good, written to the DLQ.",
+            ("output",), registry=r,
+        )  # fmt: skip
+        self.backlog = Gauge(
+            f"{SHIPPER}backlog_bytes", "Spool bytes not yet acknowledged by the output.",
+            ("output",), registry=r,
+        )  # fmt: skip
+        self.oldest_age = Gauge(
+            f"{SHIPPER}oldest_unshipped_age_seconds",
+            "Age of the oldest record not yet acknowledged (0 when caught up).",
+            ("output",), registry=r,
+        )  # fmt: skip
+        self.up = Gauge(
+            f"{SHIPPER}output_up", "1 when the output's last request succeeded.", ("output",),
+            registry=r,
+        )  # fmt: skip
+        self.delay = Histogram(
+            f"{SHIPPER}delivery_delay_seconds", "From response to acknowledgement.",
+            ("output",), buckets=DELAY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.batch_size = Histogram(
+            f"{SHIPPER}batch_records", "Records per delivery request.", ("output",),
+            buckets=BATCH_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.malformed = Counter(
+            f"{SHIPPER}malformed_lines", "Spool lines that could not be parsed (torn or garbage).",
+            registry=r,
+        )  # fmt: skip
+        self.checkpoint_errors = Counter(
+            f"{SHIPPER}checkpoint_errors", "Unreadable checkpoints (the output restarts at the "
+            "oldest segment; resends are harmless).", ("output",), registry=r,
+        )  # fmt: skip
+        self.segments_deleted = Counter(
+            f"{SHIPPER}segments_deleted", "Spool segments deleted after every output acked them.",
+            registry=r,
+        )  # fmt: skip
+        for out in outputs:
+            for metric in (self.shipped, self.duplicates, self.retried, self.dead_lettered):
+                metric.labels(out)
+            for reason in FAIL_REASONS:
+                self.failed.labels(out, reason)
+            self.backlog.labels(out)
+            self.oldest_age.labels(out)
+            self.up.labels(out)
+            self.checkpoint_errors.labels(out)
