@@ -132,7 +132,14 @@ class ShipperMetrics:
             registry=r,
         )  # fmt: skip
         for out in outputs:
-            for metric in (self.shipped, self.duplicates, self.retried, self.dead_lettered):
+            for metric in (
+                self.shipped,
+                self.duplicates,
+                self.retried,
+                self.dead_lettered,
+                self.delay,
+                self.batch_size,
+            ):
                 metric.labels(out)
             for reason in FAIL_REASONS:
                 self.failed.labels(out, reason)
