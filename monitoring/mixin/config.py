@@ -1,0 +1,221 @@
+"""The one mixin config: every threshold, window and name the rules, routes and dashboards use.
+
+Data only. Change behaviour here, run `tokenpulse build monitoring`, commit the regenerated files;
+never edit the generated YAML by hand (a test fails when it drifts from this module).
+Durations are Prometheus duration strings ("5m", "1h", "3d").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Jobs:
+    """Prometheus job names of each scraped component (the `job` label of its series)."""
+
+    # Change together with the scrape config of a deployment that names its jobs differently
+    # (e.g. a Kubernetes ServiceMonitor); every rule selects on these.
+    modelserver: str = "tfserving"
+    gateway: str = "tokenpulse-gateway"
+    exporter: str = "tokenpulse-exporter"
+    shipper: str = "tokenpulse-shipper"
+    alertmanager: str = "alertmanager"
+    prometheus: str = "prometheus"
+
+    def selector(self, component: str) -> str:
+        """`job="<name>"` for a component field name, e.g. selector("gateway")."""
+        return f'job="{getattr(self, component)}"'
+
+
+JOBS = Jobs()
+
+# Scrape and rule evaluation interval of the production Prometheus. Change it only together with
+# the shortest rate window below (a rate window must hold at least four scrapes).
+SCRAPE_INTERVAL = "15s"
+EVALUATION_INTERVAL = "30s"
+
+
+@dataclass(frozen=True)
+class Slo:
+    """One service-level objective over the gateway's counters or histograms."""
+
+    name: str  # short id used in recording-rule names and the `slo` label
+    objective: float  # share of good events; change when the product promise changes
+    description: str
+    # For latency SLOs: the histogram bucket bound (seconds, exactly as exposed in `le`) under
+    # which a request is good. Must be one of the gateway's bucket bounds.
+    threshold_le: str = ""
+
+
+# SLO period: the budget is `(1 - objective) * period`. Change only with the burn-rate factors
+# (they are computed for a 30-day period).
+SLO_PERIOD = "30d"
+
+SLOS = (
+    # 99.5%: a small single-cluster service; raise when the gateway runs redundantly.
+    Slo("availability", 0.995, "requests answered without a server error (5xx)"),
+    # 99% under 2.5 s end to end: what an interactive caller with ~64 new tokens tolerates.
+    # Change with the default max_new_tokens or when the model gets bigger.
+    Slo("latency", 0.99, "requests answered within 2.5 s end to end", threshold_le="2.5"),
+    # 99% of requests under 100 ms per output token (10 tokens/s streamed is the readability
+    # floor). Change when the model or the hardware changes class.
+    Slo("tpot", 0.99, "requests generating faster than 100 ms per output token", "0.1"),
+)
+
+# Gateway status codes that count against availability: server errors only. 429 (rate limited,
+# shed) is the caller's budget, not ours; change if shedding should burn the budget too.
+ERROR_CODES = "5.."
+
+
+@dataclass(frozen=True)
+class BurnTier:
+    """One multi-window burn-rate alert tier (SRE Workbook ch. 5)."""
+
+    severity: str  # critical pages, warning tickets
+    long: str  # long window: proves the burn is sustained
+    short: str  # short window: makes the alert resolve quickly once the burn stops
+    factor: float  # burn rate; fires when both windows burn faster than factor*(1-objective)
+    for_: str  # how long both windows must agree before it fires
+
+
+BURN_TIERS = (
+    # Page: 2% of a 30d budget in 1 h. Change only with SLO_PERIOD.
+    BurnTier("critical", "1h", "5m", 14.4, "2m"),
+    # Page: 5% of the budget in 6 h.
+    BurnTier("critical", "6h", "30m", 6.0, "15m"),
+    # Ticket: 10% in a day (Sloth / kubernetes-mixin tier).
+    BurnTier("warning", "1d", "2h", 3.0, "1h"),
+    # Ticket: the whole budget would be gone by the end of the period.
+    BurnTier("warning", "3d", "6h", 1.0, "3h"),
+)
+
+# Minimum traffic before any gateway SLO or quality alert may fire, requests per second over the
+# alert's window: with fewer requests one error is a large ratio. Raise for noisier models.
+MIN_REQUEST_RATE = 0.01
+
+
+@dataclass(frozen=True)
+class Degradation:
+    """A quality signal compared with its own past, with a floor and a traffic guard."""
+
+    name: str
+    window: str  # rate window of the current value; longer = steadier, slower to fire
+    factor: float  # current > factor * baseline; raise when the alert flaps on noise
+    floor: float  # and current > floor: an absolute level below which nobody cares
+    for_: str  # how long it must hold
+
+
+# Baseline: the same signal over BASELINE_WINDOW ending BASELINE_OFFSET ago, so an ongoing
+# incident is not part of its own baseline. Lengthen the offset if incidents last longer than a day.
+BASELINE_WINDOW = "7d"
+BASELINE_OFFSET = "1d"
+# The baseline is never taken as lower than this share of the floor, so a perfect week does not
+# make one bad output look like an infinite rise.
+BASELINE_MIN_SHARE = 0.5
+
+DEGRADATIONS = (
+    # Empty outputs: 3x the usual share and above 2% of outputs.
+    Degradation("empty_output", "30m", 3.0, 0.02, "15m"),
+    # Truncation: outputs stopped by max_new_tokens rather than a stop token; a model that stops
+    # ending its sentences shows here first. Long-form callers have a high normal share: the
+    # factor is relative to that.
+    Degradation("truncation", "30m", 1.5, 0.5, "30m"),
+    # Repetition: mean share of repeated word 3-grams per output (degenerate loops).
+    Degradation("repetition", "30m", 2.0, 0.15, "15m"),
+)
+
+# mean NLL drift: z-score of the 30m mean per-token NLL against the baseline mean and stddev of
+# 30m means. 3 sigma is rare for a stable model; raise it if the traffic mix changes often.
+NLL_WINDOW = "30m"
+NLL_Z = 3.0
+# And at least this many nats above the baseline mean (a tiny stddev makes tiny drifts huge z).
+NLL_MIN_DELTA = 0.25
+NLL_FOR = "30m"
+
+# Throughput drop: output tokens/s below this share of the same hour last week. Lower if traffic
+# is bursty; raise to catch smaller drops. Needs MIN_REQUEST_RATE now and in the baseline.
+TOKENS_DROP_SHARE = 0.5
+TOKENS_WINDOW = "30m"
+TOKENS_BASELINE_OFFSET = "1w"
+TOKENS_FOR = "30m"
+
+# Canary: the exporter's golden prompts per version. A mismatch means the version's greedy output
+# changed since export (numerics, a bad load); failure means it did not answer. 3 runs of the
+# default 60 s canary interval: one flaky run does not page.
+CANARY_FOR = "5m"
+# A canary-labelled version whose golden-prompt mean NLL is this many nats above the stable
+# label's: worse than what it replaces. Lower it for stricter rollouts.
+CANARY_NLL_MARGIN = 0.5
+CANARY_WORSE_FOR = "15m"
+
+# Batching ineffective: mean processed batch size below this while requests queue in the gateway
+# (`queued_requests` above BATCH_QUEUED_MIN). Change with max_batch_size.
+BATCH_SIZE_MIN = 1.5
+BATCH_QUEUED_MIN = 1
+BATCH_WINDOW = "10m"
+BATCH_FOR = "15m"
+# p99 time a request waits in TF Serving's batch queue. Change with batch_timeout_micros (the
+# default config waits at most a few ms; 250 ms means the batcher is saturated).
+BATCH_QUEUE_P99_S = 0.25
+BATCH_QUEUE_FOR = "10m"
+
+# Health `for`s: long enough to ride out a restart, short enough to page within minutes.
+DOWN_FOR = "1m"  # a scrape target is unreachable
+NO_VERSION_FOR = "1m"  # a model has no AVAILABLE version
+LOAD_FAILURE_FOR = "5m"  # a version's status is an error after loading
+BREAKER_FOR = "1m"  # the gateway's upstream circuit breaker is open
+COLLECTOR_FOR = "10m"  # an exporter collector keeps failing
+
+# GPU thresholds. Memory: TF reserves most memory up front, so only a very full GPU matters.
+GPU_MEMORY_FULL = 0.95
+GPU_MEMORY_FOR = "15m"
+# Throttle reasons that mean heat or power trouble (not idle or application clocks).
+GPU_THROTTLE_REASONS = "hw_slowdown|sw_thermal_slowdown|hw_thermal_slowdown|hw_power_brake_slowdown"
+GPU_THROTTLE_FOR = "10m"
+# XID codes that mean a GPU needs attention (NVIDIA's list of critical XIDs: ECC page retirement,
+# GPU fallen off the bus, NVLink, row remap failures). Add codes from the driver release notes.
+GPU_CRITICAL_XIDS = "48|61|62|63|64|74|79|92|94|95|119|120"
+GPU_XID_WINDOW = "10m"
+# Any uncorrected ECC error in the window.
+GPU_ECC_WINDOW = "10m"
+GPU_LOST_FOR = "1m"
+
+# Log pipeline. Oldest unshipped spool data: the store is this far behind the service.
+SPOOL_BACKLOG_AGE_S = 600
+SPOOL_BACKLOG_FOR = "10m"
+# Any dead-lettered (permanently rejected) or dropped sample in the window.
+PIPELINE_LOSS_WINDOW = "15m"
+PIPELINE_LOSS_FOR = "5m"
+
+# The generated time-compressed rule set divides every window, offset and `for` by this factor,
+# so tests see an hour of alerting in a minute. Change with the test scrape interval (the
+# shortest compressed window, 5m / factor, must still hold a few scrapes).
+COMPRESSION_FACTOR = 60
+
+# Where each alert's runbook lives; {alertname} is replaced. Change when the repository moves or
+# runbooks are published elsewhere.
+RUNBOOK_URL_PATTERN = (
+    "https://github.com/tokenpulse/tokenpulse/blob/main/alerts/runbooks/{alertname}.md"
+)
+
+# Every alert name starts with this (component prefix in the name itself follows it).
+ALERT_PREFIX = "TokenPulse"
+
+# Stable Grafana dashboard UIDs: runbooks and alert links point at them, so keep them once
+# published.
+DASHBOARD_UIDS = {
+    "slo": "tokenpulse-slo",
+    "serving": "tokenpulse-serving",
+    "quality": "tokenpulse-quality",
+    "gpu": "tokenpulse-gpu",
+    "pipeline": "tokenpulse-pipeline",
+}
+
+# Alertmanager timing. group_wait: how long to gather a first notification; group_interval: how
+# soon changes in a group are sent; repeat: how often a still-firing page re-notifies.
+AM_GROUP_BY = ("alertname", "model")
+AM_GROUP_WAIT = "30s"
+AM_GROUP_INTERVAL = "5m"
+AM_REPEAT_INTERVAL = "4h"
+AM_RESOLVE_TIMEOUT = "5m"
