@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -57,15 +58,17 @@ class MemorySink:
         del self.samples[: -self.limit]
 
 
-def load_sink(spec: str) -> SampleSink:
-    """Build a sink from "module:factory" (empty = NullSink)."""
+def load_sink(spec: str, registry: Any = None) -> SampleSink:
+    """Build a sink from "module:factory" (empty = NullSink); a factory taking `registry` gets
+    the gateway's metrics registry, so the sink's metrics appear on the gateway's /metrics."""
     if not spec:
         return NullSink()
     module_name, _, attr = spec.partition(":")
     if not attr:
         raise ValueError(f"sample sink {spec!r} must look like module:factory")
     factory = getattr(importlib.import_module(module_name), attr)
-    sink = factory()
+    takes_registry = "registry" in inspect.signature(factory).parameters
+    sink = factory(registry=registry) if takes_registry and registry is not None else factory()
     if not isinstance(sink, SampleSink):
         raise ValueError(f"sample sink {spec!r} did not return a SampleSink")
     return sink

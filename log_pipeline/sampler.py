@@ -1,0 +1,143 @@
+"""Which finished requests become samples, and why: head sampling, always-keep rules, key caps."""
+
+from __future__ import annotations
+
+import random
+import time
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from serving.gateway.stats import OutputSignals, RequestStats
+
+DEFAULT_RULES_FILE = Path(__file__).with_name("sampling.toml")
+
+
+class RulesError(Exception):
+    """The sampling rules file is missing or invalid."""
+
+
+class AlwaysKeep(BaseModel):
+    """Rules that keep a request whatever the head rate."""
+
+    model_config = ConfigDict(extra="forbid")
+    errors: bool = True
+    slow_s: float = Field(2.0, ge=0)
+    empty: bool = True
+    repetition_ratio: float = Field(0.5, ge=0, le=1)
+    mean_nll: float = Field(4.0, ge=0)
+    truncated: bool = True
+    canary_labels: list[str] = Field(default_factory=lambda: ["canary"])
+
+
+class Caps(BaseModel):
+    """Per-key limits."""
+
+    model_config = ConfigDict(extra="forbid")
+    per_key_per_minute: int = Field(600, ge=0)
+
+
+class SamplingRules(BaseModel):
+    """The parsed rules file."""
+
+    model_config = ConfigDict(extra="forbid")
+    head_rate: float = Field(0.1, ge=0, le=1)
+    always_keep: AlwaysKeep = Field(default_factory=AlwaysKeep)
+    caps: Caps = Field(default_factory=Caps)
+
+
+def load_rules(path: Path) -> SamplingRules:
+    """Parse a TOML rules file strictly; errors name the file and the bad key."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise RulesError(f"cannot read sampling rules {path}: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise RulesError(f"{path}: {exc}") from exc
+    try:
+        return SamplingRules.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        raise RulesError(f"{path}: {loc}: {first['msg']}") from exc
+
+
+def low_quality(out: OutputSignals, rules: AlwaysKeep) -> bool:
+    """True when an output is empty, repetitive, unlikely (high mean NLL) or truncated."""
+    return (
+        (rules.empty and out.empty)
+        or (rules.repetition_ratio > 0 and out.repetition_ratio >= rules.repetition_ratio)
+        or (rules.mean_nll > 0 and out.mean_nll > rules.mean_nll)
+        or (rules.truncated and out.finish_reason == "length")
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """Kept with its reasons, or skipped with one reason."""
+
+    reasons: tuple[str, ...]
+    skipped: str = ""
+
+    @property
+    def keep(self) -> bool:
+        """Whether a record is written."""
+        return not self.skipped
+
+
+class Sampler:
+    """Decides per request; not thread-safe (the sink calls it from its one writer thread)."""
+
+    def __init__(
+        self,
+        rules: SamplingRules,
+        rng: random.Random | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.rules = rules
+        self._rng = rng or random.Random()
+        self._clock = clock
+        self._window = -1
+        self._per_key: dict[str, int] = {}
+
+    def reasons(self, stats: RequestStats) -> list[str]:
+        """Every always-keep reason that applies, in the rules file's order."""
+        keep = self.rules.always_keep
+        found = []
+        if keep.errors and stats.status >= 400:
+            found.append("error")
+        if keep.slow_s > 0 and stats.total_s >= keep.slow_s:
+            found.append("slow")
+        if any(low_quality(o, keep) for o in stats.outputs):
+            found.append("low_quality")
+        if stats.version_label and stats.version_label in keep.canary_labels:
+            found.append("canary")
+        return found
+
+    def decide(self, stats: RequestStats) -> Decision:
+        """Keep or skip one request."""
+        found = self.reasons(stats)
+        if not found:
+            if self._rng.random() >= self.rules.head_rate:
+                return Decision((), skipped="not_sampled")
+            found = ["head"]
+        if not self._within_cap(stats.key_id):
+            return Decision(tuple(found), skipped="key_cap")
+        return Decision(tuple(found))
+
+    def _within_cap(self, key_id: str) -> bool:
+        cap = self.rules.caps.per_key_per_minute
+        if cap <= 0:
+            return True
+        window = int(self._clock() // 60)
+        if window != self._window:  # a fresh minute: the map holds one minute's keys at most
+            self._window = window
+            self._per_key.clear()
+        used = self._per_key.get(key_id, 0)
+        if used >= cap:
+            return False
+        self._per_key[key_id] = used + 1
+        return True

@@ -1,0 +1,83 @@
+"""Settings of the log pipeline's components, one pydantic-settings model each, built in main()."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from log_pipeline.sampler import DEFAULT_RULES_FILE
+from log_pipeline.spool import FsyncPolicy
+
+DEFAULT_SPOOL = Path("run/spool")
+DEFAULT_SQLITE = Path("run/samples.db")
+
+
+class SinkSettings(BaseSettings):
+    """The gateway-side sink (env prefix `TOKENPULSE_SINK_`)."""
+
+    model_config = SettingsConfigDict(env_prefix="TOKENPULSE_SINK_", extra="forbid")
+
+    spool_dir: Path = Field(DEFAULT_SPOOL, description="directory of the spool segments")
+    rules_file: Path = Field(DEFAULT_RULES_FILE, description="sampling rules (TOML)")
+    queue_size: int = Field(10_000, ge=1, description="samples waiting for the writer thread")
+    segment_max_bytes: int = Field(16 << 20, ge=4096, description="rotate a segment at this size")
+    segment_max_age_s: float = Field(10.0, gt=0, description="rotate a segment at this age")
+    cap_bytes: int = Field(1 << 30, ge=4096, description="disk cap; beyond it samples are dropped")
+    fsync: FsyncPolicy = Field(FsyncPolicy.INTERVAL, description="always | interval | never")
+    fsync_interval_s: float = Field(1.0, gt=0, description="fsync period with fsync=interval")
+    metrics_port: int = Field(
+        0, ge=0, le=65535, description="own /metrics port when the host gives no registry (0: none)"
+    )
+
+
+class ShipperSettings(BaseSettings):
+    """`tokenpulse shipper` (env prefix `TOKENPULSE_SHIPPER_`)."""
+
+    model_config = SettingsConfigDict(env_prefix="TOKENPULSE_SHIPPER_", extra="forbid")
+
+    spool_dir: Path = Field(DEFAULT_SPOOL, description="spool directory to tail")
+    state_dir: Path | None = Field(
+        None, description="checkpoints and dead letters (default: <spool-dir>/state)"
+    )
+    outputs: list[str] = Field(
+        default_factory=lambda: ["sqlite"], min_length=1, description="sqlite and/or elasticsearch"
+    )
+    sqlite_path: Path = Field(DEFAULT_SQLITE, description="embedded store file")
+    es_url: str = Field("", description="Elasticsearch URL (required with output elasticsearch)")
+    es_api_key: str = Field("", description="Elasticsearch API key (prefer the env var)")
+    es_data_stream: str = Field("genai-samples-default", description="data stream to write")
+    es_timeout_s: float = Field(30.0, gt=0, description="per-request timeout")
+    batch_records: int = Field(1000, ge=1, description="records per delivery request")
+    poll_interval_s: float = Field(0.2, gt=0, description="idle wait before looking for new lines")
+    backoff_initial_s: float = Field(0.5, gt=0, description="first retry delay")
+    backoff_max_s: float = Field(30.0, gt=0, description="retry delay cap")
+    metrics_host: str = Field("127.0.0.1", description="address of /metrics")
+    metrics_port: int = Field(9464, ge=0, le=65535, description="port of /metrics (0: any free)")
+    log_level: str = Field("INFO", description="log level")
+
+    @field_validator("outputs")
+    @classmethod
+    def _known_outputs(cls, value: list[str]) -> list[str]:
+        unknown = sorted(set(value) - {"sqlite", "elasticsearch"})
+        if unknown:
+            raise ValueError(f"unknown output(s) {unknown}; use sqlite and/or elasticsearch")
+        return list(dict.fromkeys(value))
+
+    @field_validator("es_url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if value and not value.startswith(("http://", "https://")):
+            raise ValueError("es_url must start with http:// or https://")
+        return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _es_needs_url(self) -> ShipperSettings:
+        if "elasticsearch" in self.outputs and not self.es_url:
+            raise ValueError("output elasticsearch needs es_url")
+        return self
+
+    def state(self) -> Path:
+        """Where checkpoints and dead letters live."""
+        return self.state_dir or self.spool_dir / "state"

@@ -1,0 +1,162 @@
+"""The gateway-side sink: sample, redact and append to the spool on a background thread.
+
+Load it with `TOKENPULSE_GATEWAY_SAMPLE_SINK=log_pipeline.sink:make_sink` (settings from
+`TOKENPULSE_SINK_*`). `handle` only puts the sample on a bounded in-memory queue, so the event loop
+never waits on disk; a full queue or a full spool drops the sample and counts it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import queue
+import random
+import threading
+import time
+from collections import Counter
+from typing import cast
+
+from prometheus_client import CollectorRegistry, start_http_server
+
+from log_pipeline.metrics import SinkMetrics
+from log_pipeline.record import build_records
+from log_pipeline.redact import redact_all
+from log_pipeline.sampler import Sampler, load_rules
+from log_pipeline.settings import SinkSettings
+from log_pipeline.spool import SpoolFull, SpoolWriter
+from serving.gateway.sink import Sample
+from tokenpulse.logging import get_logger
+
+log = get_logger(__name__)
+_STOP = object()
+
+
+class SpoolSink:
+    """A `SampleSink` writing kept, redacted records to the spool from one writer thread."""
+
+    def __init__(
+        self,
+        settings: SinkSettings,
+        registry: CollectorRegistry | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.settings = settings
+        self.registry = registry or CollectorRegistry(auto_describe=False)
+        self.metrics = SinkMetrics(self.registry)
+        self.sampler = Sampler(load_rules(settings.rules_file), rng=rng)
+        self.writer = SpoolWriter(
+            settings.spool_dir,
+            segment_max_bytes=settings.segment_max_bytes,
+            segment_max_age_s=settings.segment_max_age_s,
+            cap_bytes=settings.cap_bytes,
+            fsync=settings.fsync,
+            fsync_interval_s=settings.fsync_interval_s,
+        )
+        self.metrics.cap.set(settings.cap_bytes)
+        self._queue: queue.Queue[object] = queue.Queue(settings.queue_size)
+        self._thread = threading.Thread(target=self._run, name="sample-spool-writer", daemon=True)
+        self._thread.start()
+        self._fsyncs_seen = 0
+
+    async def handle(self, sample: Sample) -> None:
+        """Queue the sample for the writer thread; never blocks."""
+        self.offer(sample)
+
+    def offer(self, sample: Sample) -> bool:
+        """Queue a sample, or drop and count it when the writer is behind."""
+        try:
+            self._queue.put_nowait(sample)
+        except queue.Full:
+            self.metrics.dropped.labels("queue_full").inc()
+            return False
+        self.metrics.queue_depth.set(self._queue.qsize())
+        return True
+
+    def _run(self) -> None:
+        while True:
+            try:
+                item = self._queue.get(timeout=0.25)
+            except queue.Empty:
+                self._housekeeping()
+                continue
+            if item is _STOP:
+                break
+            sample = cast(Sample, item)  # only Samples and _STOP are queued
+            try:
+                self.write(sample)
+            except Exception:  # noqa: BLE001 - one bad sample must not stop the writer
+                self.metrics.dropped.labels("write_error").inc()
+                log.exception("sample not written", request_id=sample.stats.request_id)
+            self.metrics.queue_depth.set(self._queue.qsize())
+        self.writer.close()
+        self._housekeeping()
+
+    def _housekeeping(self) -> None:
+        try:
+            self.writer.tick()
+        except OSError:
+            log.exception("spool housekeeping failed")
+        self.metrics.fsyncs.inc(self.writer.stats.fsyncs - self._fsyncs_seen)
+        self._fsyncs_seen = self.writer.stats.fsyncs
+        self.metrics.size.set(self.writer.size)
+        self.metrics.segments.set(self.writer.segments())
+
+    def write(self, sample: Sample) -> bool:
+        """Sample, redact and append one request (on the writer thread); True when written."""
+        started = time.perf_counter()
+        decision = self.sampler.decide(sample.stats)
+        if not decision.keep:
+            self.metrics.skipped.labels(decision.skipped).inc()
+            return False
+        counts: Counter[str] = Counter()
+        prompts = redact_all(sample.prompts, counts)
+        outputs = redact_all(sample.outputs, counts)
+        records = build_records(
+            sample, prompts, outputs, decision.reasons, self.sampler.rules.head_rate, counts
+        )
+        data = b"".join(
+            json.dumps(r, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+            for r in records
+        )
+        try:
+            self.writer.append(data)
+        except SpoolFull:
+            self.metrics.dropped.labels("disk_cap").inc(len(records))
+            return False
+        except OSError:
+            self.metrics.dropped.labels("write_error").inc(len(records))
+            log.exception("spool append failed", request_id=sample.stats.request_id)
+            return False
+        self.metrics.kept.labels(decision.reasons[0]).inc()
+        for kind, n in counts.items():
+            self.metrics.redactions.labels(kind).inc(n)
+        self.metrics.written.inc(len(records))
+        self.metrics.written_bytes.inc(len(data))
+        self.metrics.write_duration.observe(time.perf_counter() - started)
+        return True
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Write what is queued, flush, and stop the thread."""
+        if not self._thread.is_alive():
+            return
+        try:
+            self._queue.put(_STOP, timeout=timeout_s)
+        except queue.Full:
+            log.warning("sample writer did not drain before shutdown", left=self._queue.qsize())
+            return
+        self._thread.join(timeout_s)
+
+
+def make_sink(registry: CollectorRegistry | None = None) -> SpoolSink:
+    """The gateway hook's factory: settings from TOKENPULSE_SINK_*, metrics on `registry`."""
+    settings = SinkSettings()
+    sink = SpoolSink(settings, registry=registry)
+    if registry is None and settings.metrics_port:
+        start_http_server(settings.metrics_port, addr="127.0.0.1", registry=sink.registry)
+    atexit.register(sink.close)
+    log.info(
+        "sample sink ready",
+        spool_dir=str(settings.spool_dir),
+        head_rate=sink.sampler.rules.head_rate,
+    )
+    return sink
