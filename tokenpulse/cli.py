@@ -19,6 +19,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "gateway": ("serving.gateway.cli", "public generation API in front of TF Serving"),
     "exporter": ("exporter.cli", "sidecar exporter: GPU, model status, canaries"),
     "up": ("tokenpulse.up", "start the whole local stack on this machine"),
+    "build": ("monitoring.build", "regenerate rules, Alertmanager and Prometheus files"),
+    "oncall-receiver": ("monitoring.oncall.cli", "local Alertmanager webhook receiver"),
 }
 
 # `tokenpulse bench <name>` -> (module, one-line help)

@@ -133,11 +133,10 @@ NLL_Z = 3.0
 NLL_MIN_DELTA = 0.25
 NLL_FOR = "30m"
 
-# Throughput drop: output tokens/s below this share of the same hour last week. Lower if traffic
-# is bursty; raise to catch smaller drops. Needs MIN_REQUEST_RATE now and in the baseline.
+# Throughput drop: generation speed (output tokens per second of upstream time, so a quiet hour
+# is not a drop) below this share of its baseline. Lower it if batching mixes vary a lot.
 TOKENS_DROP_SHARE = 0.5
 TOKENS_WINDOW = "30m"
-TOKENS_BASELINE_OFFSET = "1w"
 TOKENS_FOR = "30m"
 
 # Canary: the exporter's golden prompts per version. A mismatch means the version's greedy output
@@ -180,6 +179,8 @@ GPU_XID_WINDOW = "10m"
 # Any uncorrected ECC error in the window.
 GPU_ECC_WINDOW = "10m"
 GPU_LOST_FOR = "1m"
+# XID and ECC alerts fire on one event; this `for` only rides out a scrape glitch.
+GPU_EVENT_FOR = "1m"
 
 # Log pipeline. Oldest unshipped spool data: the store is this far behind the service.
 SPOOL_BACKLOG_AGE_S = 600

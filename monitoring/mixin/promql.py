@@ -1,0 +1,64 @@
+"""Small PromQL-building helpers: durations (with time compression), numbers, selectors."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from monitoring.mixin import config
+
+_UNITS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
+_DURATION = re.compile(r"^(\d+)([wdhms])$")
+
+
+class DurationError(ValueError):
+    """A duration string the generator cannot read."""
+
+
+def seconds(duration: str) -> int:
+    """Seconds in a one-unit Prometheus duration such as "5m" or "3d"."""
+    m = _DURATION.match(duration)
+    if m is None:
+        raise DurationError(f"bad duration {duration!r} (want e.g. 5m, 1h, 3d)")
+    return int(m[1]) * _UNITS[m[2]]
+
+
+def render_seconds(total: int) -> str:
+    """The largest whole unit that expresses `total` seconds exactly."""
+    total = max(1, total)
+    for unit, size in _UNITS.items():
+        if total % size == 0:
+            return f"{total // size}{unit}"
+    return f"{total}s"  # unreachable: every integer is whole seconds
+
+
+def number(value: float) -> str:
+    """A threshold as PromQL text: 0.072, not 0.07200000000000001."""
+    return f"{value:.6g}"
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Turns config durations into rule durations: as given, or divided by a factor."""
+
+    factor: int = 1
+
+    def __call__(self, duration: str) -> str:
+        """A window, offset or `for`, compressed."""
+        if self.factor == 1:
+            return duration
+        return render_seconds(seconds(duration) // self.factor)
+
+    def secs(self, duration: str) -> str:
+        """The same, as a number of seconds (for comparisons with time())."""
+        return str(max(1, seconds(duration) // self.factor))
+
+
+NORMAL = Timing(1)
+COMPRESSED = Timing(config.COMPRESSION_FACTOR)
+
+
+def sel(component: str, extra: str = "") -> str:
+    """A label selector body for a component's job plus extra matchers."""
+    job = config.JOBS.selector(component)
+    return f"{{{job},{extra}}}" if extra else f"{{{job}}}"
