@@ -15,7 +15,9 @@ KEEP_REASONS = ("error", "slow", "low_quality", "canary", "head")
 SAMPLER_DROP_REASONS = ("not_sampled", "key_cap")
 SPOOL_DROP_REASONS = ("queue_full", "disk_cap", "write_error")
 # why a delivery attempt failed (shipper)
-FAIL_REASONS = ("rejected_429", "server_error", "connection", "bad_response", "permanent")
+FAIL_REASONS = (
+    "rejected_429", "server_error", "connection", "bad_response", "request_error", "permanent"
+)  # fmt: skip
 OUTPUTS = ("elasticsearch", "sqlite")
 # what redaction finds in sample texts
 REDACTION_KINDS = ("email", "phone", "card", "ipv4", "ipv6", "api_key", "bearer", "secret")

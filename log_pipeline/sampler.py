@@ -45,8 +45,8 @@ class SamplingRules(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     head_rate: float = Field(0.1, ge=0, le=1)
-    always_keep: AlwaysKeep = Field(default_factory=AlwaysKeep)
-    caps: Caps = Field(default_factory=Caps)
+    always_keep: AlwaysKeep = Field(default_factory=lambda: AlwaysKeep.model_validate({}))
+    caps: Caps = Field(default_factory=lambda: Caps.model_validate({}))
 
 
 def load_rules(path: Path) -> SamplingRules:

@@ -149,7 +149,7 @@ class SpoolSink:
 
 def make_sink(registry: CollectorRegistry | None = None) -> SpoolSink:
     """The gateway hook's factory: settings from TOKENPULSE_SINK_*, metrics on `registry`."""
-    settings = SinkSettings()
+    settings = SinkSettings.model_validate({})  # from TOKENPULSE_SINK_* and defaults
     sink = SpoolSink(settings, registry=registry)
     if registry is None and settings.metrics_port:
         start_http_server(settings.metrics_port, addr="127.0.0.1", registry=sink.registry)

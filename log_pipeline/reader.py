@@ -1,0 +1,83 @@
+"""Reads the spool for one output from its position: records, skipped lines, and where it ends."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from log_pipeline.checkpoint import Position
+from log_pipeline.outputs import Item
+from log_pipeline.spool import TornLine, list_segments, read_lines, segment_name, segment_seq
+from tokenpulse.logging import get_logger
+
+log = get_logger(__name__)
+
+
+@dataclass(slots=True)
+class Batch:
+    """Records read, lines skipped, and the position after them."""
+
+    items: list[Item] = field(default_factory=list)
+    malformed: int = 0
+    end: Position = Position(0, 0)
+
+
+def parse_line(data: bytes) -> Item | None:
+    """A spool line as an item; None when it is not a record."""
+    try:
+        doc = json.loads(data)
+        record_id = doc["event"]["id"]
+        doc["@timestamp"]  # noqa: B018 - required by every store
+    except (ValueError, TypeError, KeyError):
+        return None
+    if not isinstance(record_id, str) or not record_id:
+        return None
+    return Item(record_id, doc, data)
+
+
+def start_position(spool_dir: Path) -> Position:
+    """The position of the oldest segment's first byte."""
+    segments = list_segments(spool_dir)
+    return Position(segment_seq(segments[0]) if segments else 0, 0)
+
+
+def read_batch(spool_dir: Path, pos: Position, max_items: int) -> Batch:
+    """Up to `max_items` records from `pos`, moving on to newer segments as each is finished."""
+    batch = Batch(end=pos)
+    while len(batch.items) < max_items:
+        segments = list_segments(spool_dir)
+        seqs = [segment_seq(p) for p in segments]
+        newer = [s for s in seqs if s > batch.end.seq]
+        if batch.end.seq not in seqs:
+            if not newer:
+                break  # caught up (or nothing written yet)
+            batch.end = Position(newer[0], 0)  # acknowledged earlier and deleted, or never existed
+            continue
+        path = spool_dir / segment_name(batch.end.seq)
+        before = batch.end
+        try:
+            for line in read_lines(path, batch.end.offset, final=bool(newer)):
+                if isinstance(line, TornLine):
+                    batch.malformed += 1
+                    log.warning("torn spool line skipped", segment=path.name, offset=line.start)
+                    batch.end = Position(batch.end.seq, line.end)
+                    continue
+                item = parse_line(line.data)
+                if item is None:
+                    batch.malformed += 1
+                    log.warning(
+                        "malformed spool line skipped", segment=path.name, offset=batch.end.offset
+                    )
+                else:
+                    batch.items.append(item)
+                batch.end = Position(batch.end.seq, line.end)
+                if len(batch.items) >= max_items:
+                    return batch
+        except FileNotFoundError:
+            pass  # deleted under us: every output had acknowledged it
+        if batch.end == before:
+            if not newer:
+                break  # at the end of the newest segment: wait for more
+            batch.end = Position(newer[0], 0)
+    return batch

@@ -1,0 +1,277 @@
+"""`tokenpulse shipper`: tails the spool and delivers every record to each output, exactly once.
+
+One thread per output, each with its own checkpoint, so a slow or absent Elasticsearch never holds
+back the embedded store. A checkpoint moves only after the output acknowledged (or the record was
+dead-lettered), and is written atomically; killed at any point, the shipper resends at most the
+last unacknowledged batch, which the stores ignore by id. The main thread serves `/metrics`,
+updates backlog gauges and deletes segments every output has acknowledged.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry, start_http_server
+
+from log_pipeline.checkpoint import (
+    CheckpointError,
+    Position,
+    checkpoint_path,
+    load_checkpoint,
+    save_checkpoint,
+)
+from log_pipeline.deadletter import DeadLetters, deadletter_path
+from log_pipeline.metrics import ShipperMetrics
+from log_pipeline.outputs import Item, ItemResult, Outcome, Output, RetryableError
+from log_pipeline.reader import parse_line, read_batch, start_position
+from log_pipeline.settings import ShipperSettings
+from log_pipeline.spool import list_segments, read_lines, segment_name, segment_seq
+from tokenpulse.logging import configure_logging, get_logger
+
+log = get_logger(__name__)
+
+
+def record_time(doc: dict[str, Any]) -> float:
+    """The record's @timestamp (when the response went out) as unix seconds."""
+    try:
+        return datetime.fromisoformat(doc["@timestamp"].replace("Z", "+00:00")).timestamp()
+    except (KeyError, ValueError, AttributeError):
+        return time.time()
+
+
+class OutputWorker:
+    """Delivers the spool to one output from its checkpoint."""
+
+    def __init__(
+        self,
+        output: Output,
+        settings: ShipperSettings,
+        metrics: ShipperMetrics,
+        stop: threading.Event,
+    ) -> None:
+        self.output = output
+        self.settings = settings
+        self.metrics = metrics
+        self.stop = stop
+        self.name = output.name
+        state = settings.state()
+        self.checkpoint_file = checkpoint_path(state, self.name)
+        self.deadletters = DeadLetters(deadletter_path(state, self.name))
+        self.position = self._initial_position()
+        self.thread = threading.Thread(target=self.run, name=f"ship-{self.name}", daemon=True)
+
+    def _initial_position(self) -> Position:
+        try:
+            saved = load_checkpoint(self.checkpoint_file)
+        except CheckpointError as exc:
+            self.metrics.checkpoint_errors.labels(self.name).inc()
+            log.error(
+                "checkpoint unreadable; restarting at the oldest segment (resends are ignored)",
+                output=self.name,
+                error=str(exc),
+            )
+            saved = None
+        return saved if saved is not None else start_position(self.settings.spool_dir)
+
+    def run(self) -> None:
+        """Read, deliver, checkpoint; until stopped."""
+        while not self.stop.is_set():
+            try:
+                if not self.step():
+                    self.stop.wait(self.settings.poll_interval_s)
+            except Exception:  # noqa: BLE001 - keep shipping; the batch is re-read next time
+                log.exception("shipper step failed", output=self.name)
+                self.stop.wait(self.settings.backoff_initial_s)
+
+    def step(self) -> bool:
+        """One batch; False when there was nothing new."""
+        batch = read_batch(self.settings.spool_dir, self.position, self.settings.batch_records)
+        if batch.malformed:
+            self.metrics.malformed.inc(batch.malformed)
+        if batch.end == self.position:
+            return False
+        if batch.items and not self.deliver(batch.items):
+            return True  # stopping: the checkpoint stays before this batch
+        save_checkpoint(self.checkpoint_file, batch.end)
+        self.position = batch.end
+        return True
+
+    def _backoff(self, attempt: int) -> None:
+        s = self.settings
+        self.stop.wait(min(s.backoff_max_s, s.backoff_initial_s * 2 ** min(attempt, 30)))
+
+    def deliver(self, items: list[Item]) -> bool:
+        """Send until every item is acknowledged or dead-lettered; False if stopped first."""
+        out, m = self.name, self.metrics
+        pending, attempt = items, 0
+        while pending:
+            if self.stop.is_set():
+                return False
+            m.batch_size.labels(out).observe(len(pending))
+            try:
+                results = self.output.send(pending)
+            except RetryableError as exc:
+                m.up.labels(out).set(0)
+                m.failed.labels(out, exc.failure).inc()
+                log.warning("delivery failed; retrying", output=out, reason=exc.failure,
+                            error=str(exc), records=len(pending), attempt=attempt)  # fmt: skip
+                self._backoff(attempt)
+                attempt += 1
+                m.retried.labels(out).inc(len(pending))
+                continue
+            m.up.labels(out).set(1)
+            pending = self._settle(pending, results)
+            if pending:
+                self._backoff(attempt)
+                attempt += 1
+                m.retried.labels(out).inc(len(pending))
+        return True
+
+    def _settle(self, items: list[Item], results: list[ItemResult]) -> list[Item]:
+        out, m = self.name, self.metrics
+        now = time.time()
+        retry: list[Item] = []
+        dead: list[tuple[Item, str]] = []
+        for item, res in zip(items, results, strict=True):
+            if res.outcome in (Outcome.OK, Outcome.DUPLICATE):
+                m.shipped.labels(out).inc()
+                if res.outcome is Outcome.DUPLICATE:
+                    m.duplicates.labels(out).inc()
+                m.delay.labels(out).observe(max(0.0, now - record_time(item.doc)))
+            elif res.outcome is Outcome.RETRY:
+                m.failed.labels(out, res.failure or "server_error").inc()
+                retry.append(item)
+            else:
+                m.failed.labels(out, "permanent").inc()
+                dead.append((item, res.reason))
+        if dead:
+            self.deadletters.write(dead)
+            m.dead_lettered.labels(out).inc(len(dead))
+            log.error("records dead-lettered", output=out, records=len(dead),
+                      first_reason=dead[0][1], file=str(self.deadletters.path))  # fmt: skip
+        if retry:
+            log.warning("records to retry", output=out, records=len(retry),
+                        reason=results[items.index(retry[0])].reason)  # fmt: skip
+        return retry
+
+
+def backlog(spool_dir: Path, pos: Position) -> tuple[int, float]:
+    """Bytes after `pos` and the age in seconds of the first record there (0 when caught up)."""
+    total, oldest = 0, 0.0
+    for path in list_segments(spool_dir):
+        seq = segment_seq(path)
+        if seq < pos.seq:
+            continue
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            continue
+        start = pos.offset if seq == pos.seq else 0
+        total += max(0, size - start)
+        if not oldest and size > start:
+            for line in read_lines(path, start, final=False, max_bytes=65536):
+                item = parse_line(getattr(line, "data", b""))
+                if item is not None:
+                    oldest = max(0.0, time.time() - record_time(item.doc))
+                    break
+    return total, oldest
+
+
+def collect_garbage(spool_dir: Path, positions: list[Position]) -> int:
+    """Delete segments every output has moved past; the number deleted."""
+    if not positions:
+        return 0
+    low = min(p.seq for p in positions)
+    deleted = 0
+    for path in list_segments(spool_dir):
+        if segment_seq(path) >= low:
+            break
+        path.unlink(missing_ok=True)
+        deleted += 1
+    return deleted
+
+
+def build_outputs(settings: ShipperSettings) -> list[Output]:
+    """The configured outputs (Elasticsearch imported only when used)."""
+    outputs: list[Output] = []
+    for name in settings.outputs:
+        if name == "sqlite":
+            from log_pipeline.outputs.sqlite import SqliteOutput
+
+            outputs.append(SqliteOutput(settings.sqlite_path))
+        else:
+            from log_pipeline.outputs.elasticsearch import ElasticsearchOutput, make_client
+
+            client = make_client(settings.es_url, settings.es_api_key, settings.es_timeout_s)
+            outputs.append(ElasticsearchOutput(client, settings.es_data_stream))
+    return outputs
+
+
+class Shipper:
+    """All output workers plus housekeeping; `run()` blocks until `stop` is set."""
+
+    def __init__(
+        self,
+        settings: ShipperSettings,
+        outputs: list[Output] | None = None,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        self.settings = settings
+        self.registry = registry or CollectorRegistry(auto_describe=False)
+        self.outputs = outputs if outputs is not None else build_outputs(settings)
+        self.metrics = ShipperMetrics(self.registry, tuple(o.name for o in self.outputs))
+        self.stop = threading.Event()
+        settings.spool_dir.mkdir(parents=True, exist_ok=True)
+        self.workers = [OutputWorker(o, settings, self.metrics, self.stop) for o in self.outputs]
+
+    def housekeeping(self) -> None:
+        """Backlog gauges and segment deletion."""
+        for w in self.workers:
+            size, age = backlog(self.settings.spool_dir, w.position)
+            self.metrics.backlog.labels(w.name).set(size)
+            self.metrics.oldest_age.labels(w.name).set(age)
+        deleted = collect_garbage(self.settings.spool_dir, [w.position for w in self.workers])
+        if deleted:
+            self.metrics.segments_deleted.inc(deleted)
+
+    def run(self) -> None:
+        """Start the workers and keep house until stopped, then wait for them."""
+        for w in self.workers:
+            w.thread.start()
+        try:
+            while not self.stop.wait(1.0):
+                try:
+                    self.housekeeping()
+                except OSError:
+                    log.exception("shipper housekeeping failed")
+        finally:
+            self.stop.set()
+            for w in self.workers:
+                w.thread.join(self.settings.backoff_max_s + self.settings.es_timeout_s)
+                w.output.close()
+
+
+def run(settings: ShipperSettings) -> int:
+    """Serve /metrics and ship until SIGTERM/SIGINT."""
+    configure_logging("shipper", settings.log_level)
+    shipper = Shipper(settings)
+    server, _thread = start_http_server(
+        settings.metrics_port, addr=settings.metrics_host, registry=shipper.registry
+    )
+    port = server.server_address[1]
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: shipper.stop.set())
+    log.info("shipper started", outputs=settings.outputs, spool_dir=str(settings.spool_dir),
+             metrics_port=port)  # fmt: skip
+    shipper.run()
+    server.shutdown()
+    log.info("shipper stopped")
+    return 0
+
+
+__all__ = ["Shipper", "backlog", "collect_garbage", "run", "segment_name"]
