@@ -193,6 +193,8 @@ PIPELINE_LOSS_FOR = "5m"
 # so tests see an hour of alerting in a minute. Change with the test scrape interval (the
 # shortest compressed window, 5m / factor, must still hold a few scrapes).
 COMPRESSION_FACTOR = 60
+# ... but never below this many seconds: a `for` of one scrape would fire on a single slow scrape.
+COMPRESSED_MIN_SECONDS = 5
 
 # Where each alert's runbook lives; {alertname} is replaced. Change when the repository moves or
 # runbooks are published elsewhere.

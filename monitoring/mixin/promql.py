@@ -47,11 +47,14 @@ class Timing:
         """A window, offset or `for`, compressed."""
         if self.factor == 1:
             return duration
-        return render_seconds(seconds(duration) // self.factor)
+        return render_seconds(self._compressed(duration))
 
     def secs(self, duration: str) -> str:
         """The same, as a number of seconds (for comparisons with time())."""
-        return str(max(1, seconds(duration) // self.factor))
+        return str(self._compressed(duration) if self.factor != 1 else seconds(duration))
+
+    def _compressed(self, duration: str) -> int:
+        return max(config.COMPRESSED_MIN_SECONDS, seconds(duration) // self.factor)
 
 
 NORMAL = Timing(1)
