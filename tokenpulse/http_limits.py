@@ -23,6 +23,8 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_server import Server
 
+LINGER_S = 1.0  # how long a rejected connection stays half-open so the answer arrives intact
+
 
 def tf_serving_error_body(status: int, message: str) -> bytes:
     """TF Serving's REST error shape, `{"error": "..."}`."""
@@ -76,6 +78,18 @@ def _raw_response(limits: HttpLimits, status: HTTPStatus, message: str) -> bytes
     return head.encode("ascii") + body
 
 
+def _answer_and_close(transport: asyncio.Transport, answer: bytes) -> None:
+    """Send `answer`, end our side, and close a moment later.
+
+    Closing at once while the client is still sending makes the kernel answer with a reset,
+    which can destroy the answer before the client reads it.
+    """
+    transport.write(answer)
+    if transport.can_write_eof():
+        transport.write_eof()
+    asyncio.get_running_loop().call_later(LINGER_S, transport.close)
+
+
 class LimitedRequestHandler(RequestHandler):
     """aiohttp's protocol plus the head deadline and the connection cap."""
 
@@ -86,16 +100,18 @@ class LimitedRequestHandler(RequestHandler):
         self._limits = limits
         self._counts = counts
         self._head_deadline: asyncio.TimerHandle | None = None
-        self._rejected = False
+        self._rejected = False  # over the cap: never counted, never parsed
+        self._answered = False  # head too slow: answered 408, closing
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         if self._counts.open >= self._limits.max_connections:
             self._rejected = True
             self._counts.note("max_connections")
             message = f"too many open connections (limit {self._limits.max_connections})"
-            writer = cast(asyncio.Transport, transport)
-            writer.write(_raw_response(self._limits, HTTPStatus.SERVICE_UNAVAILABLE, message))
-            writer.close()
+            _answer_and_close(
+                cast(asyncio.Transport, transport),
+                _raw_response(self._limits, HTTPStatus.SERVICE_UNAVAILABLE, message),
+            )
             return
         self._counts.open += 1
         super().connection_made(transport)
@@ -109,6 +125,8 @@ class LimitedRequestHandler(RequestHandler):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        if self._rejected or self._answered:
+            return  # the answer is out; what the client still sends is dropped
         parsed_before = self._request_count
         super().data_received(data)
         if self._request_count != parsed_before:
@@ -136,12 +154,10 @@ class LimitedRequestHandler(RequestHandler):
         if transport is None or transport.is_closing() or not self._waiting_for_request():
             return
         self._counts.note("header_timeout")
+        self._answered = True
         message = f"request head not received within {self._limits.header_timeout_s:g} s"
-        cast(asyncio.Transport, transport).write(
-            _raw_response(self._limits, HTTPStatus.REQUEST_TIMEOUT, message)
-        )
-        self.force_close()
-        transport.close()
+        answer = _raw_response(self._limits, HTTPStatus.REQUEST_TIMEOUT, message)
+        _answer_and_close(cast(asyncio.Transport, transport), answer)
 
 
 class LimitedSite(web.TCPSite):
