@@ -81,3 +81,41 @@ class ShipperSettings(BaseSettings):
     def state(self) -> Path:
         """Where checkpoints and dead letters live."""
         return self.state_dir or self.spool_dir / "state"
+
+
+class EsSetupSettings(BaseSettings):
+    """`tokenpulse es setup` (env prefix `TOKENPULSE_ES_`)."""
+
+    model_config = SettingsConfigDict(env_prefix="TOKENPULSE_ES_", extra="forbid")
+
+    es_url: str = Field(description="Elasticsearch URL")
+    es_api_key: str = Field("", description="Elasticsearch API key (prefer the env var)")
+    kibana_url: str = Field("", description="Kibana URL (empty: skip the saved objects)")
+    kibana_api_key: str = Field("", description="Kibana API key (default: the ES one)")
+    data_stream: str = Field("genai-samples-default", description="data stream to create")
+    timeout_s: float = Field(30.0, gt=0, description="per-request timeout")
+
+    @field_validator("es_url", "kibana_url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if value and not value.startswith(("http://", "https://")):
+            raise ValueError("URLs start with http:// or https://")
+        return value.rstrip("/")
+
+
+class SamplesSettings(BaseSettings):
+    """`tokenpulse samples` (env prefix `TOKENPULSE_SAMPLES_`): which store to search."""
+
+    model_config = SettingsConfigDict(env_prefix="TOKENPULSE_SAMPLES_", extra="forbid")
+
+    sqlite_path: Path = Field(DEFAULT_SQLITE, description="embedded store (used without es-url)")
+    es_url: str = Field("", description="search Elasticsearch instead of the embedded store")
+    es_api_key: str = Field("", description="Elasticsearch API key (prefer the env var)")
+    es_index: str = Field("genai-samples-*", description="index pattern to search")
+
+    @field_validator("es_url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if value and not value.startswith(("http://", "https://")):
+            raise ValueError("es_url must start with http:// or https://")
+        return value.rstrip("/")

@@ -1,0 +1,1 @@
+"""The log pipeline's `tokenpulse` subcommands: `shipper`, `samples`, `es`."""
