@@ -21,6 +21,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "up": ("tokenpulse.up", "start the whole local stack on this machine"),
     "build": ("monitoring.build", "regenerate rules, Alertmanager and Prometheus files"),
     "oncall-receiver": ("monitoring.oncall.cli", "local Alertmanager webhook receiver"),
+    "shipper": ("log_pipeline.commands.shipper", "ship spooled samples to SQLite/Elasticsearch"),
+    "samples": ("log_pipeline.commands.samples", "search sampled generations; show one"),
+    "es": ("log_pipeline.commands.es", "install Elasticsearch/Kibana assets for the samples"),
 }
 
 # `tokenpulse bench <name>` -> (module, one-line help)
