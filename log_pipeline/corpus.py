@@ -120,6 +120,7 @@ def _clean_fragment(rng: random.Random) -> str:
             f"it costs ${r.randint(1, 999)}.{r.randint(0, 99):02d} "
             f"or {r.randint(1, 9)},{r.randint(100, 999)} yen",
             f"reference number {not_card}",
+            f"account {_group(not_card, r.choice([' ', '-']))} is closed",
             f"we sold {r.randint(1, 999)},{r.randint(100, 999)},{r.randint(100, 999)} units",
             f"room {r.randint(100, 999)} floor {r.randint(1, 40)}",
             f"the ratio was {r.random():.4f} over {r.randint(2, 500)} runs",

@@ -1,0 +1,71 @@
+"""Builders shared by the log pipeline tests."""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+import pytest
+
+from log_pipeline.sampler import SamplingRules
+from log_pipeline.settings import SinkSettings
+from log_pipeline.sink import SpoolSink
+from serving.gateway.sink import Sample
+from serving.gateway.stats import OutputSignals, RequestStats
+
+
+def make_sample(
+    i: int,
+    *,
+    prompt: str = "",
+    output: str = "a fine answer",
+    status: int = 200,
+    total_s: float = 0.1,
+    mean_nll: float = 1.0,
+    finish_reason: str = "stop",
+    version: str = "1",
+    version_label: str = "stable",
+    key_id: str = "key-a",
+    timestamp: float | None = None,
+) -> Sample:
+    """One finished request with one output."""
+    signals = OutputSignals(6, 4, finish_reason, not output, 0.0, mean_nll)
+    outputs = [] if status >= 400 else [signals]
+    stats = RequestStats(
+        request_id=f"req-{i}", route="generate", model="gen", version=version,
+        version_label=version_label, key_id=key_id, status=status,
+        error_code="upstream_error" if status >= 400 else "", total_s=total_s, upstream_s=total_s,
+        outputs=outputs,
+    )  # fmt: skip
+    return Sample(
+        stats,
+        prompts=(prompt or f"prompt number {i} about the weather",),
+        outputs=(output,) if status < 400 else (),
+        params={"max_new_tokens": 16, "temperature": 0.8},
+        timestamp=time.time() if timestamp is None else timestamp,
+    )
+
+
+def keep_all_rules() -> SamplingRules:
+    """Head rate 1 and no caps: every request becomes a record."""
+    return SamplingRules.model_validate({"head_rate": 1.0, "caps": {"per_key_per_minute": 0}})
+
+
+def write_samples(spool: Path, samples: list[Sample], **settings: object) -> SpoolSink:
+    """Write samples through a real sink (keep-all rules) and close it."""
+    config = SinkSettings.model_validate({"spool_dir": spool, **settings})
+    sink = SpoolSink(config, rng=random.Random(1))
+    sink.sampler.rules = keep_all_rules()
+    for s in samples:
+        sink.write(s)
+    sink.close()
+    return sink
+
+
+@pytest.fixture
+def spool(tmp_path: Path) -> Path:
+    """An empty spool directory."""
+    path = tmp_path / "spool"
+    path.mkdir()
+    return path

@@ -1,0 +1,68 @@
+"""The record follows SCHEMA.md and the asset mappings, field for field."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from log_pipeline import assets
+from log_pipeline.record import build_records, record_id
+from tests.log_pipeline.conftest import make_sample
+
+SCHEMA = Path(__file__).parents[2] / "log_pipeline" / "SCHEMA.md"
+
+
+def _leaves(doc: dict[str, Any], prefix: str = "") -> set[str]:
+    out: set[str] = set()
+    for key, value in doc.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and path != "genai_sample.redaction.kinds":
+            out |= _leaves(value, path + ".")
+        else:
+            out.add(path)
+    return out
+
+
+def _schema_fields() -> dict[str, str]:
+    rows = re.findall(r"^\| `([^`]+)` \| (\w+) \|", SCHEMA.read_text(), re.MULTILINE)
+    return dict(rows)
+
+
+def _records() -> list[dict[str, Any]]:
+    ok = make_sample(1, mean_nll=5.0)
+    failed = make_sample(2, status=503)
+    return [
+        *build_records(ok, ["p"], ["o"], ("low_quality",), 0.1, Counter({"email": 1})),
+        *build_records(failed, ["p"], [], ("error",), 0.1, Counter()),
+    ]
+
+
+def test_every_record_field_is_documented_with_its_type() -> None:
+    documented = _schema_fields()
+    seen = set().union(*(_leaves(r) for r in _records()))
+    assert seen <= set(documented), sorted(seen - set(documented))
+
+
+def test_schema_doc_and_mappings_agree() -> None:
+    assert _schema_fields() == assets.FIELD_TYPES
+
+
+def test_documented_fields_all_appear_in_some_record() -> None:
+    seen = set().union(*(_leaves(r) for r in _records()))
+    # request parameters only appear when the client sent them
+    optional = {"gen_ai.request.top_p", "gen_ai.request.top_k", "gen_ai.request.seed"}
+    assert set(_schema_fields()) - optional <= seen
+
+
+def test_envelope_values() -> None:
+    ok, failed = _records()
+    assert ok["message"] == "generation sample"
+    assert ok["event"]["id"] == record_id("req-1", 0) and len(ok["trace"]["id"]) == 32
+    assert ok["event"]["outcome"] == "success" and failed["event"]["outcome"] == "failure"
+    assert ok["event"]["duration"] == 100_000_000  # ECS: nanoseconds
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", ok["@timestamp"])
+    assert ok["gen_ai"]["response"]["finish_reasons"] == ["stop"]
+    assert ok["genai_sample"]["redaction"] == {"total": 1, "kinds": {"email": 1}}
+    assert failed["error"]["type"] == "upstream_error"
