@@ -19,6 +19,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "gateway": ("serving.gateway.cli", "public generation API in front of TF Serving"),
     "exporter": ("exporter.cli", "sidecar exporter: GPU, model status, canaries"),
     "up": ("tokenpulse.up", "start the whole local stack on this machine"),
+    "dashboards": ("monitoring.mixin.dashboards.cli", "build Grafana dashboards; PNG previews"),
+    "grafana": ("monitoring.grafana.cli", "push dashboards to Grafana; deployment annotations"),
     "build": ("monitoring.build", "regenerate rules, Alertmanager and Prometheus files"),
     "oncall-receiver": ("monitoring.oncall.cli", "local Alertmanager webhook receiver"),
     "shipper": ("log_pipeline.commands.shipper", "ship spooled samples to SQLite/Elasticsearch"),

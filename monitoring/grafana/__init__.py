@@ -1,0 +1,1 @@
+"""Grafana: provisioning files (`provisioning/`), and pushing dashboards and annotations by API."""

@@ -1,0 +1,47 @@
+"""Grafana dashboards as code, built with grafana-foundation-sdk from the mixin config.
+
+`render_all()` gives each dashboard's JSON text by file name; `tokenpulse dashboards build` writes
+them to `dashboards/`, where they are committed (a test fails when they drift).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from grafana_foundation_sdk.builders.dashboard import Dashboard
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+
+from monitoring.mixin.dashboards import gpu, overview, pipeline, quality, serving
+
+# config key of the dashboard's UID -> its builder, in the order SREs read them
+BUILDERS: dict[str, Callable[[], Dashboard]] = {
+    "slo": overview.build,
+    "serving": serving.build,
+    "quality": quality.build,
+    "gpu": gpu.build,
+    "pipeline": pipeline.build,
+}
+
+
+def build_model(key: str) -> dict[str, Any]:
+    """One dashboard as a JSON-ready dict, panel ids numbered in reading order from 1."""
+    model: dict[str, Any] = json.loads(JSONEncoder().encode(BUILDERS[key]().build()))
+    for number, panel in enumerate(model.get("panels", []), start=1):
+        panel["id"] = number
+    return model
+
+
+def render(model: dict[str, Any]) -> str:
+    """The committed text of a dashboard: sorted keys, two-space indent, trailing newline."""
+    return json.dumps(model, indent=2, sort_keys=True) + "\n"
+
+
+def render_all() -> dict[str, str]:
+    """File name (`<uid>.json`) -> JSON text, for every dashboard."""
+    out = {}
+    for key in BUILDERS:
+        model = build_model(key)
+        out[f"{model['uid']}.json"] = render(model)
+    return out

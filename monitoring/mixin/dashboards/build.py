@@ -1,0 +1,41 @@
+"""Write the generated dashboards to a folder, or check that the committed ones have not drifted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from monitoring.mixin.dashboards.lint import exported_metrics, lint
+
+DEFAULT_OUT = Path(__file__).resolve().parents[3] / "dashboards"
+
+
+class DashboardError(Exception):
+    """The dashboards break a house rule, or the committed files differ from the generator."""
+
+
+def check_lint(rendered: dict[str, str]) -> None:
+    """Raise DashboardError listing every lint problem."""
+    problems = lint({n: json.loads(t) for n, t in rendered.items()}, exported_metrics())
+    if problems:
+        raise DashboardError("dashboard lint failed:\n  " + "\n  ".join(problems))
+
+
+def drift(out: Path, rendered: dict[str, str]) -> list[str]:
+    """Files in `out` that are missing, stale, or not generated (stray `.json`)."""
+    stale = [
+        n for n, t in rendered.items() if not (out / n).is_file() or (out / n).read_text() != t
+    ]
+    stray = [p.name for p in out.glob("*.json") if p.name not in rendered]
+    return sorted(stale + stray)
+
+
+def write(out: Path, rendered: dict[str, str]) -> list[str]:
+    """Write every dashboard and delete stray `.json` files; the names written."""
+    out.mkdir(parents=True, exist_ok=True)
+    for path in out.glob("*.json"):
+        if path.name not in rendered:
+            path.unlink()
+    for name, text in rendered.items():
+        (out / name).write_text(text)
+    return sorted(rendered)

@@ -1,0 +1,214 @@
+"""GPUs: NVML state first, then utilization, memory, heat, power, clocks, throttling, errors.
+
+Every GPU panel says "no GPU / NVML unavailable" instead of an empty graph, and the first row
+tells which it is, so a GPU-less host never looks like a broken dashboard.
+"""
+
+from __future__ import annotations
+
+from grafana_foundation_sdk.builders import dashboard
+
+from monitoring.mixin import config as cfg
+from monitoring.mixin.dashboards.panels import (
+    RATE,
+    Q,
+    bad_above,
+    new_dashboard,
+    ok_above,
+    query_variable,
+    stat_panel,
+    ts_panel,
+)
+
+EX = cfg.JOBS.selector("exporter")
+SEL = f'{EX}, gpu=~"$gpu"'
+NO_GPU = "no GPU / NVML unavailable"
+NVML = {"0": ("NVML unavailable", "red"), "1": ("NVML OK", "green")}
+# GPU core temperature: most data-centre GPUs slow down from about 85 C
+TEMP_WARN, TEMP_HOT = 80.0, 87.0
+
+
+def _state_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
+    return (
+        d.with_row(dashboard.Row("GPU availability"))
+        .with_panel(
+            stat_panel(
+                "NVML",
+                "Whether the exporter could load NVML and talk to the driver. Unavailable: "
+                "every GPU panel below is empty because there is nothing to read.",
+                "none",
+                [Q(f"min(tokenpulse_gpu_nvml_available{{{EX}}})", "nvml")],
+                ok_above(1),
+                mappings=NVML,
+                no_value="exporter down",
+                width=8,
+            )
+        )
+        .with_panel(
+            stat_panel(
+                "GPUs seen",
+                "GPUs the exporter reports; 0 on a host without GPUs.",
+                "none",
+                [Q(f"count(tokenpulse_gpu_info{{{EX}}}) or vector(0)", "gpus")],
+                ok_above(1),
+                mappings={"0": (NO_GPU, "red")},
+                width=8,
+            )
+        )
+        .with_panel(
+            stat_panel(
+                "GPUs lost",
+                "GPUs that fell off the bus or stopped answering NVML (need a reset).",
+                "none",
+                [Q(f"sum(tokenpulse_gpu_lost{{{EX}}})", "lost")],
+                bad_above(1),
+                no_value=NO_GPU,
+                width=8,
+            )
+        )
+    )  # fmt: skip
+
+
+def _usage_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
+    return (
+        d.with_row(dashboard.Row("Usage"))
+        .with_panel(
+            ts_panel(
+                "Utilization",
+                "Share of the last sample period in which a kernel ran, and in which device "
+                "memory was read or written.",
+                "percentunit",
+                [Q(f"max by (gpu) (tokenpulse_gpu_utilization_ratio{{{SEL}}})", "gpu {{gpu}}"),
+                 Q(f"max by (gpu) (tokenpulse_gpu_memory_utilization_ratio{{{SEL}}})",
+                   "memory bus {{gpu}}")],
+                max_value=1,
+                width=8,
+                no_value=NO_GPU,
+            )
+        )
+        .with_panel(
+            ts_panel(
+                "Memory",
+                "Device memory used per GPU against its total; the dashed line is the share "
+                "at which the memory alert fires.",
+                "percentunit",
+                [Q(f"max by (gpu) (tokenpulse_gpu_memory_used_bytes{{{SEL}}}) / max by (gpu) "
+                   f"(tokenpulse_gpu_memory_total_bytes{{{SEL}}})", "used {{gpu}}")],
+                bad_above(cfg.GPU_MEMORY_FULL),
+                max_value=1,
+                width=8,
+                no_value=NO_GPU,
+            )
+        )
+        .with_panel(
+            ts_panel(
+                "Memory per process",
+                "Device memory held by each process on each GPU.",
+                "bytes",
+                [Q(f"max by (gpu, pid, process) (tokenpulse_gpu_process_memory_used_bytes"
+                   f"{{{SEL}}})", "{{gpu}} {{process}} ({{pid}})")],
+                width=8,
+                no_value=NO_GPU,
+            )
+        )
+    )  # fmt: skip
+
+
+def _health_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
+    return (
+        d.with_row(dashboard.Row("Heat, power and clocks"))
+        .with_panel(
+            ts_panel(
+                "Temperature",
+                "GPU core and memory temperature.",
+                "celsius",
+                [Q(f"max by (gpu) (tokenpulse_gpu_temperature_celsius{{{SEL}}})", "core {{gpu}}"),
+                 Q(f"max by (gpu) (tokenpulse_gpu_memory_temperature_celsius{{{SEL}}})",
+                   "memory {{gpu}}")],
+                bad_above(TEMP_HOT, warn=TEMP_WARN),
+                width=8,
+                no_value=NO_GPU,
+            )
+        )
+        .with_panel(
+            ts_panel(
+                "Power",
+                "Board power draw and the limit the driver enforces.",
+                "watt",
+                [Q(f"max by (gpu) (tokenpulse_gpu_power_usage_watts{{{SEL}}})", "draw {{gpu}}"),
+                 Q(f"max by (gpu) (tokenpulse_gpu_power_limit_watts{{{SEL}}})", "limit {{gpu}}")],
+                width=8,
+                no_value=NO_GPU,
+            )
+        )
+        .with_panel(
+            ts_panel(
+                "Clocks",
+                "Current SM and memory clocks against their maxima.",
+                "hertz",
+                [Q(f"max by (gpu) (tokenpulse_gpu_sm_clock_hertz{{{SEL}}})", "sm {{gpu}}"),
+                 Q(f"max by (gpu) (tokenpulse_gpu_sm_clock_max_hertz{{{SEL}}})", "sm max {{gpu}}"),
+                 Q(f"max by (gpu) (tokenpulse_gpu_memory_clock_hertz{{{SEL}}})", "mem {{gpu}}")],
+                width=8,
+                no_value=NO_GPU,
+            )
+        )
+    )  # fmt: skip
+
+
+def _errors_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
+    return (
+        d.with_row(dashboard.Row("Throttling and errors"))
+        .with_panel(
+            ts_panel(
+                "Throttle reasons",
+                "Clock-event reasons holding the clocks down now (1 = active); idle is normal, "
+                "thermal and power reasons are not.",
+                "short",
+                [Q(f"max by (gpu, reason) (tokenpulse_gpu_throttle_reason_active{{{SEL}}}) > 0 "
+                   f"or max by (gpu) (tokenpulse_gpu_throttle_reason_active{{{SEL}}}) * 0",
+                   "{{gpu}} {{reason}}")],
+                bad_above(1),
+                width=8,
+                no_value=NO_GPU,
+            )
+        )
+        .with_panel(
+            ts_panel(
+                "XID errors",
+                "XID errors the driver reported in the interval, per GPU and code; the "
+                "exporter lists which codes are critical in its alerts.",
+                "short",
+                [Q(f"sum by (gpu, xid) (increase(tokenpulse_gpu_xid_errors_total{{{SEL}}}[{RATE}]))"
+                   f" or max by (gpu) (tokenpulse_gpu_info{{{SEL}}}) * 0", "{{gpu}} xid {{xid}}")],
+                bad_above(1),
+                width=8,
+                no_value=NO_GPU,
+            )
+        )
+        .with_panel(
+            ts_panel(
+                "ECC errors",
+                "Corrected and uncorrected ECC errors in the interval; any uncorrected error "
+                "needs attention.",
+                "short",
+                [Q(f"sum by (gpu, type) (increase(tokenpulse_gpu_ecc_errors_total{{{SEL}}}"
+                   f"[{RATE}]))", "{{gpu}} {{type}}")],
+                bad_above(1),
+                width=8,
+                no_value=NO_GPU,
+            )
+        )
+    )  # fmt: skip
+
+
+def build() -> dashboard.Dashboard:
+    """The GPU dashboard."""
+    d = new_dashboard(
+        cfg.DASHBOARD_UIDS["gpu"],
+        "TokenPulse / GPUs",
+        "GPU health from the exporter's NVML collector: availability, utilization, memory, "
+        "temperature, power, clocks, throttling, XID and ECC errors.",
+        ["tokenpulse", "gpu"],
+    ).with_variable(query_variable("gpu", "GPU", f"label_values(tokenpulse_gpu_info{{{EX}}}, gpu)"))
+    return _errors_row(_health_row(_usage_row(_state_row(d))))

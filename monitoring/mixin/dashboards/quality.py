@@ -1,0 +1,211 @@
+"""Model quality per version: NLL, repetition, empty and truncated outputs, canaries."""
+
+from __future__ import annotations
+
+from grafana_foundation_sdk.builders import dashboard
+
+from monitoring.mixin import config as cfg
+from monitoring.mixin.dashboards.panels import (
+    GRAFANA,
+    PROM,
+    RATE,
+    Q,
+    bad_above,
+    new_dashboard,
+    ok_above,
+    query_variable,
+    ts_panel,
+)
+
+GW = cfg.JOBS.selector("gateway")
+EX = cfg.JOBS.selector("exporter")
+SEL = f'{GW}, model=~"$model", version=~"$version"'
+CANARY = f'{EX}, model=~"$model", version=~"$version"'
+OUTPUTS = (
+    f"sum by (version) (rate(tokenpulse_gateway_request_output_tokens_count{{{SEL}}}[{RATE}]))"
+)
+DEGRADATION = {d.name: d for d in cfg.DEGRADATIONS}
+
+
+def _mean(metric: str) -> str:
+    return (
+        f"sum by (version) (rate({metric}_sum{{{SEL}}}[{RATE}])) "
+        f"/ sum by (version) (rate({metric}_count{{{SEL}}}[{RATE}]))"
+    )
+
+
+def _share(counter: str, extra: str = "") -> str:
+    # the counter appears with its first event: until then its share is truly zero
+    events = f"sum by (version) (rate({counter}{{{SEL}{extra}}}[{RATE}]))"
+    return f"({events} or {OUTPUTS} * 0) / {OUTPUTS}"
+
+
+def _gateway_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
+    nll_floor = cfg.NLL_MIN_DELTA
+    return (
+        d.with_row(dashboard.Row("Outputs per version (gateway)"))
+        .with_panel(
+            ts_panel(
+                "Mean NLL per token",
+                "Mean negative log-likelihood per generated token, per version: higher means "
+                "the model is less sure of what it writes.",
+                "none",
+                [Q(_mean("tokenpulse_gateway_mean_nll_nats"), "v{{version}}")],
+                width=8,
+            )
+        )
+        .with_panel(
+            ts_panel(
+                "Repetition",
+                "Mean share of repeated word 3-grams per output; the dashed line is the "
+                "repetition alert floor.",
+                "percentunit",
+                [Q(_mean("tokenpulse_gateway_repetition_ratio"), "v{{version}}")],
+                bad_above(DEGRADATION["repetition"].floor),
+                width=8,
+            )
+        )
+        .with_panel(
+            ts_panel(
+                "Empty outputs",
+                "Share of outputs with no visible text; the dashed line is the alert floor.",
+                "percentunit",
+                [Q(_share("tokenpulse_gateway_empty_outputs_total"), "v{{version}}")],
+                bad_above(DEGRADATION["empty_output"].floor),
+                width=8,
+            )
+        )
+        .with_panel(
+            ts_panel(
+                "Truncation",
+                "Share of outputs stopped by max_new_tokens instead of a stop token.",
+                "percentunit",
+                [Q(_share("tokenpulse_gateway_finish_reason_total", ', finish_reason="length"'),
+                   "v{{version}}")],
+                bad_above(DEGRADATION["truncation"].floor),
+                width=8,
+            )
+        )
+        .with_panel(
+            ts_panel(
+                "Output length",
+                "Mean and p90 generated tokens per output.",
+                "short",
+                [
+                    Q(_mean("tokenpulse_gateway_request_output_tokens"), "mean v{{version}}"),
+                    Q("histogram_quantile(0.9, sum by (version, le) (rate("
+                      f"tokenpulse_gateway_request_output_tokens_bucket{{{SEL}}}[{RATE}])))",
+                      "p90 v{{version}}"),
+                ],
+                width=8,
+            )
+        )
+        .with_panel(
+            ts_panel(
+                "NLL drift from the mean",
+                "Each version's mean NLL minus the mean over all selected versions: stable and "
+                f"canary side by side; past the dashed lines ({nll_floor:g} nats) is a drift.",
+                "none",
+                [Q(f"{_mean('tokenpulse_gateway_mean_nll_nats')} - scalar("
+                   f"sum(rate(tokenpulse_gateway_mean_nll_nats_sum{{{SEL}}}[{RATE}])) / "
+                   f"sum(rate(tokenpulse_gateway_mean_nll_nats_count{{{SEL}}}[{RATE}])))",
+                   "v{{version}}")],
+                bad_above(nll_floor),
+                width=8,
+            )
+        )
+    )  # fmt: skip
+
+
+def _canary_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
+    return (
+        d.with_row(dashboard.Row("Canaries (exporter golden prompts)"))
+        .with_panel(
+            ts_panel(
+                "Canary success and match",
+                "Per version: success is 1 when every golden prompt got an answer; match ratio "
+                "is the share of answers equal to the golden output.",
+                "percentunit",
+                [
+                    Q(f"min by (version) (tokenpulse_canary_success{{{CANARY}}})",
+                      "success v{{version}}"),
+                    Q(f"min by (version) (tokenpulse_canary_match_ratio{{{CANARY}}})",
+                      "match v{{version}}"),
+                ],
+                ok_above(1),
+                max_value=1,
+            )
+        )
+        .with_panel(
+            ts_panel(
+                "Canary NLL: answers vs golden",
+                "Mean NLL of the canary answers and of the same prompts at export, per version; "
+                "a gap means the served version is not the exported one.",
+                "none",
+                [
+                    Q(f"max by (version) (tokenpulse_canary_mean_nll_nats{{{CANARY}}})",
+                      "served v{{version}}"),
+                    Q(f"max by (version) (tokenpulse_canary_golden_mean_nll_nats{{{CANARY}}})",
+                      "golden v{{version}}"),
+                ],
+            )
+        )
+        .with_panel(
+            ts_panel(
+                "Canary runs by result",
+                "Canary runs in the interval per version and result: ok, mismatch (answered, "
+                "not golden) or error.",
+                "short",
+                [Q(f"sum by (version, result) (increase(tokenpulse_canary_runs_total{{{CANARY}}}"
+                   f"[{RATE}]))", "v{{version}} {{result}}")],
+                width=24,
+            )
+        )
+    )  # fmt: skip
+
+
+def build() -> dashboard.Dashboard:
+    """The model quality dashboard."""
+    d = (
+        new_dashboard(
+            cfg.DASHBOARD_UIDS["quality"],
+            "TokenPulse / Model quality",
+            "Output quality per model version as the gateway measures it on live traffic, and "
+            "the exporter's golden-prompt canaries; version changes are annotated.",
+            ["tokenpulse", "quality"],
+        )
+        .with_variable(
+            query_variable(
+                "model", "Model", f"label_values(tokenpulse_gateway_requests_total{{{GW}}}, model)"
+            )
+        )
+        .with_variable(
+            query_variable(
+                "version",
+                "Version",
+                f'label_values(tokenpulse_gateway_requests_total{{{GW}, model=~"$model"}}, '
+                "version)",
+            )
+        )
+        .annotation(
+            dashboard.AnnotationQuery()
+            .name("Version changes")
+            .datasource(PROM)
+            .enable(True)
+            .icon_color("purple")
+            .expr(
+                f"changes(tokenpulse_tfserving_model_version_state_change_timestamp_seconds"
+                f'{{{EX}, model=~"$model"}}[2m]) > 0'
+            )
+        )
+        .annotation(
+            dashboard.AnnotationQuery()
+            .name("Deployments")
+            .datasource(GRAFANA)
+            .enable(True)
+            .icon_color("blue")
+            # what `tokenpulse grafana annotate` writes
+            .target(dashboard.AnnotationTarget().type("tags").tags(["deployment"]).limit(100))
+        )
+    )
+    return _canary_row(_gateway_row(d))

@@ -1,0 +1,189 @@
+"""TF Serving and batching: request/runtime/queue latency, batch and padding sizes, versions.
+
+TF Serving's histograms count microseconds; every latency here is divided into seconds. Its
+metrics carry `model_name` and never a version; the batching ones carry no model at all.
+"""
+
+from __future__ import annotations
+
+from grafana_foundation_sdk.builders import dashboard
+
+from monitoring.mixin import config as cfg
+from monitoring.mixin.dashboards.panels import (
+    RATE,
+    Q,
+    bad_above,
+    new_dashboard,
+    ok_above,
+    query_variable,
+    stat_panel,
+    ts_panel,
+)
+
+MS = cfg.JOBS.selector("modelserver")
+EX = cfg.JOBS.selector("exporter")
+TFS = ":tensorflow:serving:"
+BATCH = f"{TFS}batching_session:"
+MODEL = f'{MS}, model_name=~"$model"'
+
+
+def _quantiles_s(metric: str, selector: str, quantiles: tuple[float, ...]) -> list[Q]:
+    return [
+        Q(
+            f"histogram_quantile({p}, sum by (le) (rate({metric}_bucket{{{selector}}}[{RATE}])))"
+            " / 1e6",
+            f"p{round(p * 100)}",
+        )
+        for p in quantiles
+    ]
+
+
+def _mean(metric: str, selector: str, by: str = "") -> str:
+    group = f" by ({by})" if by else ""
+    return (
+        f"sum{group} (rate({metric}_sum{{{selector}}}[{RATE}])) "
+        f"/ sum{group} (rate({metric}_count{{{selector}}}[{RATE}]))"
+    )
+
+
+def _latency_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
+    return (
+        d.with_row(dashboard.Row("Requests and latency"))
+        .with_panel(
+            ts_panel(
+                "Requests/s by status",
+                "Requests TF Serving counted per second by status code name, status and "
+                "metadata calls included.",
+                "reqps",
+                [Q(f"sum by (status) (rate({TFS}request_count{{{MODEL}}}[{RATE}]))",
+                   "{{status}}")],
+                width=8,
+            )
+        )
+        .with_panel(
+            ts_panel(
+                "Request latency (predict)",
+                "TF Serving's successful REST/gRPC predict latency, request to response.",
+                "s",
+                _quantiles_s(f"{TFS}request_latency", f'{MODEL}, API=~"predict|Predict"',
+                             (0.5, 0.99)),
+                width=8,
+            )
+        )
+        .with_panel(
+            ts_panel(
+                "Runtime latency",
+                "Time in the model run itself (session run), warmup included.",
+                "s",
+                _quantiles_s(f"{TFS}runtime_latency", MODEL, (0.5, 0.99)),
+                width=8,
+            )
+        )
+    )  # fmt: skip
+
+
+def _batching_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
+    return (
+        d.with_row(dashboard.Row("Batching"))
+        .with_panel(
+            ts_panel(
+                "Batch queueing latency",
+                "Time a request waits in the batch queue before its batch runs; the dashed "
+                "line is the saturation threshold.",
+                "s",
+                _quantiles_s(f"{BATCH}queuing_latency", MS, (0.5, 0.99)),
+                bad_above(cfg.BATCH_QUEUE_P99_S),
+                width=8,
+            )
+        )
+        .with_panel(
+            ts_panel(
+                "Batch size",
+                "Mean rows per batch before (input) and after (processed) padding; below the "
+                "dashed line batching barely merges requests.",
+                "short",
+                [
+                    Q(_mean(f"{BATCH}input_batch_size", MS), "input"),
+                    Q(_mean(f"{BATCH}processed_batch_size", MS), "processed"),
+                ],
+                ok_above(cfg.BATCH_SIZE_MIN),
+                width=8,
+            )
+        )
+        .with_panel(
+            ts_panel(
+                "Padding size",
+                "Mean padding rows added per batch, by the batch size it was padded to.",
+                "short",
+                [Q(_mean(f"{BATCH}padding_size", MS, "execution_batch_size"),
+                   "to {{execution_batch_size}}")],
+                width=8,
+            )
+        )
+    )  # fmt: skip
+
+
+def _versions_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
+    return (
+        d.with_row(dashboard.Row("Model versions"))
+        .with_panel(
+            stat_panel(
+                "Available versions",
+                "Versions of the model in state AVAILABLE (from the exporter's status polls); "
+                "0 means the model cannot answer.",
+                "none",
+                [Q(f'sum by (model) (tokenpulse_tfserving_model_versions_available{{{EX}, '
+                   f'model=~"$model"}})', "{{model}}")],
+                ok_above(1),
+                width=6,
+            ).height(8)
+        )
+        .with_panel(
+            ts_panel(
+                "Version states",
+                "Each version's current state (START, LOADING, AVAILABLE, UNLOADING, END).",
+                "none",
+                [Q(f'max by (version, state) (tokenpulse_tfserving_model_version_state{{{EX}, '
+                   f'model=~"$model"}}) == 1', "v{{version}} {{state}}")],
+                width=6,
+            )
+        )
+        .with_panel(
+            ts_panel(
+                "Load events",
+                "SavedModel load attempts in the interval, by status; a non-OK status is a "
+                "failed load.",
+                "short",
+                [Q(f"sum by (status) (increase(:tensorflow:cc:saved_model:load_attempt_count"
+                   f"{{{MS}}}[{RATE}]))", "{{status}}"),
+                 Q(f"sum by (status) (:tensorflow:cc:saved_model:load_attempt_count{{{MS}}})",
+                   "total {{status}}")],
+                width=6,
+            )
+        )
+        .with_panel(
+            ts_panel(
+                "Warmup",
+                "Mean time to replay the warmup records of each loaded version.",
+                "s",
+                [Q(f"sum by (model_path) ({TFS}model_warmup_latency_sum{{{MS}}}) "
+                   f"/ sum by (model_path) ({TFS}model_warmup_latency_count{{{MS}}}) / 1e6",
+                   "{{model_path}}")],
+                width=6,
+            )
+        )
+    )  # fmt: skip
+
+
+def build() -> dashboard.Dashboard:
+    """The TF Serving and batching dashboard."""
+    d = new_dashboard(
+        cfg.DASHBOARD_UIDS["serving"],
+        "TokenPulse / TF Serving and batching",
+        "TF Serving's own metrics (scraped from the model server) and the exporter's view of "
+        "model versions: latency, batching effectiveness, loads and warmup.",
+        ["tokenpulse", "tfserving"],
+    ).with_variable(
+        query_variable("model", "Model", f"label_values({TFS}request_count{{{MS}}}, model_name)")
+    )
+    return _versions_row(_batching_row(_latency_row(d)))

@@ -1,0 +1,1 @@
+"""PNG previews of the dashboards from Prometheus data, for machines without Grafana."""
