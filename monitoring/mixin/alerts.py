@@ -117,7 +117,7 @@ def quality_alerts(t: Timing) -> list[Alert]:
                 d.for_,
                 "warning",
                 f"A model produces more {what} than usual.",
-                f"Model {{{{ $labels.model }}}}: {measure} is {{{{ $value | humanize }}}} over "
+                f"Model {{{{ $labels.model }}}}: {measure} is {{{{ $value | humanizePercentage }}}} over "
                 f"{d.window}, above {number(d.factor)}x its {c.BASELINE_WINDOW} baseline "
                 f"(ending {c.BASELINE_OFFSET} ago) and above {number(d.floor)}.",
                 symptom=True,

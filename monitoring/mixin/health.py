@@ -14,7 +14,7 @@ def _down(component: str, name: str, severity: str, what: str) -> Alert:
         c.DOWN_FOR,
         severity,
         f"{what} cannot be scraped.",
-        f"Prometheus cannot scrape {what} at {{{{ $labels.instance }}}} "
+        f"Prometheus cannot scrape {what[0].lower()}{what[1:]} at {{{{ $labels.instance }}}} "
         f"(job {{{{ $labels.job }}}}).",
     )
 
