@@ -117,8 +117,9 @@ def quality_alerts(t: Timing) -> list[Alert]:
                 d.for_,
                 "warning",
                 f"A model produces more {what} than usual.",
-                f"Model {{{{ $labels.model }}}}: {measure} is {{{{ $value | humanizePercentage }}}} over "
-                f"{d.window}, above {number(d.factor)}x its {c.BASELINE_WINDOW} baseline "
+                f"Model {{{{ $labels.model }}}}: {measure} is "
+                f"{{{{ $value | humanizePercentage }}}} over {d.window}, above "
+                f"{number(d.factor)}x its {c.BASELINE_WINDOW} baseline "
                 f"(ending {c.BASELINE_OFFSET} ago) and above {number(d.floor)}.",
                 symptom=True,
             )
