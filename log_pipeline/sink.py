@@ -151,7 +151,7 @@ def make_sink(registry: CollectorRegistry | None = None) -> SpoolSink:
     """The gateway hook's factory: settings from TOKENPULSE_SINK_*, metrics on `registry`."""
     settings = SinkSettings.model_validate({})  # from TOKENPULSE_SINK_* and defaults
     sink = SpoolSink(settings, registry=registry)
-    if registry is None and settings.metrics_port:
+    if settings.metrics_port:  # its own /metrics too, e.g. when the host passes no registry
         start_http_server(settings.metrics_port, addr="127.0.0.1", registry=sink.registry)
     atexit.register(sink.close)
     log.info(

@@ -16,6 +16,7 @@ The production path is a real Elasticsearch and Kibana (docker-compose.yml).
 from __future__ import annotations
 
 import asyncio
+import collections
 import fnmatch
 import functools
 import json
@@ -57,6 +58,7 @@ class EsStandin:
         self.saved_objects: dict[str, dict[str, Any]] = {}  # "<type>/<id>" -> object
         self.requests = 0
         self.bulk_requests = 0
+        self.item_attempts: collections.Counter[str] = collections.Counter()  # _id -> bulk items
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
@@ -249,6 +251,7 @@ class EsStandin:
     ) -> dict[str, Any]:
         index = meta.get("_index", default)
         doc_id = meta.get("_id", "")
+        self.item_attempts[doc_id] += 1
         backing = f".ds-{index}-{datetime.now(UTC):%Y.%m.%d}-000001"
         base = {"_index": backing, "_id": doc_id}
         f = self.faults

@@ -1,0 +1,71 @@
+"""Helpers for shipper tests: run a shipper on a thread, wait for a condition, read the stores."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from log_pipeline.outputs import Output
+from log_pipeline.settings import ShipperSettings
+from log_pipeline.shipper import Shipper
+
+STREAM = "genai-samples-default"
+
+
+def shipper_settings(spool: Path, **overrides: Any) -> ShipperSettings:
+    """Fast polling and short backoff so tests finish quickly."""
+    base: dict[str, Any] = {
+        "spool_dir": spool, "sqlite_path": spool.parent / "samples.db", "poll_interval_s": 0.02,
+        "backoff_initial_s": 0.01, "backoff_max_s": 0.2, "es_timeout_s": 5.0, "metrics_port": 0,
+        "batch_records": 50,
+    }  # fmt: skip
+    return ShipperSettings.model_validate({**base, **overrides})
+
+
+@contextmanager
+def shipping(settings: ShipperSettings, outputs: list[Output] | None = None) -> Iterator[Shipper]:
+    """A shipper running on a thread for the block; stopped (and joined) after, even on failure."""
+    shipper = Shipper(settings, outputs)
+    thread = threading.Thread(target=shipper.run, daemon=True)
+    thread.start()
+    try:
+        yield shipper
+    finally:
+        shipper.stop.set()
+        thread.join(30)
+
+
+def wait_until(cond: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
+    """Poll until `cond()` holds; fail with `what` if it never does (a deadlock guard, not a
+    performance assertion)."""
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def sqlite_ids(path: Path) -> list[str]:
+    """Every record id in the embedded store (with repeats, if there were any)."""
+    if not path.exists():
+        return []
+    with sqlite3.connect(path) as conn:
+        return [row[0] for row in conn.execute("SELECT id FROM samples")]
+
+
+def shipped(shipper: Shipper, output: str) -> float:
+    """Records acknowledged by one output so far."""
+    value = shipper.registry.get_sample_value(
+        "tokenpulse_shipper_records_shipped_total", {"output": output}
+    )
+    return value or 0.0
+
+
+def metric(shipper: Shipper, name: str, **labels: str) -> float:
+    """One sample of the shipper's registry (0 when absent)."""
+    return shipper.registry.get_sample_value(name, labels) or 0.0

@@ -1,0 +1,179 @@
+"""Shipper reliability against the ES stand-in and SQLite, with exact counts."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+from log_pipeline.checkpoint import checkpoint_path, load_checkpoint
+from log_pipeline.deadletter import deadletter_path, read_deadletters
+from log_pipeline.record import record_id
+from log_pipeline.spool import list_segments
+from tests.log_pipeline.conftest import make_sample, write_samples
+from tests.log_pipeline.support import (
+    STREAM,
+    metric,
+    shipped,
+    shipper_settings,
+    shipping,
+    sqlite_ids,
+    wait_until,
+)
+from tokenpulse.testing.es_standin import EsStandin
+
+FAILED = "tokenpulse_shipper_send_failures_total"
+
+
+def _ids(n: int, start: int = 0) -> set[str]:
+    return {record_id(f"req-{i}", 0) for i in range(start, start + n)}
+
+
+def test_both_outputs_get_every_record_once_and_acked_segments_go(tmp_path: Path) -> None:
+    spool = tmp_path / "spool"
+    write_samples(spool, [make_sample(i) for i in range(120)], segment_max_bytes=20_000)
+    assert len(list_segments(spool)) > 3
+    with EsStandin() as es:
+        settings = shipper_settings(spool, outputs=["sqlite", "elasticsearch"], es_url=es.url)
+        with shipping(settings) as sh:
+            wait_until(lambda: shipped(sh, "sqlite") == 120 == shipped(sh, "elasticsearch"), "both")
+            wait_until(lambda: len(list_segments(spool)) == 1, "acknowledged segments deleted")
+            assert metric(sh, "tokenpulse_shipper_backlog_bytes", output="sqlite") == 0
+        assert set(es.docs(STREAM)) == _ids(120)
+    ids = sqlite_ids(settings.sqlite_path)
+    assert len(ids) == 120 and set(ids) == _ids(120)
+    for out in ("sqlite", "elasticsearch"):
+        assert load_checkpoint(checkpoint_path(settings.state(), out)) is not None
+
+
+def test_elasticsearch_down_for_a_stretch_while_traffic_flows(tmp_path: Path) -> None:
+    spool = tmp_path / "spool"
+    with EsStandin() as es:
+        settings = shipper_settings(spool, outputs=["sqlite", "elasticsearch"], es_url=es.url)
+        es.refuse()
+        with shipping(settings) as sh:
+            write_samples(spool, [make_sample(i) for i in range(60)])
+            wait_until(lambda: shipped(sh, "sqlite") == 60, "sqlite keeps shipping")
+            wait_until(lambda: metric(sh, FAILED, output="elasticsearch", reason="connection") >= 2,
+                       "connection failures counted")  # fmt: skip
+            assert metric(sh, "tokenpulse_shipper_output_up", output="elasticsearch") == 0
+            assert metric(sh, "tokenpulse_shipper_backlog_bytes", output="elasticsearch") > 0 or (
+                shipped(sh, "elasticsearch") == 0
+            )
+            write_samples(spool, [make_sample(i) for i in range(60, 100)])  # still down
+            es.accept()
+            wait_until(lambda: len(es.docs(STREAM)) == 100, "every record after the outage")
+            wait_until(lambda: shipped(sh, "sqlite") == 100, "sqlite")
+            assert metric(sh, "tokenpulse_shipper_output_up", output="elasticsearch") == 1
+        assert set(es.docs(STREAM)) == _ids(100)
+    assert sorted(sqlite_ids(settings.sqlite_path)) == sorted(_ids(100))
+
+
+def test_whole_request_429_and_503_are_retried(tmp_path: Path) -> None:
+    spool = tmp_path / "spool"
+    write_samples(spool, [make_sample(i) for i in range(30)])
+    with EsStandin() as es:
+        es.faults.request_status, es.faults.request_status_count = 429, 3
+        settings = shipper_settings(spool, outputs=["elasticsearch"], es_url=es.url)
+        with shipping(settings) as sh:
+            wait_until(lambda: shipped(sh, "elasticsearch") == 30, "delivered after 429s")
+            assert metric(sh, FAILED, output="elasticsearch", reason="rejected_429") == 3
+            es.faults.request_status, es.faults.request_status_count = 503, 2
+            write_samples(spool, [make_sample(i) for i in range(30, 40)])
+            wait_until(lambda: shipped(sh, "elasticsearch") == 40, "delivered after 503s")
+            assert metric(sh, FAILED, output="elasticsearch", reason="server_error") == 2
+        assert set(es.docs(STREAM)) == _ids(40)
+
+
+def test_item_429_retried_and_mapping_rejections_dead_lettered(tmp_path: Path) -> None:
+    spool = tmp_path / "spool"
+    write_samples(spool, [make_sample(i) for i in range(50)])
+    throttled = sorted(_ids(5, start=10))
+    rejected = sorted(_ids(3, start=30))
+    with EsStandin() as es:
+        es.faults.item_429 = dict.fromkeys(throttled, 2)  # two 429s each, then accepted
+        es.faults.item_400 = set(rejected)  # rejected every time
+        settings = shipper_settings(spool, outputs=["elasticsearch"], es_url=es.url)
+        with shipping(settings) as sh:
+            wait_until(lambda: shipped(sh, "elasticsearch") == 47, "the acceptable records")
+            backlog = "tokenpulse_shipper_backlog_bytes"
+            wait_until(lambda: metric(sh, backlog, output="elasticsearch") == 0, "none left")
+            assert metric(sh, FAILED, output="elasticsearch", reason="rejected_429") == 10
+            assert (
+                metric(sh, "tokenpulse_shipper_records_retried_total", output="elasticsearch") == 10
+            )
+            assert metric(sh, "tokenpulse_shipper_records_dead_lettered_total",
+                          output="elasticsearch") == 3  # fmt: skip
+        assert set(es.docs(STREAM)) == _ids(50) - set(rejected)
+        assert all(es.item_attempts[i] == 1 for i in rejected)  # never retried
+        assert all(es.item_attempts[i] == 3 for i in throttled)
+    letters = read_deadletters(deadletter_path(settings.state(), "elasticsearch"))
+    assert sorted(str(e["id"]) for e in letters) == rejected
+    assert all("document_parsing_exception" in str(e["reason"]) for e in letters)
+    assert all(e["record"]["event"]["id"] == e["id"] for e in letters)  # type: ignore[index]
+
+
+def test_malformed_and_torn_lines_are_skipped_and_counted(tmp_path: Path) -> None:
+    spool = tmp_path / "spool"
+    write_samples(spool, [make_sample(i) for i in range(10)])
+    first = list_segments(spool)[0]
+    with first.open("ab") as fh:  # garbage between records, then a torn line at the end
+        fh.write(b'not json at all\n{"event": {}}\n')
+        fh.write(json.dumps({"@timestamp": "x"}).encode()[:9])
+    write_samples(spool, [make_sample(i) for i in range(10, 20)])  # a new writer: new segment
+    settings = shipper_settings(spool, outputs=["sqlite"])
+    with shipping(settings) as sh:
+        wait_until(lambda: shipped(sh, "sqlite") == 20, "every good record")
+        wait_until(lambda: metric(sh, "tokenpulse_shipper_malformed_lines_total") == 3, "counted")
+    assert sorted(sqlite_ids(settings.sqlite_path)) == sorted(_ids(20))
+
+
+def test_unreadable_checkpoint_restarts_from_the_oldest_segment(tmp_path: Path) -> None:
+    spool = tmp_path / "spool"
+    write_samples(spool, [make_sample(i) for i in range(25)])
+    settings = shipper_settings(spool, outputs=["sqlite"])
+    with shipping(settings) as sh:
+        wait_until(lambda: shipped(sh, "sqlite") == 25, "first run")
+    checkpoint_path(settings.state(), "sqlite").write_bytes(b"\x00garbage{")
+    write_samples(spool, [make_sample(i) for i in range(25, 40)])
+    with shipping(settings) as sh:
+        assert metric(sh, "tokenpulse_shipper_checkpoint_errors_total", output="sqlite") == 1
+        wait_until(lambda: metric(sh, "tokenpulse_shipper_backlog_bytes", output="sqlite") == 0
+                   and shipped(sh, "sqlite") >= 15, "second run")  # fmt: skip
+    ids = sqlite_ids(settings.sqlite_path)
+    assert len(ids) == 40 and set(ids) == _ids(40)
+
+
+def test_a_store_answering_garbage_never_loses_a_record(tmp_path: Path) -> None:
+    spool = tmp_path / "spool"
+    write_samples(spool, [make_sample(i) for i in range(20)])
+    with EsStandin() as es:
+        es.faults.garbage = True
+        settings = shipper_settings(spool, outputs=["elasticsearch"], es_url=es.url)
+        with shipping(settings) as sh:
+
+            def bad() -> float:
+                return metric(sh, FAILED, output="elasticsearch", reason="bad_response")
+
+            wait_until(lambda: bad() >= 2, "garbage counted")
+            es.faults.garbage = False
+            es.faults.no_product_header = True  # a 2xx from something that is not Elasticsearch
+            before = bad()
+            wait_until(lambda: bad() > before, "not-Elasticsearch answers counted")
+            assert shipped(sh, "elasticsearch") == 0
+            es.faults.no_product_header = False
+            wait_until(lambda: shipped(sh, "elasticsearch") == 20, "delivered once sane")
+        assert set(es.docs(STREAM)) == _ids(20)
+
+
+def test_stop_mid_retry_keeps_the_checkpoint_before_the_batch(tmp_path: Path) -> None:
+    spool = tmp_path / "spool"
+    write_samples(spool, [make_sample(i) for i in range(5)])
+    with EsStandin() as es:
+        es.refuse()
+        settings = shipper_settings(spool, outputs=["elasticsearch"], es_url=es.url)
+        with shipping(settings) as sh:
+            wait_until(lambda: metric(sh, FAILED, output="elasticsearch", reason="connection") > 0,
+                       "a failed attempt")  # fmt: skip
+        assert load_checkpoint(checkpoint_path(settings.state(), "elasticsearch")) is None
+    assert threading.active_count() < 50
