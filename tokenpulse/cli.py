@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import sys
-from types import ModuleType
+from typing import Any
+
+from tokenpulse.settings_cli import ArgumentParser, SettingsError
 
 # subcommand -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -30,49 +31,57 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 # `tokenpulse bench <name>` -> (module, one-line help)
 BENCHES: dict[str, tuple[str, str]] = {
-    "model": ("serving.model.bench", "model tokens/s, KV-cache scaling, FLOP/s vs keras_hub GPT-2"),
-    "batching": ("serving.modelserver.bench", "model server with dynamic batching on vs off"),
-    "gateway": ("serving.gateway.bench", "gateway overhead vs calling the model server directly"),
-    "exporter": ("exporter.bench", "exporter scrape latency and RSS"),
+    "model": ("tokenpulse.bench.model", "tokens/s, KV-cache scaling, FLOP/s vs keras_hub GPT-2"),
+    "batching": ("tokenpulse.bench.batching", "model server with dynamic batching on vs off"),
+    "gateway": ("tokenpulse.bench.gateway", "gateway overhead vs calling the model server"),
+    "exporter": ("tokenpulse.bench.exporter", "exporter scrape latency and RSS"),
 }
 
 
-def _load(module_name: str) -> ModuleType | None:
-    """Import a command module; None when that component does not exist in this checkout."""
-    if importlib.util.find_spec(module_name) is None:
+def _chosen(argv: list[str] | None, depth: int) -> str | None:
+    """The `depth`-th word of argv that is not an option; None (every command) without argv."""
+    if argv is None:
         return None
-    return importlib.import_module(module_name)
+    words = [a for a in argv if not a.startswith("-")]
+    return words[depth] if len(words) > depth else ""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full parser, with every subcommand present in this checkout."""
-    parser = argparse.ArgumentParser(prog="tokenpulse", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, (module_name, help_text) in COMMANDS.items():
-        module = _load(module_name)
-        if module is None:
-            continue
+def _add(sub: Any, table: dict[str, tuple[str, str]], wanted: str | None) -> None:
+    # Only the chosen command's module is imported, so one command's import cost (or breakage)
+    # never reaches another; `wanted is None` loads them all (tests, `tokenpulse` completion).
+    for name, (module_name, help_text) in table.items():
         cmd = sub.add_parser(name, help=help_text, description=help_text)
-        module.add_arguments(cmd)
-        cmd.set_defaults(_module=module)
+        if wanted is None or wanted == name:
+            module = importlib.import_module(module_name)
+            module.add_arguments(cmd)
+            cmd.set_defaults(_module=module)
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; with `argv`, only the command it names is loaded."""
+    parser = ArgumentParser(prog="tokenpulse", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add(sub, COMMANDS, _chosen(argv, 0))
     bench = sub.add_parser("bench", help="benchmarks that print figures and ratios")
     bench_sub = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
-    for name, (module_name, help_text) in BENCHES.items():
-        module = _load(module_name)
-        if module is None:
-            continue
-        cmd = bench_sub.add_parser(name, help=help_text, description=help_text)
-        module.add_arguments(cmd)
-        cmd.set_defaults(_module=module)
+    _add(bench_sub, BENCHES, _chosen(argv, 1) if _chosen(argv, 0) in (None, "bench") else "")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse arguments and hand over to the chosen command module."""
-    parser = build_parser()
+    """Parse arguments and hand over to the chosen command module.
+
+    Invalid settings (flags or env vars) end here as one line, `<prog>: error: <message>`, exit 2.
+    """
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
         return int(args._module.main(args) or 0)
+    except SettingsError as exc:
+        prog = getattr(args, "_settings_prog", parser.prog)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
 

@@ -8,34 +8,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-import types
-import typing
 from pathlib import Path
-from typing import Any
 
-
-def _flag_type(annotation: Any) -> tuple[Any, dict[str, Any]]:
-    args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    base = args[0] if isinstance(annotation, types.UnionType) and args else annotation
-    if typing.get_origin(base) is list:
-        return str, {"nargs": "+"}
-    if base is bool:
-        return None, {"action": argparse.BooleanOptionalAction}
-    return base, {}
+from tokenpulse.settings_cli import KEBAB, add_settings_arguments, settings_from_args
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """One flag per settings field, plus the `keys` subcommand."""
+    """One flag per GatewaySettings field, plus the `keys` subcommand."""
     from serving.gateway.settings import GatewaySettings
 
-    for name, field in GatewaySettings.model_fields.items():
-        kind, extra = _flag_type(field.annotation)
-        flag = "--" + name.replace("_", "-")
-        help_text = f"(env TOKENPULSE_GATEWAY_{name.upper()})"
-        if kind is not None:
-            extra["type"] = kind
-            extra["metavar"] = name.upper()
-        parser.add_argument(flag, dest=name, default=None, help=help_text, **extra)
+    add_settings_arguments(parser, GatewaySettings, style=KEBAB)
     sub = parser.add_subparsers(dest="gateway_command", metavar="SUBCOMMAND")
     keys = sub.add_parser("keys", help="manage the hashed API keys file")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
@@ -72,7 +54,7 @@ def _keys(args: argparse.Namespace) -> int:
                     f"\ttpm={k.tokens_per_minute or '-'}"
                 )
     except KeysFileError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"tokenpulse gateway keys: error: {exc}", file=sys.stderr)
         return 2
     return 0
 
@@ -81,21 +63,7 @@ def main(args: argparse.Namespace) -> int:
     """Build the settings from flags and env, then run the gateway."""
     if getattr(args, "gateway_command", None) == "keys":
         return _keys(args)
-    from pydantic import ValidationError
-
     from serving.gateway.server import run
     from serving.gateway.settings import GatewaySettings
 
-    given = {
-        name: getattr(args, name)
-        for name in GatewaySettings.model_fields
-        if getattr(args, name, None) is not None
-    }
-    try:
-        settings = GatewaySettings(**given)
-    except ValidationError as exc:
-        for err in exc.errors(include_url=False):
-            loc = ".".join(str(p) for p in err["loc"]) or "settings"
-            print(f"error: {loc}: {err['msg']}", file=sys.stderr)
-        return 2
-    return run(settings)
+    return run(settings_from_args(GatewaySettings, args))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import subprocess
@@ -77,7 +78,7 @@ def _run_cli(*args: str) -> subprocess.CompletedProcess[str]:
         (["--tfserving.url", "ftp://x"], "tfserving url must be http"),
         (["--tfserving.model-config-file", "/nonexistent/models.config"], "does not exist"),
         (["--collector.canary.interval", "0"], "greater than 0"),
-        (["--collector.nvml.backend", "magic"], "nvml_backend"),
+        (["--collector.nvml.backend", "magic"], "--collector.nvml.backend"),
         (["--collector.nvml.fields-file", "/nonexistent/fields.csv"], "cannot read nvml fields"),
     ],
 )
@@ -125,6 +126,20 @@ def test_real_process_serves_and_stops_on_sigterm():
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=15) == 0
+    # one log format: JSON lines like every other component (stderr is not a TTY here)
+    lines = [json.loads(line) for line in proc.stderr.read().splitlines()] if proc.stderr else []
+    assert [line["message"] for line in lines][0] == "exporter listening"
+    assert {line["component"] for line in lines} == {"exporter"}
+
+
+def test_help_shows_node_exporter_names_descriptions_and_defaults():
+    parser = argparse.ArgumentParser(prog="tokenpulse exporter")
+    add_arguments(parser)
+    text = " ".join(parser.format_help().split())
+    assert "--web.listen-address ADDRESS host:port for /metrics" in text
+    assert "(default: 127.0.0.1:9410; env TOKENPULSE_EXPORTER_LISTEN_ADDRESS)" in text
+    assert "--collector.nvml.backend {real,fake}" in text
+    assert "--collector.nvml, --no-collector.nvml" in text
 
 
 def test_exporter_never_imports_tensorflow():
@@ -132,7 +147,7 @@ def test_exporter_never_imports_tensorflow():
         """
         import sys
         from prometheus_client import generate_latest
-        import exporter.cli, exporter.bench, exporter.standin
+        import exporter.cli, tokenpulse.bench.exporter, tokenpulse.testing.tfserving_standin
         from exporter.server import build_registry
         from exporter.settings import ExporterSettings
         from exporter.sources import Sources

@@ -1,12 +1,28 @@
-"""structlog JSON logs with fixed keys, from any thread."""
+"""One log format: structlog JSON with fixed keys from any source, console only on a TTY."""
 
 from __future__ import annotations
 
 import io
 import json
+import logging
+import os
+import re
+import subprocess
+import sys
 import threading
 
-from tokenpulse.logging import configure_logging, get_logger
+import pytest
+
+from tokenpulse.logging import check_level, configure_logging, get_logger
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def _lines(stream: io.StringIO) -> list[dict[str, object]]:
+    return [json.loads(line) for line in stream.getvalue().splitlines()]
 
 
 def test_json_lines_with_fixed_keys_from_threads_too() -> None:
@@ -18,8 +34,75 @@ def test_json_lines_with_fixed_keys_from_threads_too() -> None:
     worker.start()
     worker.join()
     log.debug("filtered out")
-    first, second = (json.loads(line) for line in stream.getvalue().splitlines())
+    first, second = _lines(stream)
+    assert list(first)[:5] == ["@timestamp", "level", "component", "logger_name", "message"]
     assert first["message"] == "hello" and first["answer"] == 42
-    assert first["level"] == "info" and first["@timestamp"].endswith("Z")
+    assert first["level"] == "info" and str(first["@timestamp"]).endswith("Z")
     assert second["component"] == first["component"] == "demo"
     assert second["level"] == "warning"
+
+
+def test_loggers_bound_at_import_and_stdlib_loggers_follow_the_configuration() -> None:
+    early = get_logger("early").bind(request="r1")  # as modules do at import time
+    stream = io.StringIO()
+    configure_logging("demo", "WARNING", stream=stream)
+    early.info("below the level")
+    early.warning("bound early")
+    logging.getLogger("aiohttp.server").error("foreign %s", "line")
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError:
+        get_logger("tests").exception("failed")
+    bound, foreign, failed = _lines(stream)
+    assert bound["message"] == "bound early" and bound["request"] == "r1"
+    assert bound["component"] == "demo"
+    assert foreign["message"] == "foreign line" and foreign["logger_name"] == "aiohttp.server"
+    assert foreign["level"] == "error" and foreign["component"] == "demo"
+    assert "RuntimeError: boom" in str(failed["exception"])
+
+
+def test_console_renderer_only_on_a_tty() -> None:
+    tty = _Tty()
+    configure_logging("demo", "INFO", stream=tty)
+    get_logger("tests").info("for a person", answer=42)
+    line = re.sub(r"\x1b\[[0-9;]*m", "", tty.getvalue())  # without the colours
+    assert "for a person" in line and "answer=42" in line
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(line)
+
+
+def test_configuring_twice_replaces_the_handler() -> None:
+    first, second = io.StringIO(), io.StringIO()
+    configure_logging("demo", "INFO", stream=first)
+    configure_logging("demo", "INFO", stream=second)
+    get_logger("tests").info("once")
+    assert first.getvalue() == "" and len(_lines(second)) == 1
+
+
+def test_levels_are_checked_and_map_onto_tensorflow_cpp_logging() -> None:
+    assert check_level("debug") == "DEBUG"
+    with pytest.raises(ValueError, match="log level must be one of DEBUG, INFO, WARNING, ERROR"):
+        configure_logging("demo", "chatty")
+    configure_logging("demo", "DEBUG", stream=io.StringIO())
+    assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == "0"
+    configure_logging("demo", "INFO", stream=io.StringIO())
+    assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == "3"
+
+
+@pytest.mark.slow
+def test_tensorflow_start_up_chatter_stays_out_at_info() -> None:
+    code = (
+        "from tokenpulse.logging import configure_logging, get_logger\n"
+        "configure_logging('demo', 'INFO')\n"
+        "import tensorflow as tf\n"
+        "tf.reduce_sum(tf.ones([4, 4]))\n"
+        "get_logger('tests').info('done')\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=180, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    for noise in ("cuInit", "cpu_feature_guard", "oneDNN"):
+        assert noise not in done.stderr
+    assert json.loads(done.stderr.splitlines()[-1])["message"] == "done"

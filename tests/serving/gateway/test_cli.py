@@ -11,17 +11,26 @@ import pytest
 
 from serving.gateway import cli
 from serving.gateway.settings import GatewaySettings
+from tokenpulse.settings_cli import ArgumentParser
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = ArgumentParser(prog="tokenpulse gateway")
+    cli.add_arguments(parser)
+    return parser
 
 
 def _parse(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
-    cli.add_arguments(parser)
-    return parser.parse_args(list(argv))
+    return _parser().parse_args(list(argv))
 
 
-def test_every_setting_has_a_flag() -> None:
-    args = _parse()
-    assert set(GatewaySettings.model_fields) <= set(vars(args))
+def test_every_setting_has_a_flag_with_its_description_and_default() -> None:
+    text = " ".join(_parser().format_help().split())
+    for name, field in GatewaySettings.model_fields.items():
+        assert f"--{name.replace('_', '-')}" in text
+        assert f"{field.description} (default: " in text, name
+        assert f"env TOKENPULSE_GATEWAY_{name.upper()})" in text
+    assert "--max-queue N requests that may wait for a slot (default: 256;" in text
 
 
 def test_flags_reach_the_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -44,10 +53,11 @@ def test_flags_reach_the_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 @pytest.mark.parametrize(
     ("argv", "words"),
     [
-        (["--canary-weight", "2"], "canary_weight"),
-        (["--upstream-url", "localhost:8501"], "upstream_url"),
-        (["--stable-label", "a-b"], "stable_label"),
+        (["--canary-weight", "2"], "--canary-weight (env TOKENPULSE_GATEWAY_CANARY_WEIGHT)"),
+        (["--upstream-url", "localhost:8501"], "upstream_url must start with http"),
+        (["--stable-label", "a-b"], "--stable-label (env TOKENPULSE_GATEWAY_STABLE_LABEL)"),
         (["--default-max-new-tokens", "900"], "max_new_tokens_limit"),
+        (["--log-level", "chatty"], "--log-level (env TOKENPULSE_GATEWAY_LOG_LEVEL): log level"),
     ],
 )
 def test_bad_settings_exit_2_with_a_message(tmp_path: Path, argv: list[str], words: str) -> None:
@@ -60,7 +70,8 @@ def test_bad_settings_exit_2_with_a_message(tmp_path: Path, argv: list[str], wor
         timeout=60,
     )
     assert done.returncode == 2
-    assert words in done.stderr and "Traceback" not in done.stderr
+    assert done.stderr.startswith("tokenpulse gateway: error: ") and words in done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
 
 
 def test_missing_keys_file_is_refused(tmp_path: Path) -> None:

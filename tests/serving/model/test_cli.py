@@ -7,6 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from serving.model.settings import BuildSettings
+from tokenpulse.cli import build_parser
+from tokenpulse.settings_cli import settings_from_args
+
 TOKENPULSE = [sys.executable, "-m", "tokenpulse.cli"]
 
 
@@ -36,6 +42,7 @@ def test_generate_prints_text_and_signals(model_base: Path) -> None:
 def test_bad_arguments_give_a_clear_error_not_a_traceback(tmp_path: Path) -> None:
     proc = run("model", "build", "--preset", "huge", "--base-path", str(tmp_path), "--version", "1")
     assert proc.returncode == 2
+    assert proc.stderr.startswith("tokenpulse model build: error: --preset (env TOKENPULSE_MODEL")
     assert "unknown preset 'huge'" in proc.stderr and "Traceback" not in proc.stderr
     missing = run("model", "generate", "--base-path", str(tmp_path / "nope"), "hi")
     assert missing.returncode == 1 and "does not exist" in missing.stderr
@@ -64,3 +71,28 @@ def test_cli_help_does_not_import_tensorflow() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.stdout.strip() == "False", proc.stderr
+
+
+def _build_settings(argv: list[str]) -> BuildSettings:
+    args = build_parser(["model", "build", *argv]).parse_args(["model", "build", *argv])
+    settings: BuildSettings = settings_from_args(BuildSettings, args)
+    return settings
+
+
+def test_env_vars_fill_what_flags_leave_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOKENPULSE_MODEL_PRESET", "tiny")  # ignored while flags had defaults
+    monkeypatch.setenv("TOKENPULSE_MODEL_VERSION", "3")
+    settings = _build_settings(["--base-path", str(tmp_path)])
+    assert (settings.preset, settings.version, settings.progress) == ("tiny", 3, True)
+    settings = _build_settings(["--base-path", str(tmp_path), "--preset", "default", "--version=4"])
+    assert (settings.preset, settings.version) == ("default", 4)  # flags beat env
+
+
+def test_help_shows_descriptions_and_defaults() -> None:
+    proc = run("model", "build", "--help")
+    text = " ".join(proc.stdout.split())
+    assert "--preset PRESET model size: tiny | default (default: default; env" in text
+    assert "--no-progress show training progress (default: true; env" in text
+    assert "(default: required; env TOKENPULSE_MODEL_BASE_PATH)" in text

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
 
 import pytest
-from pydantic import ValidationError
 
 from serving.modelserver.cli import add_arguments, settings_from_args
+from tokenpulse.settings_cli import ArgumentParser, SettingsError
 
 
 def parse(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
+    parser = ArgumentParser(prog="tokenpulse modelserver")
     add_arguments(parser)
     return parser.parse_args(list(argv))
 
@@ -29,6 +32,8 @@ def test_tf_flag_names_and_defaults() -> None:
         ("--enable_batching", True),
         ("--enable_batching=true", True),
         ("--enable_batching=false", False),
+        ("--enable_batching=0", False),
+        ("--enable_batching=1", True),
     ],
 )
 def test_boolean_flags_take_tf_forms(flag: str, value: bool) -> None:
@@ -43,9 +48,52 @@ def test_flags_override_env_and_env_fills_the_rest(monkeypatch: pytest.MonkeyPat
 
 
 def test_invalid_combinations_are_refused() -> None:
-    with pytest.raises(ValidationError, match="batching_parameters_file is set without"):
+    with pytest.raises(SettingsError, match="batching_parameters_file is set without"):
         settings_from_args(parse("--model_base_path=/m", "--batching_parameters_file=/b"))
-    with pytest.raises(ValidationError, match="model_config_file or --model_base_path"):
+    with pytest.raises(SettingsError, match="model_config_file or --model_base_path"):
         settings_from_args(parse())
-    with pytest.raises(SystemExit):
-        parse("--enable_batching=maybe")
+    with pytest.raises(SettingsError, match="--enable_batching .*valid boolean.*got 'maybe'"):
+        settings_from_args(parse("--model_base_path=/m", "--enable_batching=maybe"))
+
+
+def test_help_shows_tf_names_descriptions_and_defaults() -> None:
+    parser = ArgumentParser(prog="tokenpulse modelserver")
+    add_arguments(parser)
+    text = " ".join(parser.format_help().split())
+    assert (
+        "--rest_api_port N REST port; 0 disables REST and the metrics page (default: 8501;" in text
+    )
+    assert "--enable_batching [true|false] server-wide dynamic batching (default: false;" in text
+    assert "env TOKENPULSE_MODELSERVER_ENABLE_BATCHING" in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "words"),
+    [
+        (
+            ["--log_level=chatty"],
+            {},
+            "--log_level (env TOKENPULSE_MODELSERVER_LOG_LEVEL): log level",
+        ),
+        ([], {"TOKENPULSE_MODELSERVER_LOG_LEVEL": "chatty"}, "log level must be one of"),
+        (
+            ["--rest_api_port=70000"],
+            {},
+            "--rest_api_port (env TOKENPULSE_MODELSERVER_REST_API_PORT)",
+        ),
+        (["--port=x"], {}, "Input should be a valid integer"),
+    ],
+)
+def test_bad_settings_exit_2_with_one_line_and_no_traceback(
+    argv: list[str], env: dict[str, str], words: str
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "tokenpulse.cli", "modelserver", "--model_base_path=/m", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **env},
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("tokenpulse modelserver: error: ") and words in done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
