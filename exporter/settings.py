@@ -20,27 +20,51 @@ class ExporterSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TOKENPULSE_EXPORTER_", extra="ignore")
 
     # host:port; an empty host (":9410") listens on every interface, as in node_exporter.
-    listen_address: str = "127.0.0.1:9410"
+    listen_address: str = Field(
+        "127.0.0.1:9410", description="host:port for /metrics; :9410 listens on every interface"
+    )
     # Per-collector overrides of each collector's default, e.g. {"nvml": false}.
-    collectors: dict[str, bool] = Field(default_factory=dict)
-    tfserving_url: str = "http://127.0.0.1:8501"
+    collectors: dict[str, bool] = Field(
+        default_factory=dict, description='per-collector overrides, e.g. {"nvml": false}'
+    )
+    tfserving_url: str = Field("http://127.0.0.1:8501", description="TF Serving REST base URL")
     # The same file TF Serving reads: model names, base paths (for golden files) and labels.
-    model_config_file: Path | None = None
+    model_config_file: Path | None = Field(
+        None, description="TF Serving's --model_config_file: models, base paths, labels"
+    )
     # Without a config file: the one model to watch and where its versions live.
-    model_name: str = "gen"
-    model_base_path: Path | None = None
-    status_poll_interval_seconds: float = Field(default=5.0, gt=0)
-    request_timeout_seconds: float = Field(default=2.0, gt=0)
-    canary_interval_seconds: float = Field(default=60.0, gt=0)
-    canary_timeout_seconds: float = Field(default=60.0, gt=0)
+    model_name: str = Field("gen", description="without a config file: the model to watch")
+    model_base_path: Path | None = Field(
+        None, description="without a config file: the model's base path (golden files)"
+    )
+    status_poll_interval_seconds: float = Field(
+        default=5.0, gt=0, description="seconds between model status polls"
+    )
+    request_timeout_seconds: float = Field(
+        default=2.0, gt=0, description="status request timeout in seconds"
+    )
+    canary_interval_seconds: float = Field(
+        default=60.0, gt=0, description="seconds between canary runs"
+    )
+    canary_timeout_seconds: float = Field(
+        default=60.0, gt=0, description="predict timeout per canary prompt, seconds"
+    )
     # "real" is pynvml; "fake" is a simulated node for demos and benchmarks, never a default.
-    nvml_backend: Literal["real", "fake"] = "real"
-    nvml_fake_gpus: int = Field(default=8, ge=1, le=64)
-    nvml_fields_file: Path | None = None
-    nvml_retry_seconds: float = Field(default=30.0, gt=0)
+    nvml_backend: Literal["real", "fake"] = Field(
+        "real", description="real (pynvml), or fake: a simulated node for demos and benchmarks"
+    )
+    nvml_fake_gpus: int = Field(default=8, ge=1, le=64, description="GPUs of the fake backend")
+    nvml_fields_file: Path | None = Field(
+        None, description="NVML fields file (default: exporter/nvml/fields.csv)"
+    )
+    nvml_retry_seconds: float = Field(
+        default=30.0, gt=0, description="seconds between NVML init retries while unavailable"
+    )
     # A hung NVML call fails the nvml collector after this long instead of hanging the scrape.
-    nvml_timeout_seconds: float = Field(default=3.0, gt=0)
-    log_level: str = "INFO"
+    nvml_timeout_seconds: float = Field(
+        default=3.0, gt=0, description="seconds before a hung NVML collect fails the collector"
+    )
+    log_level: str = Field("INFO", description="DEBUG, INFO, WARNING or ERROR")
 
     @field_validator("listen_address")
     @classmethod

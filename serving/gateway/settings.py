@@ -8,6 +8,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from serving.model.signature import DEFAULT_MODEL_NAME
+from tokenpulse.logging import LogLevel
 
 
 class GatewaySettings(BaseSettings):
@@ -15,47 +16,86 @@ class GatewaySettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="TOKENPULSE_GATEWAY_", extra="forbid")
 
-    host: str = "127.0.0.1"
-    port: int = Field(8080, ge=0, le=65535)
-    upstream_url: str = "http://127.0.0.1:8501"
-    keys_file: Path
-    models: list[str] = Field(default_factory=lambda: [DEFAULT_MODEL_NAME], min_length=1)
+    host: str = Field("127.0.0.1", description="address to bind")
+    port: int = Field(8080, ge=0, le=65535, description="port of the public API")
+    upstream_url: str = Field("http://127.0.0.1:8501", description="TF Serving's REST base URL")
+    keys_file: Path = Field(description="hashed API keys file (`tokenpulse gateway keys add`)")
+    keys_poll_interval_s: float = Field(
+        0.5,
+        gt=0,
+        le=1.0,
+        description="seconds between checks of the keys file; a removed key stops working "
+        "within this interval (at most 1)",
+    )
+    context_window_tokens: int = Field(
+        128,
+        ge=8,
+        description="the model's context window in tokens (prompt bytes + 1): 64 for the tiny "
+        "preset, 128 for the default; a longer prompt gets 400 unless truncate_prompt is set",
+    )
+    header_timeout_s: float = Field(
+        10.0, gt=0, description="seconds a client may take to send a complete request head"
+    )
+    idle_timeout_s: float = Field(
+        75.0, gt=0, description="seconds a keep-alive connection may stay idle"
+    )
+    max_connections: int = Field(
+        2048, ge=1, description="open client connections; more get 503 and are closed"
+    )
+    models: list[str] = Field(
+        default_factory=lambda: [DEFAULT_MODEL_NAME],
+        min_length=1,
+        description="model names served",
+    )
     # TF Serving's models.config: its `version_labels` are mirrored so the gateway can resolve a
     # label to a version itself and call `/versions/N` (TF Serving does not say who served).
-    model_config_file: Path | None = None
-    stable_label: str = "stable"
-    canary_label: str = "canary"
-    canary_weight: float = Field(0.0, ge=0.0, le=1.0)
+    model_config_file: Path | None = Field(
+        None, description="TF Serving's models.config, to resolve version labels"
+    )
+    stable_label: str = Field("stable", description="version label of the stable version")
+    canary_label: str = Field("canary", description="version label of the canary version")
+    canary_weight: float = Field(
+        0.0, ge=0.0, le=1.0, description="share of requests routed to the canary (0 to 1)"
+    )
     # each poll is a REST status GET, which TF Serving counts in its request_count
-    status_poll_interval_s: float = Field(5.0, gt=0)
+    status_poll_interval_s: float = Field(
+        5.0, gt=0, description="seconds between model status polls"
+    )
 
-    # admission: in-flight upstream calls, and how many may wait (and how long) for a slot
-    max_concurrency: int = Field(64, ge=1)
-    max_queue: int = Field(256, ge=0)
-    max_queue_wait_s: float = Field(1.0, ge=0)
+    max_concurrency: int = Field(64, ge=1, description="in-flight upstream calls")
+    max_queue: int = Field(256, ge=0, description="requests that may wait for a slot")
+    max_queue_wait_s: float = Field(1.0, ge=0, description="seconds a request may wait")
 
-    request_timeout_s: float = Field(30.0, gt=0)
-    max_request_timeout_s: float = Field(300.0, gt=0)
+    request_timeout_s: float = Field(30.0, gt=0, description="default request deadline, seconds")
+    max_request_timeout_s: float = Field(
+        300.0, gt=0, description="largest deadline a client may ask for, seconds"
+    )
 
-    breaker_failure_threshold: int = Field(5, ge=1)
-    breaker_open_s: float = Field(5.0, gt=0)
+    breaker_failure_threshold: int = Field(
+        5, ge=1, description="consecutive upstream failures that open the breaker"
+    )
+    breaker_open_s: float = Field(5.0, gt=0, description="seconds the breaker stays open")
 
-    # per-key defaults when the keys file does not set a limit
-    default_requests_per_minute: float = Field(600.0, gt=0)
-    default_tokens_per_minute: float = Field(60_000.0, gt=0)
+    default_requests_per_minute: float = Field(
+        600.0, gt=0, description="per-key request limit when the keys file sets none"
+    )
+    default_tokens_per_minute: float = Field(
+        60_000.0, gt=0, description="per-key token limit when the keys file sets none"
+    )
 
-    max_body_bytes: int = Field(1 << 20, ge=1024)
-    max_prompt_chars: int = Field(16_384, ge=1)
-    max_prompts: int = Field(16, ge=1)
-    max_new_tokens_limit: int = Field(512, ge=1)
-    default_max_new_tokens: int = Field(16, ge=1)
+    max_body_bytes: int = Field(1 << 20, ge=1024, description="largest request body, bytes")
+    max_prompt_chars: int = Field(16_384, ge=1, description="longest prompt, characters")
+    max_prompts: int = Field(16, ge=1, description="most prompts in one request")
+    max_new_tokens_limit: int = Field(512, ge=1, description="largest max_tokens a client may ask")
+    default_max_new_tokens: int = Field(16, ge=1, description="max_tokens when a client sets none")
 
-    # "module:factory" returning a SampleSink; empty = discard samples
-    sample_sink: str = ""
-    sample_queue_size: int = Field(1024, ge=1)
+    sample_sink: str = Field(
+        "", description="'module:factory' returning a SampleSink; empty: discard samples"
+    )
+    sample_queue_size: int = Field(1024, ge=1, description="samples queued for the sink")
 
-    log_level: str = "INFO"
-    access_log: bool = True
+    log_level: LogLevel = Field("INFO", description="DEBUG, INFO, WARNING or ERROR")
+    access_log: bool = Field(True, description="log one line per request")
 
     @field_validator("upstream_url")
     @classmethod
