@@ -54,8 +54,13 @@ def sqlite_ids(path: Path) -> list[str]:
     """Every record id in the embedded store (with repeats, if there were any)."""
     if not path.exists():
         return []
-    with sqlite3.connect(path) as conn:
+    conn = sqlite3.connect(path)
+    try:
         return [row[0] for row in conn.execute("SELECT id FROM samples")]
+    except sqlite3.OperationalError:  # the shipper is creating the schema right now
+        return []
+    finally:
+        conn.close()
 
 
 def shipped(shipper: Shipper, output: str) -> float:

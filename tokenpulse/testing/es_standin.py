@@ -59,6 +59,7 @@ class EsStandin:
         self.requests = 0
         self.bulk_requests = 0
         self.item_attempts: collections.Counter[str] = collections.Counter()  # _id -> bulk items
+        self.created = 0  # documents created (a resend that answers 409 is not counted)
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
@@ -273,6 +274,7 @@ class EsStandin:
             reason = f"[{doc_id}]: version conflict, document already exists"
             return _item_error(base, 409, "version_conflict_engine_exception", reason)
         stream[doc_id] = doc
+        self.created += 1
         return {**base, "_version": 1, "result": "created", "status": 201}
 
     def _matching(
