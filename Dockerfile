@@ -1,12 +1,17 @@
 # One image for the project's components (gateway, exporter, model build job).
+# It installs the runtime dependencies only (pyproject's `dependencies`, at the versions frozen
+# in requirements.lock), never the test and dev extras that requirements.lock also pins.
 FROM python:3.11-slim
 WORKDIR /app
-COPY requirements.lock pyproject.toml README.md ./
-RUN pip install --no-cache-dir -r requirements.lock
+COPY requirements.lock pyproject.toml ./
+RUN python -c "import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies'], sep='\n')" > /tmp/runtime.txt \
+    && pip install --no-cache-dir -r /tmp/runtime.txt -c requirements.lock \
+    && rm /tmp/runtime.txt
+COPY README.md ./
 COPY tokenpulse ./tokenpulse
 COPY serving ./serving
 COPY exporter ./exporter
 COPY log_pipeline ./log_pipeline
+COPY monitoring ./monitoring
 RUN pip install --no-cache-dir --no-deps .
-ENV TF_CPP_MIN_LOG_LEVEL=2
 ENTRYPOINT ["tokenpulse"]
