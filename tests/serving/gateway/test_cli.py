@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from serving.gateway import cli
+from serving.gateway.keys import add_key
 from serving.gateway.settings import GatewaySettings
 from tokenpulse.settings_cli import ArgumentParser
 
@@ -82,3 +85,32 @@ def test_missing_keys_file_is_refused(tmp_path: Path) -> None:
         timeout=60,
     )
     assert done.returncode == 2 and "does not exist" in done.stderr
+
+
+def _readme_key_commands() -> list[list[str]]:
+    """Every `tokenpulse gateway keys add ...` command line in the project's markdown files."""
+    root = Path(__file__).resolve().parents[3]
+    found = []
+    for doc in [root / "README.md", *root.glob("serving/**/*.md"), *root.glob("exporter/**/*.md")]:
+        for match in re.finditer(r"tokenpulse gateway keys add ([^`#\n]*)", doc.read_text()):
+            found.append(shlex.split(match[1]))
+    return found
+
+
+def test_readme_key_commands_work_after_make_up(tmp_path: Path) -> None:
+    commands = _readme_key_commands()
+    assert commands
+    for n, argv in enumerate(commands):
+        keys = tmp_path / f"{n}" / "gateway-keys.json"
+        keys.parent.mkdir()
+        add_key(keys, "demo")  # what `make up` leaves in run/gateway-keys.json
+        assert argv[argv.index("--file") + 1] == "run/gateway-keys.json", argv
+        argv[argv.index("--file") + 1] = str(keys)
+        done = subprocess.run(
+            [sys.executable, "-m", "tokenpulse.cli", "gateway", "keys", "add", *argv],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, (argv, done.stderr)
+        assert done.stdout.strip() and done.stdout.strip() not in keys.read_text()

@@ -11,7 +11,7 @@ from serving.modelserver.metrics import (
     fmt_double,
 )
 
-# REFERENCE.md A.2: Exp(10, 1.8, 33) as TF Serving prints it.
+# TF Serving's request latency buckets: Exp(10, 1.8, 33), as TF Serving prints them.
 EXPECTED_LATENCY_LE = (
     "10,18,32.4,58.32,104.976,188.957,340.122,612.22,1102,1983.59,3570.47,6426.84,11568.3,20823,"
     "37481.3,67466.4,121440,218591,393464,708235,1.27482e+06,2.29468e+06,4.13043e+06,7.43477e+06,"

@@ -42,7 +42,7 @@ def test_shipped_batching_and_monitoring_files_read_as_protobuf_reads_them() -> 
 
 
 TRICKY_MODEL_CONFIGS = [
-    # single quotes, as REFERENCE docs and users write them; both label forms
+    # single quotes, as TF Serving docs and users write them; both label forms
     "model_config_list { config { name: 'gen' base_path: '/m/gen' "
     "version_labels { key: 'stable' value: 1 } version_labels { key: 'canary' value: 2 } } }",
     # angle brackets, a colon before a message, comma and semicolon separators
