@@ -8,19 +8,22 @@ import re
 import secrets
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from pydantic import BaseModel
 
 from serving.gateway import native, openai_compat
 from serving.gateway.admission import Admission
 from serving.gateway.breaker import CircuitBreaker
-from serving.gateway.errors import GatewayError, PayloadTooLarge, native_body, openai_body
+from serving.gateway.errors import GatewayError, PayloadTooLarge, dump, native_body, openai_body
 from serving.gateway.jobs import Job, Limits
 from serving.gateway.keys import KeysFileError, KeyStore
 from serving.gateway.metrics import GatewayMetrics
 from serving.gateway.openapi import build_openapi
 from serving.gateway.pipeline import Pipeline, authenticate, deadline_for
+from serving.gateway.probes import Health, ModelReadiness, Readiness
 from serving.gateway.ratelimit import RateLimiter, retry_after_header
 from serving.gateway.routing import ModelConfigError, Router
 from serving.gateway.settings import GatewaySettings
@@ -34,12 +37,11 @@ _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 GATEWAY_KEY: web.AppKey[Gateway] = web.AppKey("gateway")
 
 
-def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+def _json(
+    body: BaseModel, status: int = 200, headers: dict[str, str] | None = None
+) -> web.Response:
     return web.Response(
-        body=json.dumps(body, ensure_ascii=False).encode(),
-        status=status,
-        content_type="application/json",
-        headers=headers,
+        body=dump(body), status=status, content_type="application/json", headers=headers
     )
 
 
@@ -57,14 +59,20 @@ async def json_route_errors(
         return _json(native_body(err, request.headers.get("X-Request-ID", "")), exc.status, headers)
 
 
+def _stamp(path: Path) -> tuple[int, int, int]:
+    """What changes when the keys file is rewritten in place or replaced by a rename."""
+    st = path.stat()
+    return st.st_mtime_ns, st.st_size, st.st_ino
+
+
 class Gateway:
     """Everything one gateway process holds; `app()` wires it into aiohttp."""
 
     def __init__(self, settings: GatewaySettings, sink: SampleSink | None = None) -> None:
         self.settings = settings
-        self.metrics = GatewayMetrics()
+        self.metrics = GatewayMetrics(models=settings.models)
         self.keys = KeyStore.from_file(settings.keys_file)
-        self._keys_mtime = settings.keys_file.stat().st_mtime
+        self._keys_stamp: tuple[int, int, int] | None = _stamp(settings.keys_file)
         self.router = Router(
             settings.models,
             stable_label=settings.stable_label,
@@ -86,7 +94,7 @@ class Gateway:
             RateLimiter(), self.refresh,
         )  # fmt: skip
         self.samples = SampleDispatcher(
-            sink if sink is not None else load_sink(settings.sample_sink),
+            sink if sink is not None else load_sink(settings.sample_sink, self.metrics.registry),
             settings.sample_queue_size,
             on_drop=self.metrics.samples_dropped.inc,
         )
@@ -99,6 +107,7 @@ class Gateway:
         )
         self.upstream_ok = False
         self._poller: asyncio.Task[None] | None = None
+        self._keys_watcher: asyncio.Task[None] | None = None
         self._openapi = json.dumps(build_openapi(settings)).encode()
 
     def _breaker_changed(self, state: Any) -> None:
@@ -110,10 +119,13 @@ class Gateway:
     async def _on_startup(self, app: web.Application) -> None:
         await self.client.start()
         self.samples.start()
-        self._poller = asyncio.get_running_loop().create_task(self._poll())
+        loop = asyncio.get_running_loop()
+        self._poller = loop.create_task(self._poll())
+        self._keys_watcher = loop.create_task(self._watch_keys())
 
     async def _on_cleanup(self, app: web.Application) -> None:
         await cancel_quietly(self._poller)
+        await cancel_quietly(self._keys_watcher)
         await self.samples.stop()
         await self.client.close()
 
@@ -130,19 +142,33 @@ class Gateway:
     def reload_keys(self) -> None:
         """Pick up a changed keys file (e.g. `keys add` while running); keep the old on error."""
         try:
-            mtime = self.settings.keys_file.stat().st_mtime
-            if mtime == self._keys_mtime:
+            stamp: tuple[int, int, int] | None = _stamp(self.settings.keys_file)
+        except OSError as exc:
+            stamp, error = None, str(exc)
+        else:
+            if stamp == self._keys_stamp:
                 return
-            self.keys = KeyStore.from_file(self.settings.keys_file)
-        except (OSError, KeysFileError) as exc:
-            log.error("cannot read keys file; keeping the loaded keys", error=str(exc))
-            return
-        self._keys_mtime = mtime
-        log.info("keys reloaded", keys=len(self.keys))
+            try:
+                self.keys, error = KeyStore.from_file(self.settings.keys_file), ""
+            except KeysFileError as exc:
+                error = str(exc)
+        if stamp == self._keys_stamp:
+            return  # still missing: said so already
+        # remember a bad version too, so it is reported once rather than at every check
+        self._keys_stamp = stamp
+        if error:
+            log.error("cannot read keys file; keeping the loaded keys", error=error)
+        else:
+            log.info("keys reloaded", keys=len(self.keys))
+
+    async def _watch_keys(self) -> None:
+        # one stat() per interval: cheap enough to make a removed key stop working within 1 s
+        while True:
+            await asyncio.sleep(self.settings.keys_poll_interval_s)
+            self.reload_keys()
 
     async def _poll(self) -> None:
         while True:
-            self.reload_keys()
             try:
                 self.router.reload_labels()
             except (ModelConfigError, OSError) as exc:
@@ -155,32 +181,32 @@ class Gateway:
 
     async def healthz(self, request: web.Request) -> web.Response:
         """Process alive."""
-        return _json({"status": "ok"})
+        return _json(Health())
 
     async def readyz(self, request: web.Request) -> web.Response:
         """Upstream reachable and every model has an AVAILABLE version (checked live)."""
         for model in self.router.models:
             await self.refresh(model)
         models = {
-            m: {"available_versions": [str(v) for v in s.available], "labels": s.labels}
+            m: ModelReadiness(available_versions=[str(v) for v in s.available], labels=s.labels)
             for m, s in self.router.models.items()
         }
         ready = self.upstream_ok and self.router.is_ready()
-        body = {
-            "status": "ready" if ready else "not_ready",
-            "upstream_reachable": self.upstream_ok,
-            "models": models,
-            "circuit_breaker": self.breaker.state.name.lower(),
-        }
+        body = Readiness(
+            status="ready" if ready else "not_ready",
+            upstream_reachable=self.upstream_ok,
+            models=models,
+            circuit_breaker=self.breaker.state.name.lower(),  # type: ignore[arg-type]
+        )
         return _json(body, 200 if ready else 503)
 
     async def metrics_page(self, request: web.Request) -> web.Response:
         """Prometheus exposition."""
         self.metrics.breaker_state.set(int(self.breaker.state))  # open → half-open is lazy
         self.metrics.queued.set(self.admission.queued)
-        return web.Response(
-            body=self.metrics.render(), headers={"Content-Type": self.metrics.content_type}
-        )
+        # a big page takes a while to render: in a thread, requests keep flowing meanwhile
+        body = await asyncio.to_thread(self.metrics.render)
+        return web.Response(body=body, headers={"Content-Type": self.metrics.content_type})
 
     async def openapi(self, request: web.Request) -> web.Response:
         """The OpenAPI document."""
@@ -212,8 +238,8 @@ class Gateway:
         request: web.Request,
         route: str,
         parse: Callable[[bytes, Limits], Job],
-        respond: Callable[[Job, list[str], RequestStats], dict[str, Any]],
-        error_body: Callable[[GatewayError, str], dict[str, Any]],
+        respond: Callable[[Job, list[str], RequestStats], BaseModel],
+        error_body: Callable[[GatewayError, str], BaseModel],
     ) -> web.Response:
         start = time.perf_counter()
         arrival = time.time()
@@ -223,6 +249,7 @@ class Gateway:
         headers = {"X-Request-ID": rid}
         job: Job | None = None
         texts: list[str] = []
+        body: BaseModel
         in_flight = self.metrics.in_flight.labels(route)
         in_flight.inc()
         try:
@@ -241,6 +268,7 @@ class Gateway:
         except GatewayError as err:
             body, status = error_body(err, rid), err.status
             stats.error_code = err.code
+            headers.update(err.headers())
             if err.retry_after is not None:
                 headers["Retry-After"] = retry_after_header(err.retry_after)
         except Exception:  # noqa: BLE001 - a bug must still answer in the endpoint's shape

@@ -4,6 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
+
+def _drop_null_param(schema: dict[str, Any]) -> None:
+    # `param` is left out rather than sent as null, so the schema says string
+    schema["properties"]["param"] = {"type": "string"}
+
 
 class GatewayError(Exception):
     """A request the gateway answers with an error; never a stack trace."""
@@ -19,6 +26,10 @@ class GatewayError(Exception):
         self.message = message
         self.param = param
         self.retry_after = retry_after
+
+    def headers(self) -> dict[str, str]:
+        """Extra response headers this error carries."""
+        return {}
 
 
 class BadRequest(GatewayError):
@@ -46,11 +57,15 @@ class PayloadTooLarge(GatewayError):
 
 
 class Unauthenticated(GatewayError):
-    """No API key, or an unknown one."""
+    """No API key, or an unknown one; the answer names the scheme (RFC 6750)."""
 
     status = 401
     code = "invalid_api_key"
     openai_type = "authentication_error"
+
+    def headers(self) -> dict[str, str]:
+        """The challenge a 401 must carry (RFC 9110 §11.6.1)."""
+        return {"WWW-Authenticate": "Bearer"}
 
 
 class Forbidden(GatewayError):
@@ -117,26 +132,72 @@ class DeadlineExceeded(GatewayError):
     openai_type = "server_error"
 
 
-def native_body(err: GatewayError, request_id: str) -> dict[str, Any]:
-    """`/v1/generate` error shape."""
-    body: dict[str, Any] = {
-        "status": err.status,
-        "code": err.code,
-        "message": err.message,
-        "request_id": request_id,
-    }
-    if err.param is not None:
-        body["param"] = err.param
-    return {"error": body}
+class NativeErrorDetail(BaseModel):
+    """What went wrong, in `/v1/generate`'s error shape."""
+
+    model_config = ConfigDict(json_schema_extra=_drop_null_param)
+
+    status: int
+    code: str
+    message: str
+    request_id: str
+    param: str | None = None
 
 
-def openai_body(err: GatewayError, request_id: str) -> dict[str, Any]:
+class NativeError(BaseModel):
+    """`/v1/generate` error body."""
+
+    error: NativeErrorDetail
+
+
+class OpenAIErrorDetail(BaseModel):
+    """What went wrong, as the `openai` SDK reads it."""
+
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+
+
+class OpenAIError(BaseModel):
+    """`/v1/completions` error body."""
+
+    error: OpenAIErrorDetail
+
+
+def native_body(err: GatewayError, request_id: str) -> NativeError:
+    """`/v1/generate` error shape (`param` only when one is to blame)."""
+    return NativeError(
+        error=NativeErrorDetail(
+            status=err.status,
+            code=err.code,
+            message=err.message,
+            request_id=request_id,
+            param=err.param,
+        )
+    )
+
+
+def openai_body(err: GatewayError, request_id: str) -> OpenAIError:
     """`/v1/completions` error shape, as the `openai` SDK reads it."""
-    return {
-        "error": {
-            "message": err.message,
-            "type": err.openai_type,
-            "param": err.param,
-            "code": err.code,
-        }
-    }
+    del request_id  # the SDK has no field for it; the X-Request-ID header carries it
+    return OpenAIError(
+        error=OpenAIErrorDetail(
+            message=err.message, type=err.openai_type, param=err.param, code=err.code
+        )
+    )
+
+
+def connection_error_body(status: int, message: str) -> bytes:
+    """The native error shape for a connection refused before any request was read."""
+    code = {408: "request_timeout", 503: "too_many_connections"}.get(status, "connection_refused")
+    detail = NativeErrorDetail(status=status, code=code, message=message, request_id="")
+    return dump(NativeError(error=detail))
+
+
+def dump(body: BaseModel) -> bytes:
+    """A response body as JSON bytes; a native error's `param` only appears when set."""
+    exclude = (
+        {"error": {"param"}} if isinstance(body, NativeError) and body.error.param is None else None
+    )
+    return body.model_dump_json(exclude=exclude).encode()

@@ -1,10 +1,15 @@
 """Every gateway metric, declared once with explicit buckets; handlers call `observe(stats)`.
 
 Labels are only `model`, `version`, `route`, `code` (plus the bounded `finish_reason` on its own
-counter): never the key, the user or the prompt.
+counter): never the key, the user or the prompt. Every label value comes from a closed set: a
+model name the gateway does not serve (anyone holding a key can send any name) and a finish
+reason the model should not give are counted under `__unknown__`, so no request can add series.
+Versions only come from the router, which only knows versions the model server reported.
 """
 
 from __future__ import annotations
+
+from collections.abc import Collection
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -26,6 +31,9 @@ NLL_BUCKETS = (0.25, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
 REQ = ("model", "version", "route", "code")
 OUT = ("model", "version", "route")
 PFX = "tokenpulse_gateway_"
+CONNECTION_REJECT_REASONS = ("header_timeout", "max_connections")
+FINISH_REASONS = ("stop", "length")
+UNKNOWN = "__unknown__"
 
 
 class GatewayMetrics:
@@ -33,7 +41,8 @@ class GatewayMetrics:
 
     content_type = CONTENT_TYPE_LATEST
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, models: Collection[str], registry: CollectorRegistry | None = None) -> None:
+        self.models = frozenset(models)
         self.registry = r = registry or CollectorRegistry(auto_describe=False)
         self.requests = Counter(f"{PFX}requests", "Requests answered.", REQ, registry=r)
         self.request_duration = Histogram(
@@ -101,7 +110,18 @@ class GatewayMetrics:
         self.samples_dropped = Counter(
             f"{PFX}samples_dropped", "Samples dropped because the sink queue was full.", registry=r
         )
+        self.connections_rejected = Counter(
+            f"{PFX}connections_rejected", "Connections closed by a limit: a request head too "
+            "slow (header_timeout) or too many open (max_connections).", ("reason",), registry=r,
+        )  # fmt: skip
+        for reason in CONNECTION_REJECT_REASONS:
+            self.connections_rejected.labels(reason)
         self._bound: dict[tuple[str, str, str], _OutputChildren] = {}
+
+    def connection_rejected(self, reason: str) -> None:
+        """Count one connection closed by `tokenpulse.http_limits`."""
+        if reason in CONNECTION_REJECT_REASONS:
+            self.connections_rejected.labels(reason).inc()
 
     def _children(self, model: str, version: str, route: str) -> _OutputChildren:
         # label lookups cost more than the observations: bind once per (model, version, route)
@@ -114,19 +134,20 @@ class GatewayMetrics:
     def observe(self, s: RequestStats) -> None:
         """Record one finished request."""
         code = str(s.status)
-        self.requests.labels(s.model, s.version, s.route, code).inc()
-        self.request_duration.labels(s.model, s.version, s.route, code).observe(s.total_s)
+        model = s.model if s.model in self.models else UNKNOWN
+        self.requests.labels(model, s.version, s.route, code).inc()
+        self.request_duration.labels(model, s.version, s.route, code).observe(s.total_s)
         if s.rate_limited:
-            self.rate_limited.labels(s.model, s.route).inc()
+            self.rate_limited.labels(model, s.route).inc()
         if s.shed:
-            self.shed.labels(s.model, s.route).inc()
+            self.shed.labels(model, s.route).inc()
         if s.breaker_rejected:
-            self.breaker_rejected.labels(s.model, s.route).inc()
+            self.breaker_rejected.labels(model, s.route).inc()
         if s.queue_wait_s > 0 or s.upstream_s > 0:
-            self.queue_wait.labels(s.model, s.route).observe(s.queue_wait_s)
+            self.queue_wait.labels(model, s.route).observe(s.queue_wait_s)
         if s.upstream_s <= 0 and not s.outputs:
             return
-        c = self._children(s.model, s.version, s.route)
+        c = self._children(model, s.version, s.route)
         if s.upstream_s > 0:
             c.upstream_duration.observe(s.upstream_s)
         tpot = s.time_per_output_token_s
@@ -137,7 +158,8 @@ class GatewayMetrics:
             c.output_tokens.inc(o.output_tokens)
             c.request_prompt_tokens.observe(o.prompt_tokens)
             c.request_output_tokens.observe(o.output_tokens)
-            self.finish_reason.labels(s.model, s.version, s.route, o.finish_reason).inc()
+            reason = o.finish_reason if o.finish_reason in FINISH_REASONS else UNKNOWN
+            self.finish_reason.labels(model, s.version, s.route, reason).inc()
             if o.empty:
                 c.empty_outputs.inc()
             c.repetition_ratio.observe(o.repetition_ratio)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import secrets
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -18,7 +17,7 @@ from serving.gateway.jobs import (
     check_prompts,
     validate_body,
 )
-from serving.gateway.stats import RequestStats
+from serving.gateway.stats import OutputSignals, RequestStats
 
 LABEL_PATTERN = r"^[A-Za-z0-9_]+$"
 
@@ -106,38 +105,41 @@ def parse(raw: bytes, limits: Limits) -> Job:
     )
 
 
-def timings(stats: RequestStats) -> dict[str, Any]:
+def timings(stats: RequestStats) -> Timings:
     """The timings block shared by both endpoints."""
-    return {
-        "queue_wait_s": round(stats.queue_wait_s, 6),
-        "upstream_s": round(stats.upstream_s, 6),
-        "total_s": round(stats.total_s, 6),
-        "time_per_output_token_s": stats.time_per_output_token_s,
-    }
+    return Timings(
+        queue_wait_s=round(stats.queue_wait_s, 6),
+        upstream_s=round(stats.upstream_s, 6),
+        total_s=round(stats.total_s, 6),
+        time_per_output_token_s=stats.time_per_output_token_s,
+    )
 
 
-def respond(job: Job, texts: list[str], stats: RequestStats) -> dict[str, Any]:
-    """The native response body (one prompt, one output)."""
+def signals(out: OutputSignals) -> Signals:
+    """The quality signals of one output, shared by both endpoints."""
+    return Signals(
+        empty_output=out.empty,
+        repetition_ratio=round(out.repetition_ratio, 6),
+        mean_nll=out.mean_nll,
+        truncated_prompt_tokens=out.truncated_prompt_tokens,
+    )
+
+
+def respond(job: Job, texts: list[str], stats: RequestStats) -> GenerateResponse:
+    """The native response (one prompt, one output), as `/openapi.json` declares it."""
     out = stats.outputs[0]
-    return {
-        "id": f"gen-{stats.request_id}",
-        "text": texts[0],
-        "model": {
-            "name": stats.model,
-            "version": stats.version,
-            "version_label": stats.version_label or None,
-        },
-        "finish_reason": out.finish_reason,
-        "usage": {
-            "prompt_tokens": out.prompt_tokens,
-            "output_tokens": out.output_tokens,
-            "total_tokens": out.prompt_tokens + out.output_tokens,
-        },
-        "signals": {
-            "empty_output": out.empty,
-            "repetition_ratio": round(out.repetition_ratio, 6),
-            "mean_nll": out.mean_nll,
-            "truncated_prompt_tokens": out.truncated_prompt_tokens,
-        },
-        "timings": timings(stats),
-    }
+    return GenerateResponse(
+        id=f"gen-{stats.request_id}",
+        text=texts[0],
+        model=ModelRef(
+            name=stats.model, version=stats.version, version_label=stats.version_label or None
+        ),
+        finish_reason=out.finish_reason,
+        usage=GenerateUsage(
+            prompt_tokens=out.prompt_tokens,
+            output_tokens=out.output_tokens,
+            total_tokens=out.prompt_tokens + out.output_tokens,
+        ),
+        signals=signals(out),
+        timings=timings(stats),
+    )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,7 +23,7 @@ from serving.gateway.jobs import (
     check_prompts,
     validate_body,
 )
-from serving.gateway.native import timings
+from serving.gateway.native import Signals, Timings, signals, timings
 from serving.gateway.stats import RequestStats
 
 
@@ -69,17 +69,26 @@ class CompletionUsage(BaseModel):
     total_tokens: int
 
 
+class Extension(BaseModel):
+    """What the OpenAI object has no field for: the version that served, signals and timings."""
+
+    version: str
+    version_label: str | None
+    signals: list[Signals]
+    timings: Timings
+
+
 class CompletionResponse(BaseModel):
     """OpenAI `text_completion` object plus a `tokenpulse` extension."""
 
     id: str
-    object: str = "text_completion"
+    object: Literal["text_completion"] = "text_completion"
     created: int
     model: str
     system_fingerprint: str
     choices: list[Choice]
     usage: CompletionUsage
-    tokenpulse: dict[str, Any]
+    tokenpulse: Extension
 
 
 def _refuse_unsupported(req: CompletionRequest) -> None:
@@ -138,37 +147,28 @@ def apply_stop(text: str, stops: tuple[str, ...]) -> tuple[str, bool]:
     return (text[:cut], True) if cut >= 0 else (text, False)
 
 
-def respond(job: Job, texts: list[str], stats: RequestStats) -> dict[str, Any]:
-    """The OpenAI response body."""
+def respond(job: Job, texts: list[str], stats: RequestStats) -> CompletionResponse:
+    """The OpenAI response, as `/openapi.json` declares it."""
     prompt_tokens = stats.prompt_tokens
     output_tokens = stats.output_tokens
-    return {
-        "id": f"cmpl-{stats.request_id}",
-        "object": "text_completion",
-        "created": int(time.time()),
-        "model": stats.model,
-        "system_fingerprint": f"{stats.model}:v{stats.version}",
-        "choices": [
-            {"index": i, "text": text, "finish_reason": out.finish_reason, "logprobs": None}
+    return CompletionResponse(
+        id=f"cmpl-{stats.request_id}",
+        created=int(time.time()),
+        model=stats.model,
+        system_fingerprint=f"{stats.model}:v{stats.version}",
+        choices=[
+            Choice(index=i, text=text, finish_reason=out.finish_reason)
             for i, (text, out) in enumerate(zip(texts, stats.outputs, strict=True))
         ],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": output_tokens,
-            "total_tokens": prompt_tokens + output_tokens,
-        },
-        "tokenpulse": {
-            "version": stats.version,
-            "version_label": stats.version_label or None,
-            "signals": [
-                {
-                    "empty_output": o.empty,
-                    "repetition_ratio": round(o.repetition_ratio, 6),
-                    "mean_nll": o.mean_nll,
-                    "truncated_prompt_tokens": o.truncated_prompt_tokens,
-                }
-                for o in stats.outputs
-            ],
-            "timings": timings(stats),
-        },
-    }
+        usage=CompletionUsage(
+            prompt_tokens=prompt_tokens,
+            completion_tokens=output_tokens,
+            total_tokens=prompt_tokens + output_tokens,
+        ),
+        tokenpulse=Extension(
+            version=stats.version,
+            version_label=stats.version_label or None,
+            signals=[signals(o) for o in stats.outputs],
+            timings=timings(stats),
+        ),
+    )

@@ -1,4 +1,5 @@
-"""The OpenAPI 3.1 document, built from the same pydantic models that validate requests."""
+"""The OpenAPI 3.1 document, built from the same pydantic models that validate requests and
+build every response body, so the document and the answers cannot drift apart."""
 
 from __future__ import annotations
 
@@ -6,43 +7,13 @@ from typing import Any
 
 from pydantic.json_schema import models_json_schema
 
+from serving.gateway.errors import NativeError, OpenAIError
 from serving.gateway.native import GenerateRequest, GenerateResponse
 from serving.gateway.openai_compat import CompletionRequest, CompletionResponse
+from serving.gateway.pipeline import MIN_REQUEST_TIMEOUT_S
+from serving.gateway.probes import Health, Readiness
 from serving.gateway.settings import GatewaySettings
 
-_NATIVE_ERROR = {
-    "type": "object",
-    "required": ["error"],
-    "properties": {
-        "error": {
-            "type": "object",
-            "required": ["status", "code", "message", "request_id"],
-            "properties": {
-                "status": {"type": "integer"},
-                "code": {"type": "string"},
-                "message": {"type": "string"},
-                "request_id": {"type": "string"},
-                "param": {"type": "string"},
-            },
-        }
-    },
-}
-_OPENAI_ERROR = {
-    "type": "object",
-    "required": ["error"],
-    "properties": {
-        "error": {
-            "type": "object",
-            "required": ["message", "type"],
-            "properties": {
-                "message": {"type": "string"},
-                "type": {"type": "string"},
-                "param": {"type": ["string", "null"]},
-                "code": {"type": ["string", "null"]},
-            },
-        }
-    },
-}
 _ERRORS = {
     "400": "Malformed JSON or invalid UTF-8 (or, on completions, a bad parameter).",
     "401": "No API key, or an unknown one.",
@@ -59,8 +30,8 @@ _TIMEOUT_HEADER: dict[str, Any] = {
     "name": "X-Request-Timeout",
     "in": "header",
     "required": False,
-    "description": "Deadline in seconds (any positive number is taken; under 1 s invites 504s).",
-    "schema": {"type": "number", "minimum": 1},
+    "description": "Deadline in seconds; a value outside the declared range gets 400.",
+    "schema": {"type": "number", "minimum": MIN_REQUEST_TIMEOUT_S},
 }
 
 
@@ -76,6 +47,9 @@ def _op(summary: str, req: str, resp: str, error: str, max_timeout: float) -> di
             "description": text,
             "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{error}"}}},
         }
+    responses["401"]["headers"] = {
+        "WWW-Authenticate": {"required": True, "schema": {"type": "string", "pattern": "^Bearer"}}
+    }
     return {
         "post": {
             "summary": summary,
@@ -94,16 +68,16 @@ def _op(summary: str, req: str, resp: str, error: str, max_timeout: float) -> di
     }
 
 
-def _get(summary: str, content_type: str = "application/json") -> dict[str, Any]:
-    return {
-        "get": {
-            "summary": summary,
-            "responses": {
-                "200": {"description": "OK", "content": {content_type: {"schema": {}}}},
-                "503": {"description": "Not ready", "content": {content_type: {"schema": {}}}},
-            },
-        }
-    }
+def _get(summary: str, schema: str | None, not_ready: bool = False) -> dict[str, Any]:
+    content = (
+        {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}}
+        if schema
+        else {"text/plain": {"schema": {"type": "string"}}}
+    )
+    responses = {"200": {"description": "OK", "content": content}}
+    if not_ready:
+        responses["503"] = {"description": "Not ready", "content": content}
+    return {"get": {"summary": summary, "responses": responses}}
 
 
 def _apply_limits(schemas: dict[str, Any], settings: GatewaySettings) -> None:
@@ -151,13 +125,15 @@ def build_openapi(settings: GatewaySettings) -> dict[str, Any]:
             (GenerateResponse, "serialization"),
             (CompletionRequest, "validation"),
             (CompletionResponse, "serialization"),
+            (NativeError, "serialization"),
+            (OpenAIError, "serialization"),
+            (Health, "serialization"),
+            (Readiness, "serialization"),
         ],
         ref_template="#/components/schemas/{model}",
     )
     schemas = dict(defs.get("$defs", {}))
     _apply_limits(schemas, settings)
-    schemas["NativeError"] = _NATIVE_ERROR
-    schemas["OpenAIError"] = _OPENAI_ERROR
     return {
         "openapi": "3.1.0",
         "info": {
@@ -181,9 +157,9 @@ def build_openapi(settings: GatewaySettings) -> dict[str, Any]:
                 "OpenAIError",
                 settings.max_request_timeout_s,
             ),
-            "/healthz": _get("Process alive."),
-            "/readyz": _get("Upstream reachable and a version AVAILABLE."),
-            "/metrics": _get("Prometheus metrics.", "text/plain"),
+            "/healthz": _get("Process alive.", "Health"),
+            "/readyz": _get("Upstream reachable and a version AVAILABLE.", "Readiness", True),
+            "/metrics": _get("Prometheus metrics.", None),
         },
         "components": {
             "schemas": schemas,

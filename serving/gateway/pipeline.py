@@ -53,6 +53,9 @@ class Deadline:
         return self.at - time.perf_counter()
 
 
+MIN_REQUEST_TIMEOUT_S = 1.0  # shorter deadlines only buy 504s: a request is rarely faster
+
+
 def authenticate(keys: KeyStore, header: str | None) -> ApiKey:
     """`Authorization: Bearer <key>` → the key's record, or 401."""
     if not header:
@@ -80,7 +83,14 @@ def deadline_for(headers: Any, start: float, settings: GatewaySettings) -> Deadl
     """X-Request-Timeout (up to the max) or the openai SDK timeout (only shortens)."""
     explicit = headers.get("X-Request-Timeout")
     if explicit is not None:
-        seconds = min(_seconds(explicit, "X-Request-Timeout"), settings.max_request_timeout_s)
+        seconds = _seconds(explicit, "X-Request-Timeout")
+        low, high = MIN_REQUEST_TIMEOUT_S, settings.max_request_timeout_s
+        if not low <= seconds <= high:
+            # the range /openapi.json declares; a silent clamp would hide the client's mistake
+            raise BadRequest(
+                f"X-Request-Timeout must be between {low:g} and {high:g} seconds, got {seconds:g}",
+                param="X-Request-Timeout",
+            )
         return Deadline(start + seconds, seconds < settings.request_timeout_s)
     sdk = headers.get("X-Stainless-Read-Timeout")
     if sdk is not None:

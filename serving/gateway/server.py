@@ -9,8 +9,10 @@ from aiohttp import web
 from prometheus_client import disable_created_metrics
 
 from serving.gateway.app import Gateway
+from serving.gateway.errors import connection_error_body
 from serving.gateway.settings import GatewaySettings
 from serving.gateway.sink import SampleSink
+from tokenpulse.http_limits import HttpLimits, start_site
 from tokenpulse.logging import configure_logging, get_logger
 
 log = get_logger(__name__)
@@ -21,8 +23,15 @@ async def serve(settings: GatewaySettings, sink: SampleSink | None = None) -> No
     gateway = Gateway(settings, sink=sink)
     runner = web.AppRunner(gateway.app(), access_log=None, handle_signals=False)
     await runner.setup()
-    site = web.TCPSite(runner, settings.host, settings.port, backlog=1024, reuse_address=True)
-    await site.start()
+    limits = HttpLimits(
+        header_timeout_s=settings.header_timeout_s,
+        idle_timeout_s=settings.idle_timeout_s,
+        max_connections=settings.max_connections,
+        error_body=connection_error_body,
+    )
+    await start_site(
+        runner, settings.host, settings.port, limits, on_event=gateway.metrics.connection_rejected
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -67,7 +67,10 @@ def load_sink(spec: str, registry: Any = None) -> SampleSink:
     if not attr:
         raise ValueError(f"sample sink {spec!r} must look like module:factory")
     factory = getattr(importlib.import_module(module_name), attr)
-    takes_registry = "registry" in inspect.signature(factory).parameters
+    try:
+        takes_registry = "registry" in inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # builtins and C types have no inspectable signature
+        takes_registry = False
     sink = factory(registry=registry) if takes_registry and registry is not None else factory()
     if not isinstance(sink, SampleSink):
         raise ValueError(f"sample sink {spec!r} did not return a SampleSink")

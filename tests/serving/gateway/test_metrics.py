@@ -26,8 +26,9 @@ EXPECTED = {
     "tokenpulse_gateway_rate_limited": "counter",
     "tokenpulse_gateway_shed": "counter",
     "tokenpulse_gateway_samples_dropped": "counter",
+    "tokenpulse_gateway_connections_rejected": "counter",
 }
-ALLOWED_LABELS = {"model", "version", "route", "code", "finish_reason", "le"}
+ALLOWED_LABELS = {"model", "version", "route", "code", "finish_reason", "reason", "le"}
 
 
 def _stats(**kw: object) -> RequestStats:
@@ -50,14 +51,14 @@ def _stats(**kw: object) -> RequestStats:
 
 
 def test_every_metric_is_declared_with_its_type() -> None:
-    m = GatewayMetrics()
+    m = GatewayMetrics(models=["gen"])
     m.observe(_stats())
     found = {f.name: f.type for f in m.registry.collect()}
     assert found == EXPECTED
 
 
 def test_labels_never_carry_key_user_or_prompt() -> None:
-    m = GatewayMetrics()
+    m = GatewayMetrics(models=["gen"])
     m.observe(_stats(rate_limited="tokens", shed=True, breaker_rejected=True, status=429))
     for family in m.registry.collect():
         for sample in family.samples:
@@ -66,7 +67,7 @@ def test_labels_never_carry_key_user_or_prompt() -> None:
 
 
 def test_observe_records_one_request() -> None:
-    m = GatewayMetrics()
+    m = GatewayMetrics(models=["gen"])
     m.observe(_stats())
     get = m.registry.get_sample_value
     out = {"model": "gen", "version": "2", "route": "completions"}
@@ -83,10 +84,27 @@ def test_observe_records_one_request() -> None:
 
 
 def test_errors_count_without_outputs() -> None:
-    m = GatewayMetrics()
+    m = GatewayMetrics(models=["gen"])
     m.observe(_stats(status=503, shed=True, outputs=[], upstream_s=0.0, version=""))
     get = m.registry.get_sample_value
     labels = {"model": "gen", "route": "completions"}
     assert get("tokenpulse_gateway_shed_total", labels) == 1
     assert get("tokenpulse_gateway_requests_total", {**labels, "version": "", "code": "503"}) == 1
     assert get("tokenpulse_gateway_output_tokens_total", {**labels, "version": ""}) is None
+
+
+def test_unknown_models_and_finish_reasons_fold_into_one_value() -> None:
+    m = GatewayMetrics(models=["gen"])
+    for i in range(1000):
+        m.observe(_stats(model=f"bogus-{i}", status=404, outputs=[], upstream_s=0.0, version=""))
+    m.observe(_stats(outputs=[OutputSignals(1, 1, "made-up-reason", False, 0.0, 1.0)]))
+    get = m.registry.get_sample_value
+    unknown = {"model": "__unknown__", "version": "", "route": "completions", "code": "404"}
+    assert get("tokenpulse_gateway_requests_total", unknown) == 1000
+    labels = {"model": "gen", "version": "2", "route": "completions"}
+    assert (
+        get("tokenpulse_gateway_finish_reason_total", {**labels, "finish_reason": "__unknown__"})
+        == 1
+    )
+    models = {s.labels.get("model") for f in m.registry.collect() for s in f.samples}
+    assert models <= {"gen", "__unknown__", None}
