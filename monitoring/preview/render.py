@@ -20,13 +20,17 @@ import matplotlib
 matplotlib.use("Agg")  # no display on servers; must precede pyplot
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 from pydantic_settings import BaseSettings, SettingsConfigDict  # noqa: E402
 
 from monitoring.mixin.dashboards.queries import substitute  # noqa: E402
 from monitoring.preview.prom import PromClient, Series, seconds  # noqa: E402
 
 GRID_COLS = 24
-COL_IN, ROW_IN = 0.75, 0.42  # inches per grid column / row
+COL_IN, ROW_IN = 0.75, 0.5  # inches per grid column / row
+HEADER_IN = 0.6  # the figure title
+# inside a grid cell: room for the panel title, tick labels and the gap to the next panel
+PAD_TOP_IN, PAD_BOTTOM_IN, PAD_LEFT_IN, PAD_RIGHT_IN = 0.3, 0.3, 0.6, 0.15
 _SCALES: dict[str, list[tuple[float, str]]] = {
     "bytes": [(2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"), (1, "B")],
     "hertz": [(1e9, "GHz"), (1e6, "MHz"), (1e3, "kHz"), (1, "Hz")],
@@ -74,10 +78,12 @@ def fmt(value: float, unit: str) -> str:
     if unit == "percentunit":
         return f"{value * 100:.1f}%"
     if unit in _SCALES:
+        if value == 0:
+            return f"0 {next(name for scale, name in _SCALES[unit] if scale == 1)}"
         for scale, name in _SCALES[unit]:
             if abs(value) >= scale or scale == _SCALES[unit][-1][0]:
                 return f"{value / scale:.3g} {name}"
-    return f"{value:.3g}{_SUFFIX.get(unit, '')}"
+    return f"{value:.4g}{_SUFFIX.get(unit, '')}"
 
 
 def legend(template: str, labels: dict[str, str]) -> str:
@@ -106,11 +112,27 @@ def _draw_timeseries(ax: Axes, panel: dict[str, Any], results: list[tuple[str, S
     for value, _color_name in _thresholds(panel):
         ax.axhline(value, color=_color(value, panel), linestyle="--", linewidth=0.8)
     ax.yaxis.set_major_formatter(lambda v, _pos: fmt(v, unit))
-    ax.xaxis.set_major_formatter(lambda t, _pos: time.strftime("%H:%M", time.localtime(t)))
+    clock = "%H:%M:%S" if results and _span(results) < 900 else "%H:%M"
+    ax.xaxis.set_major_formatter(lambda t, _pos: time.strftime(clock, time.localtime(t)))
     ax.tick_params(labelsize=6)
     ax.grid(alpha=0.3)
     if results:
         ax.legend(fontsize=5, loc="upper left", ncol=2, framealpha=0.6)
+
+
+def _span(results: list[tuple[str, Series]]) -> float:
+    times = [t for _, s in results for t, _ in s.points]
+    return max(times) - min(times) if times else 0.0
+
+
+def _axes(fig: Figure, grid: dict[str, int], size: tuple[float, float]) -> Axes:
+    """Axes inside one panel's grid cell, leaving room for its title and tick labels."""
+    fig_w, fig_h = size
+    left = grid["x"] * COL_IN + PAD_LEFT_IN
+    top = HEADER_IN + grid["y"] * ROW_IN + PAD_TOP_IN
+    width = grid["w"] * COL_IN - PAD_LEFT_IN - PAD_RIGHT_IN
+    height = grid["h"] * ROW_IN - PAD_TOP_IN - PAD_BOTTOM_IN
+    return fig.add_axes((left / fig_w, 1 - (top + height) / fig_h, width / fig_w, height / fig_h))
 
 
 def _draw_stat(ax: Axes, panel: dict[str, Any], results: list[tuple[str, Series]]) -> None:
@@ -134,17 +156,23 @@ def render_dashboard(
     model: dict[str, Any], client: PromClient, out: Path, since_s: float, rate_interval: str
 ) -> Preview:
     """Query and draw every time-series and stat panel of one dashboard into `out`."""
-    panels = [p for p in model.get("panels", []) if p.get("type") in ("timeseries", "stat")]
-    rows = max((p["gridPos"]["y"] + p["gridPos"]["h"] for p in panels), default=1)
-    fig = plt.figure(figsize=(GRID_COLS * COL_IN, rows * ROW_IN + 0.6), dpi=100)
-    fig.suptitle(f"{model['title']} (preview, last {int(since_s // 60)} min)", fontsize=11)
+    all_panels = model.get("panels", [])
+    panels = [p for p in all_panels if p.get("type") in ("timeseries", "stat")]
+    rows = max((p["gridPos"]["y"] + p["gridPos"]["h"] for p in all_panels), default=1)
+    size = (GRID_COLS * COL_IN, HEADER_IN + rows * ROW_IN)
+    fig = plt.figure(figsize=size, dpi=100)
+    fig.suptitle(
+        f"{model['title']}: preview of the last {since_s / 60:g} min (not Grafana)",
+        fontsize=12, y=1 - 0.25 / size[1],
+    )  # fmt: skip
+    for row in (p for p in all_panels if p.get("type") == "row"):
+        y = HEADER_IN + row["gridPos"]["y"] * ROW_IN + ROW_IN * 0.6
+        fig.text(0.01, 1 - y / size[1], row["title"], fontsize=10, weight="bold")
     end = time.time()
     start, step = end - since_s, max(1.0, since_s / 240)
-    grid = fig.add_gridspec(rows, GRID_COLS, hspace=1.6, wspace=1.2)
     preview = Preview(out / f"{model['uid']}.png")
     for panel in panels:
-        g = panel["gridPos"]
-        ax = fig.add_subplot(grid[g["y"] : g["y"] + g["h"], g["x"] : g["x"] + g["w"]])
+        ax = _axes(fig, panel["gridPos"], size)
         unit = panel.get("fieldConfig", {}).get("defaults", {}).get("unit", "")
         ax.set_title(f"{panel['title']} [{unit}]", fontsize=8, loc="left")
         results = []

@@ -23,6 +23,7 @@ from monitoring.mixin.dashboards.panels import (
 EX = cfg.JOBS.selector("exporter")
 SEL = f'{EX}, gpu=~"$gpu"'
 NO_GPU = "no GPU / NVML unavailable"
+XID = "tokenpulse_gpu_xid_errors_total"
 NVML = {"0": ("NVML unavailable", "red"), "1": ("NVML OK", "green")}
 # GPU core temperature: most data-centre GPUs slow down from about 85 C
 TEMP_WARN, TEMP_HOT = 80.0, 87.0
@@ -176,11 +177,11 @@ def _errors_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
         .with_panel(
             ts_panel(
                 "XID errors",
-                "XID errors the driver reported in the interval, per GPU and code; the "
-                "exporter lists which codes are critical in its alerts.",
+                "XID errors the driver reported in the interval: all codes per GPU, plus each "
+                "code that occurred on its own line.",
                 "short",
-                [Q(f"sum by (gpu, xid) (increase(tokenpulse_gpu_xid_errors_total{{{SEL}}}[{RATE}]))"
-                   f" or max by (gpu) (tokenpulse_gpu_info{{{SEL}}}) * 0", "{{gpu}} xid {{xid}}")],
+                [Q(f"sum by (gpu, xid) (increase({XID}{{{SEL}}}[{RATE}])) > 0 "
+                   f"or sum by (gpu) (increase({XID}{{{SEL}}}[{RATE}]))", "gpu {{gpu}} {{xid}}")],
                 bad_above(1),
                 width=8,
                 no_value=NO_GPU,

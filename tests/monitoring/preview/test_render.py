@@ -51,6 +51,7 @@ def test_units_and_legends_read_like_grafana():
     assert fmt(0.995, "percentunit") == "99.5%"
     assert fmt(3 * 2**30, "bytes") == "3 GiB"
     assert fmt(0.0042, "s") == "4.2 ms"
+    assert fmt(0, "s") == "0 s"
     assert fmt(1.5e9, "hertz") == "1.5 GHz"
     assert fmt(12, "reqps") == "12 req/s"
     assert legend("v{{version}} {{ state }}", {"version": "2", "state": "AVAILABLE"}) == (
