@@ -84,7 +84,8 @@ class SqliteStore:
 
     def search(self, f: Filters) -> list[dict[str, Any]]:
         """Matching records, newest first."""
-        where, args = [], []
+        where: list[str] = []
+        args: list[str | float | int] = []
         sql = "SELECT s.doc FROM samples s"
         if f.text.strip():
             sql += " JOIN samples_fts ON samples_fts.rowid = s.rowid AND samples_fts MATCH ?"

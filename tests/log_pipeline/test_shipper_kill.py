@@ -45,8 +45,11 @@ def test_sigkill_five_times_loses_and_duplicates_nothing(tmp_path: Path) -> None
                 write_samples(spool, [make_sample(i) for i in range(written, written + CHUNK)])
                 written += CHUNK
                 before = len(sqlite_ids(db)) + len(es.docs(STREAM))
-                wait_until(lambda b=before: len(sqlite_ids(db)) + len(es.docs(STREAM)) > b,
-                           f"progress before kill {kill}")  # fmt: skip
+
+                def progressed(before: int = before) -> bool:
+                    return len(sqlite_ids(db)) + len(es.docs(STREAM)) > before
+
+                wait_until(progressed, f"progress before kill {kill}")
                 time.sleep(rng.uniform(0.0, 0.15))
                 proc.send_signal(signal.SIGKILL)
                 proc.wait(10)

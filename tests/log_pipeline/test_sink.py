@@ -18,7 +18,7 @@ from log_pipeline.sink import SpoolSink
 from log_pipeline.spool import list_segments
 from serving.gateway.app import Gateway
 from serving.gateway.settings import GatewaySettings
-from serving.gateway.sink import load_sink
+from serving.gateway.sink import Sample, load_sink
 from tests.log_pipeline.conftest import keep_all_rules, make_sample, write_samples
 from tests.serving.gateway.helpers import auth
 from tests.support.gateway import make_keys_file
@@ -50,7 +50,12 @@ def test_handle_never_blocks_and_a_full_queue_is_counted(spool: Path) -> None:
     sink.sampler.rules = keep_all_rules()
     gate = threading.Event()
     real_write = sink.write
-    sink.write = lambda s: (gate.wait(), real_write(s))[1]  # type: ignore[method-assign]
+
+    def slow_write(sample: Sample) -> bool:
+        gate.wait()
+        return real_write(sample)
+
+    sink.write = slow_write  # type: ignore[method-assign]
 
     async def offer_all() -> None:
         for i in range(20):
@@ -89,7 +94,9 @@ def test_gateway_keeps_answering_at_the_disk_cap_and_counts_drops(tmp_path: Path
 
     async def scenario(url: str) -> None:
         gateway = Gateway(
-            GatewaySettings(keys_file=tmp_path / "keys.json", upstream_url=url, access_log=False),
+            GatewaySettings.model_validate(
+                {"keys_file": tmp_path / "keys.json", "upstream_url": url, "access_log": False}
+            ),
             sink=sink,
         )
         async with TestServer(gateway.app(), host="127.0.0.1") as server:

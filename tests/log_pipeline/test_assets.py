@@ -1,0 +1,42 @@
+"""Committed asset files match the generator; saved objects reference what exists."""
+
+from __future__ import annotations
+
+import json
+
+from log_pipeline import assets
+
+
+def test_committed_files_match_the_generator() -> None:
+    for name, content in assets.files().items():
+        committed = (assets.ASSETS_DIR / name).read_text()
+        assert committed == content, f"{name} drifted: run python -m log_pipeline.assets"
+
+
+def test_template_makes_a_data_stream_above_the_builtin_priority() -> None:
+    tmpl = assets.index_template()
+    assert tmpl["data_stream"] == {} and tmpl["priority"] > 100
+    assert assets.DEFAULT_STREAM.startswith(tmpl["index_patterns"][0].rstrip("*"))
+    assert set(tmpl["composed_of"]) == {assets.MAPPINGS_COMPONENT, assets.SETTINGS_COMPONENT}
+    assert assets.settings_component()["settings"]["index.lifecycle.name"] == assets.ILM_POLICY
+    assert assets.mappings()["dynamic"] is False
+
+
+def test_saved_objects() -> None:
+    objects = assets.kibana_objects()
+    by_id = {(o["type"], o["id"]): o for o in objects}
+    searches = [o for o in objects if o["type"] == "search"]
+    assert {o["id"] for o in searches} == {
+        "genai-recent", "genai-low-quality", "genai-errors", "genai-slow", "genai-by-version",
+        "genai-canary-vs-stable",
+    }  # fmt: skip
+    for obj in objects:
+        for ref in obj["references"]:
+            assert (ref["type"], ref["id"]) in by_id, ref
+    for search in searches:
+        source = json.loads(search["attributes"]["kibanaSavedObjectMeta"]["searchSourceJSON"])
+        assert source["query"]["language"] == "kuery"
+        for column in search["attributes"]["columns"]:
+            assert column in assets.FIELD_TYPES
+    dashboard = by_id[("dashboard", "genai-samples-overview")]
+    assert len(json.loads(dashboard["attributes"]["panelsJSON"])) == len(searches)

@@ -1,0 +1,79 @@
+"""`tokenpulse es setup`: idempotent install, clear errors for auth and versions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+
+from log_pipeline import assets
+from tokenpulse.cli import main
+from tokenpulse.testing.es_standin import EsStandin
+
+
+@dataclass
+class Done:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+Runner = Callable[..., Done]
+
+
+@pytest.fixture
+def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Runner:
+    """`tokenpulse es setup ARGS` in this process (the env cannot leak settings in)."""
+    for name in ("ES_URL", "ES_API_KEY", "KIBANA_URL", "KIBANA_API_KEY"):
+        monkeypatch.delenv(f"TOKENPULSE_ES_{name}", raising=False)
+
+    def _run(*args: str) -> Done:
+        code = main(["es", "setup", *args])
+        out = capsys.readouterr()
+        return Done(code, out.out, out.err)
+
+    return _run
+
+
+def test_installs_everything_twice_without_harm(run: Runner) -> None:
+    with EsStandin() as es:
+        for _ in range(2):
+            done = run("--es-url", es.url, "--kibana-url", es.url)
+            assert done.returncode == 0, done.stderr
+        assert set(es.resources) == {
+            f"_ilm/{assets.ILM_POLICY}",
+            f"_component_template/{assets.SETTINGS_COMPONENT}",
+            f"_component_template/{assets.MAPPINGS_COMPONENT}",
+            f"_index_template/{assets.INDEX_TEMPLATE}",
+        }
+        assert es.resources[f"_index_template/{assets.INDEX_TEMPLATE}"]["priority"] == 500
+        assert assets.DEFAULT_STREAM in es.streams
+        assert len(es.saved_objects) == len(assets.kibana_objects())
+        assert "already there" in done.stdout
+
+
+def test_authentication_failure_is_one_clear_line(run: Runner) -> None:
+    with EsStandin(api_key="right") as es:
+        done = run("--es-url", es.url, "--es-api-key", "wrong")
+    assert done.returncode == 1
+    assert "authentication failed" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_version_mismatch_is_one_clear_line(run: Runner) -> None:
+    with EsStandin(version="8.17.0") as es:
+        done = run("--es-url", es.url)
+    assert done.returncode == 1
+    assert "Elasticsearch 9 is required" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_old_kibana_and_unreachable_es(run: Runner) -> None:
+    with EsStandin() as es, EsStandin(version="9.0.0") as kibana:
+        kibana.version = "8.15.0"
+        done = run("--es-url", es.url, "--kibana-url", kibana.url)
+        assert done.returncode == 1 and "version" in done.stderr and "8.15.0" in done.stderr
+        port = es.port
+    done = run("--es-url", f"http://127.0.0.1:{port}")
+    assert done.returncode == 1 and "unreachable" in done.stderr
+    done = run("--es-url", "ftp://x")
+    assert done.returncode == 2 and "--es-url" in done.stderr
