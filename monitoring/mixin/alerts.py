@@ -190,7 +190,7 @@ def canary_alerts() -> list[Alert]:
             "warning",
             "The canary version is less confident than the stable one on golden prompts.",
             "Model {{ $labels.model }}: the canary-labelled version's golden-prompt mean NLL is "
-            "{{ $value | humanize }} nats above the stable version's.",
+            '{{ $value | printf "%.2f" }} nats above the stable version\'s.',
         ),
     ]
 
