@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import platform
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
@@ -87,8 +87,3 @@ def build_info() -> GaugeMetricFamily:
     )
     info.add_metric([__version__, platform.python_version()], 1.0)
     return info
-
-
-def collect_all(collectors: Iterable[Collector]) -> list[Metric]:
-    """Every family the collectors yield (helper for tests and the smoke script)."""
-    return [family for collector in collectors for family in collector.collect()]

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from exporter.modelconfig import ModelEntry
+from exporter.tfserving.models import ModelEntry
 
 if TYPE_CHECKING:
-    from exporter.canary import CanaryRunner
     from exporter.nvml.fields import MetricSpec
     from exporter.nvml.session import NvmlSession
     from exporter.settings import ExporterSettings
-    from exporter.status import StatusTracker
-    from exporter.tfserving_client import TfServingClient
+    from exporter.tfserving.canary import CanaryRunner
+    from exporter.tfserving.client import TfServingClient
+    from exporter.tfserving.status import StatusTracker
 
 
 class Sources:
@@ -31,7 +31,7 @@ class Sources:
 
     def client(self) -> TfServingClient:
         """The REST client for TF Serving."""
-        from exporter.tfserving_client import TfServingClient
+        from exporter.tfserving.client import TfServingClient
 
         if self._client is None:
             s = self.settings
@@ -40,7 +40,8 @@ class Sources:
 
     def status_tracker(self) -> StatusTracker:
         """The shared model status poller."""
-        from exporter.status import ConfigTargets, StaticTargets, StatusTracker
+        from exporter.tfserving.models import ConfigTargets, StaticTargets
+        from exporter.tfserving.status import StatusTracker
 
         if self._tracker is None:
             s = self.settings
@@ -59,7 +60,7 @@ class Sources:
 
     def canary_runner(self) -> CanaryRunner:
         """The shared canary runner (it follows the status tracker)."""
-        from exporter.canary import CanaryRunner
+        from exporter.tfserving.canary import CanaryRunner
 
         if self._canary is None:
             s = self.settings

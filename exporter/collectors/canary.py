@@ -1,7 +1,7 @@
 """`canary` collector: the latest golden-prompt results per model version.
 
-Results come from `exporter.canary.CanaryRunner`, which runs on its own schedule; a scrape only
-reads them.
+Results come from `exporter.tfserving.canary.CanaryRunner`, which runs on its own schedule; a
+scrape only reads them.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from collections.abc import Callable, Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from exporter.canary import CanaryRunner
 from exporter.registry import CollectorError, register
 from exporter.sources import Sources
+from exporter.tfserving.canary import CanaryRunner
 
 _LABELS = ["model", "version"]
 # (key, metric name after tokenpulse_canary_, help)

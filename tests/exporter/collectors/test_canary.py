@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.canary import CanaryResult
 from exporter.collectors.canary import CanaryCollector
 from exporter.scrape import ScrapeCollector
+from exporter.tfserving.canary import CanaryResult
 from tests.support.exporter import one_scrape, registry_of
 
 

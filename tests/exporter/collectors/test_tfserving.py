@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 
 from exporter.collectors.tfserving import TfServingCollector
-from exporter.modelconfig import ModelEntry
 from exporter.scrape import ScrapeCollector
-from exporter.standin import TfServingStandin
-from exporter.status import StaticTargets, StatusTracker
-from exporter.tfserving_client import VERSION_STATES, TfServingClient
+from exporter.tfserving.client import TfServingClient
+from exporter.tfserving.models import ModelEntry, StaticTargets
+from exporter.tfserving.status import StatusTracker
 from tests.support.exporter import one_scrape, registry_of
+from tokenpulse.testing.tfserving_standin import TfServingStandin
+from tokenpulse.tfserving.status import VERSION_STATES
 
 SUCCESS = ("tokenpulse_exporter_collector_success", {"collector": "tfserving"})
 
@@ -94,18 +95,36 @@ def test_labels_and_change_times(tfs, tracker, clock):
 
 
 def test_model_server_down(tfs, tracker, clock):
-    tfs.close()
+    tfs.stop()
     tracker.poll()
     reg = one_scrape(_registry(tracker, clock))
     assert reg.get_sample_value("tokenpulse_tfserving_up", {"model": "gen"}) == 0
     assert reg.get_sample_value(*SUCCESS) == 0
-    assert (
-        reg.get_sample_value(
-            "tokenpulse_tfserving_model_version_state",
-            {"model": "gen", "version": "1", "state": "AVAILABLE"},
-        )
-        is None
-    )
+    # never seen and nothing answers: the labelled versions still show, in state UNKNOWN
+    assert _states(reg, "1") == {"UNKNOWN"} and _states(reg, "2") == {"UNKNOWN"}
+
+
+def _states(reg, version: str) -> set[str]:
+    labels = {"model": "gen", "version": version}
+    name = "tokenpulse_tfserving_model_version_state"
+    return {s for s in VERSION_STATES if reg.get_sample_value(name, {**labels, "state": s}) == 1}
+
+
+def test_versions_seen_before_an_outage_stay_in_state_unknown(tfs, clock):
+    entry = ModelEntry("gen", None, {})
+    client = TfServingClient(tfs.url, 1.0)
+    tracker = StatusTracker(client, StaticTargets([entry]), clock=clock, retention_s=100.0)
+    tracker.poll()
+    assert _states(one_scrape(_registry(tracker, clock)), "1") == {"AVAILABLE"}
+    tfs.stop()
+    clock.now += 50
+    tracker.poll()
+    reg = one_scrape(_registry(tracker, clock))
+    assert _states(reg, "1") == {"UNKNOWN"}  # was AVAILABLE 50 s ago: kept
+    assert _states(reg, "2") == set()  # only ever LOADING: nothing to keep
+    clock.now += 100
+    tracker.poll()
+    assert _states(one_scrape(_registry(tracker, clock)), "1") == set()  # no longer recent
 
 
 def test_malformed_status_json(tfs, tracker, clock):

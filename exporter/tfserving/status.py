@@ -1,65 +1,32 @@
 """Model version status, polled from TF Serving in the background and read by collectors.
 
 One tracker serves both the `tfserving` collector (states, labels, reachability, time of the last
-change) and the canary runner (which versions are AVAILABLE). Polling off the scrape path keeps a
-slow model server from slowing scrapes, and gives state changes a finer timestamp than scrapes.
+change) and the canary runner (which versions to probe). Polling off the scrape path keeps a slow
+model server from slowing scrapes, and gives state changes a finer timestamp than scrapes.
+
+A version's series stay while the version is configured (a label or a `specific` policy names it)
+or was seen AVAILABLE within `retention_s`: a model server that dies must show as failing
+versions, not as versions that vanish.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from exporter.modelconfig import ModelConfigError, ModelEntry, load_model_config
-from exporter.tfserving_client import TfServingClient, TfServingError, VersionStatus
+from exporter.tfserving.client import TfServingClient
+from exporter.tfserving.models import ConfigTargets, StaticTargets
 from tokenpulse.logging import get_logger
+from tokenpulse.tfserving.errors import TfServingError
+from tokenpulse.tfserving.status import VersionStatus, available_versions
 
 # Bound here too: contextvars bound in main() do not reach the exporter's threads.
 log = get_logger(__name__).bind(component="exporter")
 
-
-class StaticTargets:
-    """Models given on the command line (no config file): fixed for the process lifetime."""
-
-    def __init__(self, entries: list[ModelEntry]) -> None:
-        self._entries = list(entries)
-
-    def read(self) -> tuple[list[ModelEntry], str | None]:
-        """The models, and no error."""
-        return list(self._entries), None
-
-
-class ConfigTargets:
-    """Models from TF Serving's `--model_config_file`, re-read whenever the file changes."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._entries = load_model_config(path)  # a bad file at start-up is fatal
-        self._mtime = self._stat()
-        self._error: str | None = None
-
-    def _stat(self) -> int | None:
-        try:
-            return self.path.stat().st_mtime_ns
-        except OSError:
-            return None
-
-    def read(self) -> tuple[list[ModelEntry], str | None]:
-        """The models of the last good version of the file, and why the current one is bad."""
-        mtime = self._stat()
-        if mtime != self._mtime:
-            self._mtime = mtime
-            try:
-                self._entries = load_model_config(self.path)
-                self._error = None
-                log.info("model config reloaded", path=str(self.path), models=len(self._entries))
-            except ModelConfigError as exc:
-                self._error = str(exc)
-                log.warning("model config unreadable, keeping last good", error=str(exc))
-        return list(self._entries), self._error
+VERSION_RETENTION_S = 600.0  # keep an unseen version's series this long after it was AVAILABLE
 
 
 @dataclass(frozen=True)
@@ -74,10 +41,12 @@ class ModelSnapshot:
     versions: tuple[VersionStatus, ...] = ()
     changed_at: dict[int, float] = field(default_factory=dict)  # version -> last change (unix s)
     model_changed_at: float | None = None
+    last_available: tuple[int, ...] = ()  # AVAILABLE at the last poll that got an answer
+    retained: tuple[int, ...] = ()  # versions whose series stay (configured or recently seen)
 
     def available_versions(self) -> list[int]:
         """Versions in state AVAILABLE, newest first."""
-        return sorted((v.version for v in self.versions if v.state == "AVAILABLE"), reverse=True)
+        return available_versions(list(self.versions))
 
 
 @dataclass(frozen=True)
@@ -89,6 +58,10 @@ class StatusSnapshot:
     config_error: str | None = None
 
 
+def _newest_first(*groups: Iterable[int]) -> tuple[int, ...]:
+    return tuple(sorted(set().union(*groups), reverse=True))
+
+
 class StatusTracker:
     """Polls `GET /v1/models/{name}` for every configured model and remembers state changes."""
 
@@ -97,20 +70,26 @@ class StatusTracker:
         client: TfServingClient,
         targets: StaticTargets | ConfigTargets,
         clock: Callable[[], float] = time.time,
+        retention_s: float = VERSION_RETENTION_S,
     ) -> None:
         self._client = client
         self._targets = targets
         self._clock = clock
+        self._retention_s = retention_s
         self._lock = threading.Lock()
         self._snapshot = StatusSnapshot(models=(), polled_at=None)
         self._last: dict[str, dict[int, tuple[str, float]]] = {}  # model -> version -> state, since
         self._model_changed: dict[str, float] = {}
+        self._seen: dict[str, dict[int, float]] = {}  # model -> version -> last seen AVAILABLE
+        self._available: dict[str, tuple[int, ...]] = {}  # AVAILABLE at the last answered poll
+        self._up: dict[str, bool] = {}
         self._listeners: list[Callable[[], None]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def add_listener(self, callback: Callable[[], None]) -> None:
-        """Call `callback()` (from the poll thread) whenever some version changes state."""
+        """Call `callback()` (from the poll thread) when a version changes state or a model
+        becomes reachable or unreachable."""
         self._listeners.append(callback)
 
     def snapshot(self) -> StatusSnapshot:
@@ -127,22 +106,27 @@ class StatusTracker:
         for entry in entries:
             try:
                 versions = self._client.model_status(entry.name)
+                error = None
             except TfServingError as exc:
-                models.append(
-                    ModelSnapshot(entry.name, entry.base_path, dict(entry.labels), False, str(exc))
-                )
-                continue
-            changed |= self._record(entry.name, versions, now)
+                versions, error = [], str(exc)
+            up = error is None
+            changed |= self._up.get(entry.name, up) != up
+            self._up[entry.name] = up
+            if up:
+                changed |= self._record(entry.name, versions, now)
+            seen = self._remember(entry.name, versions if up else None, now)
             models.append(
                 ModelSnapshot(
                     name=entry.name,
                     base_path=entry.base_path,
                     labels=dict(entry.labels),
-                    up=True,
-                    error=None,
+                    up=up,
+                    error=error,
                     versions=tuple(versions),
-                    changed_at={v: since for v, (_, since) in self._last[entry.name].items()},
-                    model_changed_at=self._model_changed.get(entry.name),
+                    changed_at={v: s for v, (_, s) in self._last.get(entry.name, {}).items()},
+                    model_changed_at=self._model_changed.get(entry.name) if up else None,
+                    last_available=self._available.get(entry.name, ()),
+                    retained=_newest_first(seen, entry.versions, entry.labels.values()),
                 )
             )
         snap = StatusSnapshot(models=tuple(models), polled_at=now, config_error=config_error)
@@ -152,6 +136,17 @@ class StatusTracker:
             for callback in self._listeners:
                 callback()
         return snap
+
+    def _remember(self, model: str, versions: list[VersionStatus] | None, now: float) -> list[int]:
+        """Note AVAILABLE versions (None: no answer); the versions seen within the retention."""
+        seen = self._seen.setdefault(model, {})
+        if versions is not None:
+            self._available[model] = tuple(available_versions(versions))
+            for v in self._available[model]:
+                seen[v] = now
+        for v in [v for v, at in seen.items() if now - at > self._retention_s]:
+            del seen[v]
+        return list(seen)
 
     def _record(self, model: str, versions: list[VersionStatus], now: float) -> bool:
         """Remember each version's state and when it last changed; True if anything changed."""

@@ -2,13 +2,16 @@
 
 Each exported version carries `assets.extra/golden_canary.json` (the exporter is a sidecar sharing
 the model volume). A background thread sends every prompt to that exact version on a schedule,
-and as soon as a version turns AVAILABLE, then compares with the golden output. Scrapes only read
-the latest results.
+and as soon as a version turns AVAILABLE or the model server stops answering, then compares with
+the golden output. Scrapes only read the latest results.
+
+During an outage the versions that were AVAILABLE are still probed, so their runs fail at once
+(success 0) instead of their series vanishing; results stay while the status tracker retains the
+version, and run counters are never reset.
 """
 
 from __future__ import annotations
 
-import base64
 import difflib
 import json
 import threading
@@ -18,15 +21,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from exporter.status import StatusTracker
-from exporter.tfserving_client import TfServingClient, TfServingError
+from exporter.tfserving.client import TfServingClient
+from exporter.tfserving.status import StatusTracker
 from serving.model.signature import GOLDEN_FILE, INPUTS, default_row
 from tokenpulse.logging import get_logger
+from tokenpulse.tfserving.errors import TfServingError
+from tokenpulse.tfserving.predict import decode_text
 
 # Bound here too: contextvars bound in main() do not reach the exporter's threads.
 log = get_logger(__name__).bind(component="exporter")
-
-RESULTS = ("ok", "mismatch", "error")
 
 
 class GoldenError(ValueError):
@@ -86,7 +89,7 @@ class CanaryResult:
     model: str
     version: int
     finished_at: float
-    result: str  # one of RESULTS
+    result: str  # ok, mismatch (answered, not golden) or error
     error: str | None
     prompts: int
     answered: int
@@ -124,17 +127,17 @@ class CanaryRunner:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        tracker.add_listener(self._wake.set)  # a new AVAILABLE version is probed at once
+        tracker.add_listener(self._wake.set)  # a new AVAILABLE version, an outage: probe at once
 
     def results(self) -> list[CanaryResult]:
-        """The latest result of every version that was AVAILABLE at the last run."""
+        """The latest result of every version the status tracker retains."""
         with self._lock:
             return list(self._results.values())
 
     def runs(self) -> dict[tuple[str, int, str], int]:
-        """Runs so far per (model, version, result), for versions still being probed."""
+        """Runs so far per (model, version, result), for the versions that have a result."""
         with self._lock:
-            return dict(self._runs)
+            return {k: n for k, n in self._runs.items() if (k[0], k[1]) in self._results}
 
     def last_cycle(self) -> float | None:
         """When the last full cycle finished (unix time), None before the first."""
@@ -146,21 +149,27 @@ class CanaryRunner:
         return self._thread is None or self._thread.is_alive()
 
     def run_once(self) -> list[CanaryResult]:
-        """Probe every AVAILABLE version of every model once."""
+        """Probe every AVAILABLE version once (when the model server does not answer: the
+        retained versions that were AVAILABLE); the results of this run."""
         snap = self._tracker.snapshot()
-        results: dict[tuple[str, int], CanaryResult] = {}
+        fresh: dict[tuple[str, int], CanaryResult] = {}
+        retained: set[tuple[str, int]] = set()
         for model in snap.models:
-            for version in model.available_versions():
-                results[(model.name, version)] = self._probe(model.name, model.base_path, version)
+            if model.up:
+                probe = model.available_versions()
+            else:
+                probe = [v for v in model.last_available if v in model.retained]
+            for version in probe:
+                fresh[(model.name, version)] = self._probe(model.name, model.base_path, version)
+            retained |= {(model.name, v) for v in (*model.retained, *probe)}
         with self._lock:
-            self._results = results
-            for r in results.values():
+            results = {k: r for k, r in self._results.items() if k in retained}
+            self._results = results | fresh
+            for r in fresh.values():
                 key = (r.model, r.version, r.result)
-                self._runs[key] = self._runs.get(key, 0) + 1
-            # Counters of versions no longer AVAILABLE would be stale series forever: drop them.
-            self._runs = {k: n for k, n in self._runs.items() if (k[0], k[1]) in results}
+                self._runs[key] = self._runs.get(key, 0) + 1  # never reset: counters only grow
             self._last_cycle = self._clock()
-        return list(results.values())
+        return list(fresh.values())
 
     def _probe(self, model: str, base_path: Path | None, version: int) -> CanaryResult:
         def fail(error: str, **kw: Any) -> CanaryResult:
@@ -257,11 +266,9 @@ def _answer(prediction: object) -> tuple[str, float]:
     """`text` and `mean_nll` of one row of a predict response."""
     if not isinstance(prediction, dict):
         raise ValueError("prediction row is not an object")
-    text = prediction.get("text")
-    if isinstance(text, dict) and "b64" in text:
-        text = base64.b64decode(text["b64"]).decode("utf-8", errors="replace")
-    if not isinstance(text, str):
+    if "text" not in prediction:
         raise ValueError("prediction has no text")
+    text = decode_text(prediction["text"])
     nll = prediction.get("mean_nll")
     if isinstance(nll, bool) or not isinstance(nll, int | float):
         raise ValueError("prediction has no mean_nll")
