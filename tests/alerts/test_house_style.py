@@ -1,0 +1,65 @@
+"""House style of every generated alert and its runbook, enforced."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from monitoring.mixin import config
+
+ROOT = Path(__file__).resolve().parents[2]
+RULES = yaml.safe_load((ROOT / "alerts" / "alerts.rules.yml").read_text())
+ALERTS = [r for g in RULES["groups"] for r in g["rules"]]
+RUNBOOKS = ROOT / "alerts" / "runbooks"
+NAME = re.compile(
+    r"^TokenPulse(Gateway|Quality|Canary|TfServing|Exporter|Gpu|Shipper|Pipeline)([A-Z][a-z0-9]+)+$"
+)
+SECTIONS = ["## Meaning", "## Impact", "## Diagnosis", "## Mitigation"]
+
+
+@pytest.mark.parametrize(
+    "rule", ALERTS, ids=lambda r: f"{r['alert']}-{r['labels'].get('long_window', '')}"
+)
+def test_alert_follows_house_style(rule: dict) -> None:
+    assert NAME.match(rule["alert"]), "CamelCase with a component prefix"
+    assert rule.get("for"), "every alert has a for"
+    assert rule["labels"]["severity"] in ("critical", "warning", "info")
+    notes = rule["annotations"]
+    assert set(notes) == {"summary", "description", "runbook_url"}
+    assert notes["summary"] and "{{" not in notes["summary"], "summary is static"
+    assert "{{ $labels." in notes["description"] or "{{ $value" in notes["description"]
+    assert notes["runbook_url"] == config.RUNBOOK_URL_PATTERN.format(alertname=rule["alert"])
+
+
+@pytest.mark.parametrize("name", sorted({r["alert"] for r in ALERTS}))
+def test_runbook_has_four_sections_with_their_content(name: str) -> None:
+    path = RUNBOOKS / f"{name}.md"
+    assert path.is_file(), f"missing runbook {path.name}"
+    text = path.read_text()
+    assert text.startswith(f"# {name}\n")
+    positions = [text.find(s + "\n") for s in SECTIONS]
+    assert -1 not in positions and positions == sorted(positions), (
+        "Meaning/Impact/Diagnosis/Mitigation"
+    )
+    diagnosis = text[positions[2] : positions[3]]
+    mitigation = text[positions[3] :]
+    assert "```promql\n" in diagnosis, "diagnosis gives the PromQL"
+    uids = re.findall(r"uid `([a-z0-9-]+)`", diagnosis)
+    assert uids and set(uids) <= set(config.DASHBOARD_UIDS.values()), "a dashboard panel"
+    assert "Saved sample search:" in diagnosis and "tokenpulse samples search" in diagnosis
+    assert "```sh\n" in mitigation, "mitigation gives the commands"
+
+
+def test_no_runbook_without_an_alert() -> None:
+    names = {r["alert"] for r in ALERTS}
+    assert {p.stem for p in RUNBOOKS.glob("*.md")} == names
+
+
+def test_recording_rules_are_named_level_metric_operations() -> None:
+    doc = yaml.safe_load((ROOT / "alerts" / "recording.rules.yml").read_text())
+    names = [r["record"] for g in doc["groups"] for r in g["rules"]]
+    bad = [n for n in names if not re.fullmatch(r"[a-z_]+:[a-z0-9_]+:[a-z0-9_]+", n)]
+    assert bad == []
