@@ -8,10 +8,10 @@ import pytest
 
 from exporter.canary import CanaryRunner, GoldenError, load_golden
 from exporter.modelconfig import ModelEntry
-from exporter.standin import TfServingStandin
 from exporter.status import StaticTargets, StatusTracker
 from exporter.tfserving_client import TfServingClient
 from tests.support.exporter import write_golden
+from tokenpulse.testing.tfserving_standin import TfServingStandin
 
 PROMPTS = [("The sky is", " blue today", 1.5), ("Once upon", " a time", 0.5)]
 
@@ -104,7 +104,7 @@ def test_only_available_versions_are_probed_and_old_results_dropped(tfs, base):
 
 
 def test_predict_failure_is_an_error_result(tfs, base):
-    tfs.state.predict_mode = "error"
+    tfs.state.fail_status = 500
     tracker, runner = _runner(tfs, base)
     tracker.poll()
     [r] = runner.run_once()

@@ -10,8 +10,8 @@ import pytest
 from exporter.server import build_registry
 from exporter.settings import ExporterSettings
 from exporter.sources import Sources
-from exporter.standin import TfServingStandin
 from tests.support.exporter import write_golden
+from tokenpulse.testing.tfserving_standin import TfServingStandin
 
 README = Path(__file__).resolve().parents[2] / "exporter" / "README.md"
 

@@ -9,8 +9,8 @@ import pytest
 
 from exporter.server import Exporter
 from exporter.settings import ExporterSettings
-from exporter.standin import TfServingStandin
 from tests.support.exporter import promtool_check, scrape, scrape_until, write_golden
+from tokenpulse.testing.tfserving_standin import TfServingStandin
 
 
 @pytest.fixture
@@ -76,7 +76,7 @@ def test_text_format_even_when_openmetrics_is_preferred(running):
 def test_model_server_going_down_keeps_the_scrape_alive(running):
     exporter, tfs = running
     url = f"http://127.0.0.1:{exporter.port}/metrics"
-    tfs.close()
+    tfs.stop()
     text = scrape_until(url, 'tokenpulse_tfserving_up{model="gen"} 0.0')
     assert 'tokenpulse_exporter_collector_success{collector="tfserving"} 0.0' in text
     assert 'tokenpulse_exporter_collector_success{collector="nvml"} 1.0' in text

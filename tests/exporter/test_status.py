@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from exporter.modelconfig import ModelConfigError, ModelEntry
-from exporter.standin import TfServingStandin
 from exporter.status import ConfigTargets, StaticTargets, StatusTracker
 from exporter.tfserving_client import TfServingClient
+from tokenpulse.testing.tfserving_standin import TfServingStandin
 
 
 class Clock:

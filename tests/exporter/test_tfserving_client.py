@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.standin import TfServingStandin
 from exporter.tfserving_client import (
     TfServingBadResponse,
     TfServingClient,
@@ -14,6 +13,7 @@ from exporter.tfserving_client import (
     parse_model_status,
 )
 from tokenpulse.procs import free_port
+from tokenpulse.testing.tfserving_standin import TfServingStandin
 
 
 @pytest.fixture

@@ -1,10 +1,7 @@
-"""Start `tokenpulse gateway` as a subprocess on a free loopback port, for tests of any component.
+"""The gateway launcher for tests (tokenpulse.testing.launch), plus a keys-file helper.
 
-    with running_gateway(upstream_url, keys_file, canary_weight=0.1) as gw:
-        httpx.post(f"{gw.url}/v1/generate", headers={"Authorization": f"Bearer {key}"}, ...)
-
-Keyword arguments are GatewaySettings fields (passed as TOKENPULSE_GATEWAY_* variables). Waits for
-/healthz, yields an object with `url` and `pid`, and terminates the process afterwards.
+with running_gateway(upstream_url, keys_file, canary_weight=0.1) as gw:
+    httpx.post(f"{gw.url}/v1/generate", headers={"Authorization": f"Bearer {key}"}, ...)
 """
 
 from __future__ import annotations
@@ -12,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from serving.gateway.keys import add_key
-from serving.gateway.process import GatewayProcess, GatewayStartError, running_gateway
 from tokenpulse.procs import free_port
+from tokenpulse.testing.launch import GatewayProcess, GatewayStartError, running_gateway
 
 __all__ = [
     "GatewayProcess",

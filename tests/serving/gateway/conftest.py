@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.serving.gateway.standin import TFServingStandIn
 from tests.support.gateway import make_keys_file
+from tokenpulse.testing.tfserving_standin import TfServingStandin
 
 
 @pytest.fixture
-def standin() -> Iterator[TFServingStandIn]:
+def standin() -> Iterator[TfServingStandin]:
     """A fresh TF Serving REST stand-in on a free port."""
-    with TFServingStandIn() as server:
+    with TfServingStandin() as server:
         yield server
 
 

@@ -11,8 +11,8 @@ import pytest
 
 from serving.gateway.admission import Admission, Shed
 from tests.serving.gateway.helpers import auth, metric_value
-from tests.serving.gateway.standin import TFServingStandIn
 from tests.support.gateway import running_gateway
+from tokenpulse.testing.tfserving_standin import TfServingStandin
 
 
 def test_slots_queue_and_shed() -> None:
@@ -64,9 +64,9 @@ def test_cancelled_waiter_does_not_leak_a_slot() -> None:
 
 
 def test_overload_sheds_with_503_and_retry_after(
-    standin: TFServingStandIn, keys_file: Path, keys: dict[str, str]
+    standin: TfServingStandin, keys_file: Path, keys: dict[str, str]
 ) -> None:
-    standin.behaviour.delay_s = 1.0
+    standin.state.delay_s = 1.0
     settings = {"max_concurrency": 1, "max_queue": 1, "max_queue_wait_s": 0.2}
     with running_gateway(standin.url, keys_file, **settings) as gw:
 

@@ -11,8 +11,8 @@ import openai
 import pytest
 
 from tests.serving.gateway.helpers import auth, metric_value
-from tests.serving.gateway.standin import TFServingStandIn
 from tests.support.gateway import GatewayProcess, make_keys_file, running_gateway
+from tokenpulse.testing.tfserving_standin import TfServingStandin
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +21,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[GatewayPr
     path = tmp_path_factory.mktemp("app") / "keys.json"
     key = make_keys_file(path, demo={})["demo"]
     with (
-        TFServingStandIn() as up,
+        TfServingStandin() as up,
         running_gateway(
             up.url, path, max_body_bytes=4096, max_prompt_chars=100, max_new_tokens_limit=64
         ) as gw,
@@ -149,8 +149,8 @@ def test_health_ready_and_openapi(served: tuple[GatewayProcess, str]) -> None:
 
 
 def test_readyz_is_503_without_an_available_version(keys_file: Path, keys: dict[str, str]) -> None:
-    with TFServingStandIn() as up:
-        up.behaviour.versions = {1: "LOADING"}
+    with TfServingStandin() as up:
+        up.state.versions["gen"] = {1: "LOADING"}
         with running_gateway(up.url, keys_file) as gw:
             assert httpx.get(f"{gw.url}/readyz").status_code == 503
             resp = httpx.post(
@@ -159,7 +159,7 @@ def test_readyz_is_503_without_an_available_version(keys_file: Path, keys: dict[
             assert (
                 resp.status_code == 503 and resp.json()["error"]["code"] == "upstream_unavailable"
             )
-            up.behaviour.versions = {1: "AVAILABLE"}
+            up.state.versions["gen"] = {1: "AVAILABLE"}
             assert httpx.get(f"{gw.url}/readyz").status_code == 200
 
 

@@ -9,8 +9,8 @@ import httpx
 
 from serving.gateway.breaker import BreakerState, CircuitBreaker
 from tests.serving.gateway.helpers import auth, metric_value
-from tests.serving.gateway.standin import TFServingStandIn
 from tests.support.gateway import running_gateway
+from tokenpulse.testing.tfserving_standin import TfServingStandin
 
 STATE = "tokenpulse_gateway_circuit_breaker_state"
 
@@ -71,12 +71,12 @@ def _generate(url: str, key: str) -> httpx.Response:
 
 
 def test_failing_upstream_opens_the_breaker_and_calls_stop(
-    standin: TFServingStandIn, keys_file: Path, keys: dict[str, str]
+    standin: TfServingStandin, keys_file: Path, keys: dict[str, str]
 ) -> None:
     settings = {"breaker_failure_threshold": 3, "breaker_open_s": 30.0}
     with running_gateway(standin.url, keys_file, **settings) as gw:
         assert _generate(gw.url, keys["demo"]).status_code == 200
-        standin.behaviour.fail_status = 500
+        standin.state.fail_status = 500
         codes = [_generate(gw.url, keys["demo"]).status_code for _ in range(3)]
         assert codes == [502, 502, 502]
         assert metric_value(gw.url, STATE) == BreakerState.OPEN
@@ -90,7 +90,7 @@ def test_failing_upstream_opens_the_breaker_and_calls_stop(
 
 
 def test_killed_model_server_opens_and_its_return_closes(
-    standin: TFServingStandIn, keys_file: Path, keys: dict[str, str]
+    standin: TfServingStandin, keys_file: Path, keys: dict[str, str]
 ) -> None:
     settings = {"breaker_failure_threshold": 2, "breaker_open_s": 1.0}
     with running_gateway(standin.url, keys_file, **settings) as gw:

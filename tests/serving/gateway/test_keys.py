@@ -13,8 +13,8 @@ import pytest
 
 from serving.gateway.keys import KeysFileError, KeyStore, add_key, hash_key, load_keys
 from tests.serving.gateway.helpers import auth
-from tests.serving.gateway.standin import TFServingStandIn
 from tests.support.gateway import running_gateway
+from tokenpulse.testing.tfserving_standin import TfServingStandin
 
 
 def test_file_stores_only_the_hash(tmp_path: Path) -> None:
@@ -82,7 +82,7 @@ def test_cli_prints_the_key_once_and_stores_its_hash(tmp_path: Path) -> None:
 
 
 def test_401_and_403_over_http(
-    standin: TFServingStandIn, keys_file: Path, keys: dict[str, str]
+    standin: TfServingStandin, keys_file: Path, keys: dict[str, str]
 ) -> None:
     body = {"prompt": "hi", "max_new_tokens": 2}
     with running_gateway(standin.url, keys_file) as gw:
@@ -104,7 +104,7 @@ def test_401_and_403_over_http(
 
 
 def test_keys_added_while_running_are_picked_up(
-    standin: TFServingStandIn, keys_file: Path, keys: dict[str, str]
+    standin: TfServingStandin, keys_file: Path, keys: dict[str, str]
 ) -> None:
     body = {"prompt": "hi", "max_new_tokens": 2}
     with running_gateway(standin.url, keys_file, status_poll_interval_s=0.1) as gw:

@@ -14,8 +14,8 @@ from serving.gateway.errors import BadRequest
 from serving.gateway.pipeline import deadline_for
 from serving.gateway.settings import GatewaySettings
 from tests.serving.gateway.helpers import auth, metric_value
-from tests.serving.gateway.standin import TFServingStandIn
 from tests.support.gateway import running_gateway
+from tokenpulse.testing.tfserving_standin import TfServingStandin
 
 
 def _settings(keys_file: Path) -> GatewaySettings:
@@ -38,9 +38,9 @@ def test_deadline_from_headers(tmp_path: Path) -> None:
 
 
 def test_client_deadline_becomes_504_without_tripping_the_breaker(
-    standin: TFServingStandIn, keys_file: Path, keys: dict[str, str]
+    standin: TfServingStandin, keys_file: Path, keys: dict[str, str]
 ) -> None:
-    standin.behaviour.delay_s = 2.0
+    standin.state.delay_s = 2.0
     settings = {"breaker_failure_threshold": 1}
     with running_gateway(standin.url, keys_file, **settings) as gw:
         resp = httpx.post(
@@ -62,9 +62,9 @@ def test_client_deadline_becomes_504_without_tripping_the_breaker(
 
 
 def test_gateway_timeout_is_504_and_counts_against_the_upstream(
-    standin: TFServingStandIn, keys_file: Path, keys: dict[str, str]
+    standin: TfServingStandin, keys_file: Path, keys: dict[str, str]
 ) -> None:
-    standin.behaviour.delay_s = 2.0
+    standin.state.delay_s = 2.0
     settings = {"request_timeout_s": 0.3, "breaker_failure_threshold": 1}
     with running_gateway(standin.url, keys_file, **settings) as gw:
         resp = httpx.post(
@@ -79,9 +79,9 @@ def test_gateway_timeout_is_504_and_counts_against_the_upstream(
 
 
 def test_openai_sdk_timeout_becomes_the_upstream_deadline(
-    standin: TFServingStandIn, keys_file: Path, keys: dict[str, str]
+    standin: TfServingStandin, keys_file: Path, keys: dict[str, str]
 ) -> None:
-    standin.behaviour.delay_s = 3.0
+    standin.state.delay_s = 3.0
     with running_gateway(standin.url, keys_file) as gw:
         client = openai.OpenAI(
             base_url=f"{gw.url}/v1", api_key=keys["demo"], max_retries=0, timeout=0.5

@@ -9,8 +9,8 @@ import pytest
 
 from serving.gateway.ratelimit import BudgetTooLarge, RateLimiter, TokenBucket, retry_after_header
 from tests.serving.gateway.helpers import auth, metric_value
-from tests.serving.gateway.standin import TFServingStandIn
 from tests.support.gateway import make_keys_file, running_gateway
+from tokenpulse.testing.tfserving_standin import TfServingStandin
 
 
 class FakeClock:
@@ -62,7 +62,7 @@ def test_retry_after_is_whole_seconds_at_least_one() -> None:
 
 
 def test_request_limit_answers_429_with_retry_after(
-    standin: TFServingStandIn, keys_file: Path, keys: dict[str, str]
+    standin: TfServingStandin, keys_file: Path, keys: dict[str, str]
 ) -> None:
     body = {"model": "gen", "prompt": "hi", "max_tokens": 2}
     with running_gateway(standin.url, keys_file) as gw:
@@ -79,17 +79,17 @@ def test_request_limit_answers_429_with_retry_after(
 
 
 def test_token_limit_reserves_max_new_tokens_and_refunds(
-    standin: TFServingStandIn, tmp_path: Path
+    standin: TfServingStandin, tmp_path: Path
 ) -> None:
     path = tmp_path / "keys.json"
     key = make_keys_file(path, tok={"tokens_per_minute": 20})["tok"]
     body = {"prompt": "hi", "max_new_tokens": 8}
-    standin.behaviour.output_tokens = 1  # 7 of the 8 reserved come back each time
+    standin.state.output_tokens = 1  # 7 of the 8 reserved come back each time
     with running_gateway(standin.url, path) as gw:
         url = f"{gw.url}/v1/generate"
         ok = [httpx.post(url, json=body, headers=auth(key)).status_code for _ in range(5)]
         assert ok == [200] * 5  # without refunds only 2 would fit in 20 tokens
-        standin.behaviour.output_tokens = None  # now each request really uses 8
+        standin.state.output_tokens = None  # now each request really uses 8
         codes = [httpx.post(url, json=body, headers=auth(key)).status_code for _ in range(3)]
         assert codes[-1] == 429
         too_big = httpx.post(url, json={"prompt": "hi", "max_new_tokens": 21}, headers=auth(key))

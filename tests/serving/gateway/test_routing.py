@@ -12,8 +12,8 @@ import pytest
 from serving.gateway.errors import NotFound, UpstreamUnavailable
 from serving.gateway.routing import ModelConfigError, Router, canary_bucket, parse_version_labels
 from tests.serving.gateway.helpers import auth, metric_value
-from tests.serving.gateway.standin import TFServingStandIn
 from tests.support.gateway import running_gateway
+from tokenpulse.testing.tfserving_standin import TfServingStandin
 
 MODELS_CONFIG = """
 # two models; `gen` has a stable and a canary version
@@ -82,9 +82,9 @@ def test_canary_bucket_is_uniform_per_model() -> None:
 
 
 def test_canary_over_http_reports_the_version_that_served(
-    standin: TFServingStandIn, keys_file: Path, keys: dict[str, str], tmp_path: Path
+    standin: TfServingStandin, keys_file: Path, keys: dict[str, str], tmp_path: Path
 ) -> None:
-    standin.behaviour.versions = {1: "AVAILABLE", 2: "AVAILABLE"}
+    standin.state.versions["gen"] = {1: "AVAILABLE", 2: "AVAILABLE"}
     config = tmp_path / "models.config"
     config.write_text(MODELS_CONFIG)
     settings = {
@@ -142,15 +142,15 @@ def test_canary_over_http_reports_the_version_that_served(
 
 
 def test_version_that_disappears_is_retried_on_a_fresh_status(
-    standin: TFServingStandIn, keys_file: Path, keys: dict[str, str]
+    standin: TfServingStandin, keys_file: Path, keys: dict[str, str]
 ) -> None:
-    standin.behaviour.versions = {1: "AVAILABLE", 2: "AVAILABLE"}
+    standin.state.versions["gen"] = {1: "AVAILABLE", 2: "AVAILABLE"}
     with running_gateway(standin.url, keys_file, status_poll_interval_s=60) as gw:
         first = httpx.post(
             f"{gw.url}/v1/generate", json={"prompt": "a"}, headers=auth(keys["demo"])
         )
         assert first.json()["model"]["version"] == "2"
-        standin.behaviour.versions = {1: "AVAILABLE", 2: "UNLOADING"}  # unloaded between polls
+        standin.state.versions["gen"] = {1: "AVAILABLE", 2: "UNLOADING"}  # unloaded between polls
         again = httpx.post(
             f"{gw.url}/v1/generate", json={"prompt": "a"}, headers=auth(keys["demo"])
         )

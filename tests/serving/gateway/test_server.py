@@ -10,12 +10,12 @@ from pathlib import Path
 import httpx
 
 from tests.serving.gateway.helpers import auth
-from tests.serving.gateway.standin import TFServingStandIn
 from tests.support.gateway import running_gateway
+from tokenpulse.testing.tfserving_standin import TfServingStandin
 
 PROBE = """
 import json, sys
-import serving.gateway.server, serving.gateway.cli, serving.gateway.app, serving.gateway.bench
+import serving.gateway.server, serving.gateway.cli, serving.gateway.app, tokenpulse.bench.gateway
 import tokenpulse.cli
 tokenpulse.cli.build_parser()  # loads every registered command module, as `tokenpulse` does
 print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in
@@ -31,7 +31,7 @@ def test_importing_the_gateway_does_not_import_tensorflow() -> None:
 
 
 def test_a_serving_gateway_has_no_tensorflow_mapped(
-    standin: TFServingStandIn, keys_file: Path, keys: dict[str, str]
+    standin: TfServingStandin, keys_file: Path, keys: dict[str, str]
 ) -> None:
     with running_gateway(standin.url, keys_file) as gw:
         for route, body in (

@@ -21,7 +21,7 @@ from serving.gateway.sink import (
 )
 from serving.gateway.stats import RequestStats
 from tests.serving.gateway.helpers import auth
-from tests.serving.gateway.standin import TFServingStandIn
+from tokenpulse.testing.tfserving_standin import TfServingStandin
 
 
 class BlockedSink:
@@ -66,7 +66,7 @@ def test_dispatcher_drops_and_counts_when_full() -> None:
 
 
 def test_every_request_is_sampled_without_waiting_for_the_sink(
-    standin: TFServingStandIn, keys_file: Path, keys: dict[str, str]
+    standin: TfServingStandin, keys_file: Path, keys: dict[str, str]
 ) -> None:
     settings = GatewaySettings(keys_file=keys_file, upstream_url=standin.url, access_log=False)
 

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from serving.gateway.snippets import curl_snippet, openai_snippet
-from tests.serving.gateway.standin import TFServingStandIn
 from tests.support.gateway import running_gateway
+from tokenpulse.testing.tfserving_standin import TfServingStandin
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
 def test_curl_snippet_runs_as_printed(
-    standin: TFServingStandIn, keys_file: Path, keys: dict[str, str]
+    standin: TfServingStandin, keys_file: Path, keys: dict[str, str]
 ) -> None:
     with running_gateway(standin.url, keys_file) as gw:
         done = subprocess.run(
@@ -29,7 +29,7 @@ def test_curl_snippet_runs_as_printed(
 
 
 def test_openai_snippet_runs_as_printed(
-    standin: TFServingStandIn, keys_file: Path, keys: dict[str, str]
+    standin: TfServingStandin, keys_file: Path, keys: dict[str, str]
 ) -> None:
     with running_gateway(standin.url, keys_file) as gw:
         done = subprocess.run(

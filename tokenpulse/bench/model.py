@@ -3,18 +3,22 @@
 Both models get the same dimensions and random weights (speed does not depend on the weights;
 the end-of-text logit is pushed down in ours so no row stops early). Every figure is measured in
 this one run, side by side, including the matmul peak the FLOP/s are compared against.
+keras_hub is an optional extra (`pip install 'tokenpulse[bench-model]'`); without it the bench
+says so and measures the TokenPulse side only.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
-import statistics
-import time
+import sys
 from collections.abc import Callable
 from functools import partial
 from typing import Any
+
+from tokenpulse.bench.harness import median_time, progress
 
 BATCH_SIZES = (1, 8, 32)
 PROMPT_LEN = 16
@@ -29,19 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-peer",
         dest="peer",
         action="store_false",
-        help="skip the keras_hub GPT2CausalLM comparison",
+        help="skip the keras_hub GPT2CausalLM comparison (needs the bench-model extra)",
     )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-
-
-def _median_time(fn: Callable[[], Any], repeats: int) -> float:
-    fn()  # warm-up: tracing and first-call allocation are not what we measure
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def _matmul_peak(repeats: int) -> float:
@@ -52,7 +46,7 @@ def _matmul_peak(repeats: int) -> float:
     a = tf.random.normal([n, n])
     b = tf.random.normal([n, n])
     fn = tf.function(lambda: tf.reduce_sum(tf.matmul(a, b)))
-    return 2 * n**3 / _median_time(lambda: fn().numpy(), max(repeats, 5))
+    return 2 * n**3 / median_time(lambda: fn().numpy(), max(repeats, 5))
 
 
 def flops_per_token(cfg: Any, attended: float) -> float:
@@ -125,7 +119,7 @@ def keras_hub_peer(cfg: Any) -> Runner:
     return Runner("keras_hub GPT2CausalLM", generate)
 
 
-def measure(runner: Runner, cfg: Any, repeats: int, progress: Callable[[str], None]) -> dict:
+def measure(runner: Runner, cfg: Any, repeats: int, say: Callable[[str], None]) -> dict:
     """Tokens/s per batch size, decode cost late vs early in the window, achieved FLOP/s."""
     new_tokens = min(NEW_TOKENS, cfg.context - PROMPT_LEN - 2)  # the window bounds the run
     result: dict[str, Any] = {
@@ -134,17 +128,17 @@ def measure(runner: Runner, cfg: Any, repeats: int, progress: Callable[[str], No
         "tokens_per_s": {},
     }
     for batch in BATCH_SIZES:
-        progress(f"{runner.name}: batch {batch}")
-        secs = _median_time(partial(runner.generate, batch, PROMPT_LEN, new_tokens), repeats)
+        say(f"{runner.name}: batch {batch}")
+        secs = median_time(partial(runner.generate, batch, PROMPT_LEN, new_tokens), repeats)
         result["tokens_per_s"][batch] = round(batch * new_tokens / secs, 1)
     short, long = 8, 32
 
     def per_token(prompt_len: int) -> float:
-        t_long = _median_time(lambda: runner.generate(8, prompt_len, long), repeats)
-        t_short = _median_time(lambda: runner.generate(8, prompt_len, short), repeats)
+        t_long = median_time(lambda: runner.generate(8, prompt_len, long), repeats)
+        t_short = median_time(lambda: runner.generate(8, prompt_len, short), repeats)
         return (t_long - t_short) / (long - short)
 
-    progress(f"{runner.name}: decode cost early vs late in the window")
+    say(f"{runner.name}: decode cost early vs late in the window")
     early = per_token(8)
     late = per_token(cfg.context - long - 8)
     result["decode_ms_per_step_early"] = round(early * 1e3, 3)
@@ -156,19 +150,27 @@ def measure(runner: Runner, cfg: Any, repeats: int, progress: Callable[[str], No
     return result
 
 
+KERAS_HUB_MISSING = (
+    "keras_hub is not installed, so the GPT2CausalLM comparison is skipped; install it with "
+    "`pip install 'tokenpulse[bench-model]'` (or pass --no-peer to silence this)"
+)
+
+
+def keras_hub_available() -> bool:
+    """Whether the optional keras_hub peer can be imported here."""
+    return importlib.util.find_spec("keras_hub") is not None
+
+
 def main(args: argparse.Namespace) -> int:
     """Run every measurement and print a table (or JSON)."""
-    import sys
-
     from serving.model.config import get_preset
 
     cfg = get_preset(args.preset).model
-
-    def progress(msg: str) -> None:
-        if not args.json:
-            print(f"… {msg}", file=sys.stderr)
-
-    progress("matmul peak")
+    say = progress("model", quiet=args.json)
+    peer = args.peer and keras_hub_available()
+    if args.peer and not peer:
+        print(f"bench model: {KERAS_HUB_MISSING}", file=sys.stderr)
+    say("matmul peak")
     peak = _matmul_peak(args.repeats)
     report: dict[str, Any] = {
         "preset": args.preset,
@@ -176,12 +178,14 @@ def main(args: argparse.Namespace) -> int:
         "matmul_peak_flop_per_s": round(peak),
         "runs": {},
     }
-    runners = [ours(cfg)] + ([keras_hub_peer(cfg)] if args.peer else [])
+    if args.peer and not peer:
+        report["keras_hub"] = KERAS_HUB_MISSING
+    runners = [ours(cfg)] + ([keras_hub_peer(cfg)] if peer else [])
     for runner in runners:
-        figures = measure(runner, cfg, args.repeats, progress)
+        figures = measure(runner, cfg, args.repeats, say)
         figures["fraction_of_matmul_peak"] = round(figures["achieved_flop_per_s_batch32"] / peak, 4)
         report["runs"][runner.name] = figures
-    if args.peer:
+    if peer:
         a, b = (report["runs"][r.name] for r in runners)
         report["ratio_tokenpulse_over_keras_hub"] = {
             f"tokens_per_s_batch{n}": round(a["tokens_per_s"][n] / b["tokens_per_s"][n], 2)

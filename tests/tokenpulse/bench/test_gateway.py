@@ -5,11 +5,20 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 
-from tests.serving.gateway.standin import TFServingStandIn
+import pytest
+
+from tokenpulse.testing.tfserving_standin import TfServingStandin
 
 
-def test_bench_reports_direct_and_gateway_figures(standin: TFServingStandIn) -> None:
+@pytest.fixture
+def standin() -> Iterator[TfServingStandin]:
+    with TfServingStandin() as server:
+        yield server
+
+
+def test_bench_reports_direct_and_gateway_figures(standin: TfServingStandin) -> None:
     cmd = [
         sys.executable, "-m", "tokenpulse.cli", "bench", "gateway", "--upstream", standin.url,
         "--requests", "10", "--throughput-requests", "16", "--rounds", "1", "--concurrency", "4",

@@ -13,19 +13,19 @@ import argparse
 import json
 import os
 import re
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tokenpulse.procs import free_port
+from tokenpulse.bench.harness import cpu_seconds, latency_ms, rss_bytes
+from tokenpulse.testing.launch import ExporterProcess, LaunchError, running_exporter
 
 P99_TARGET_S = 0.020
 RSS_TARGET_BYTES = 80 * 1024 * 1024
+_CANARY_READY = 'tokenpulse_canary_match{model="gen",version="2"} 1.0'
+_BASELINE_READY = "tokenpulse_exporter_build_info"
 _DURATION = re.compile(
     r'^tokenpulse_exporter_collector_duration_seconds\{collector="(\w+)"\} (\S+)$', re.M
 )
@@ -83,86 +83,37 @@ def _setup_models(tmp: Path) -> tuple[Path, dict[str, tuple[str, float]]]:
     return config, {p: (t, 1.0) for p, t in _PROMPTS.items()}
 
 
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    rank = max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))
-    return ordered[rank]
-
-
-def _rss(pid: int) -> tuple[int, int]:
-    """(current, peak) resident set size in bytes, from /proc."""
-    fields = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        fields[key] = value.strip()
-    return int(fields["VmRSS"].split()[0]) * 1024, int(fields["VmHWM"].split()[0]) * 1024
-
-
-def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds the process has used, from /proc/<pid>/stat."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _get(url: str) -> bytes:
     with urllib.request.urlopen(url, timeout=10) as resp:
         return bytes(resp.read())
 
 
 class _Target:
-    """One exporter process under test."""
+    """One exporter process under test, and what its scrapes showed."""
 
-    def __init__(self, cmd: list[str], port: int, ready: str) -> None:
-        self.cmd, self.ready = cmd, ready
-        self.url = f"http://127.0.0.1:{port}/metrics"
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen(
-            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
-        )
+    def __init__(self, exporter: ExporterProcess) -> None:
+        self.exporter = exporter
         self.latencies: list[float] = []
         self.durations: dict[str, float] = {}
         self.body = b""
         self.cpu_start = 0.0
         self.cpu_s = 0.0
 
-    def wait_ready(self) -> None:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if self.ready in _get(self.url).decode():
-                    return
-            except OSError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"bench exporter: never became ready: {' '.join(self.cmd)}")
-            time.sleep(0.1)
-
     def scrape(self, record: bool) -> None:
         start = time.perf_counter()
-        body = _get(self.url)
+        body = _get(self.exporter.metrics_url)
         if record:
             self.latencies.append(time.perf_counter() - start)
             self.body = body
             for name, value in _DURATION.findall(body.decode()):
                 self.durations[name] = self.durations.get(name, 0.0) + float(value)
 
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
     def figures(self) -> dict[str, Any]:
-        rss, peak = _rss(self.proc.pid)
+        rss, peak = rss_bytes(self.exporter.pid)
         lat, text = self.latencies, self.body.decode()
         return {
             "scrapes": len(lat),
-            "p50_ms": _percentile(lat, 50) * 1e3,
-            "p90_ms": _percentile(lat, 90) * 1e3,
-            "p99_ms": _percentile(lat, 99) * 1e3,
-            "max_ms": max(lat) * 1e3,
+            **{k: v for k, v in latency_ms(lat).items() if k != "mean_ms"},
             # CPU the exporter burnt per scrape (background threads included): unlike latency,
             # this does not grow when other processes keep the CPUs busy.
             "cpu_ms_per_scrape": self.cpu_s / len(lat) * 1e3,
@@ -176,21 +127,15 @@ class _Target:
 
 def _measure(args: argparse.Namespace, targets: list[_Target]) -> list[dict[str, Any]]:
     """Scrape the targets in alternation, so machine noise hits every one alike."""
-    try:
-        for target in targets:
-            target.wait_ready()
-        for i in range(args.warmup + args.scrapes):
-            if i == args.warmup:
-                for target in targets:
-                    target.cpu_start = _cpu_s(target.proc.pid)
+    for i in range(args.warmup + args.scrapes):
+        if i == args.warmup:
             for target in targets:
-                target.scrape(record=i >= args.warmup)
+                target.cpu_start = cpu_seconds(target.exporter.pid)
         for target in targets:
-            target.cpu_s = _cpu_s(target.proc.pid) - target.cpu_start
-        return [target.figures() for target in targets]
-    finally:
-        for target in targets:
-            target.stop()
+            target.scrape(record=i >= args.warmup)
+    for target in targets:
+        target.cpu_s = cpu_seconds(target.exporter.pid) - target.cpu_start
+    return [target.figures() for target in targets]
 
 
 def _report(result: dict[str, Any]) -> None:
@@ -228,7 +173,7 @@ def _report(result: dict[str, Any]) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Run the exporter twice (all collectors on, all off), scrape each, print the figures."""
-    from exporter.standin import TfServingStandin
+    from tokenpulse.testing.tfserving_standin import TfServingStandin
 
     backend, described = _pick_backend(args.backend)
     with tempfile.TemporaryDirectory(prefix="tp-bench-exporter-") as tmp, TfServingStandin() as tfs:
@@ -236,11 +181,9 @@ def main(args: argparse.Namespace) -> int:
         tfs.state.versions["gen"] = {1: "AVAILABLE", 2: "AVAILABLE"}
         tfs.state.answers[("gen", 1)] = answers
         tfs.state.answers[("gen", 2)] = answers
-        common = [sys.executable, "-m", "tokenpulse.cli", "exporter", "--log.level", "WARNING"]
-        port, base_port = free_port(), free_port()
-        full_cmd = [
+        common = ["--log.level", "WARNING"]
+        full_args = [
             *common,
-            f"--web.listen-address=127.0.0.1:{port}",
             f"--tfserving.url={tfs.url}",
             f"--tfserving.model-config-file={config}",
             "--tfserving.poll-interval=1",
@@ -249,14 +192,14 @@ def main(args: argparse.Namespace) -> int:
             f"--collector.nvml.fake-gpus={args.fake_gpus}",
         ]
         off = [f"--no-collector.{name}" for name in ("nvml", "tfserving", "canary")]
-        base_cmd = [*common, f"--web.listen-address=127.0.0.1:{base_port}", *off]
-        full, base = _measure(
-            args,
-            [
-                _Target(full_cmd, port, 'tokenpulse_canary_match{model="gen",version="2"} 1.0'),
-                _Target(base_cmd, base_port, "tokenpulse_exporter_build_info"),
-            ],
-        )
+        try:
+            with (
+                running_exporter(full_args, ready_line=_CANARY_READY) as full_exporter,
+                running_exporter([*common, *off], ready_line=_BASELINE_READY) as base_exporter,
+            ):
+                full, base = _measure(args, [_Target(full_exporter), _Target(base_exporter)])
+        except LaunchError as exc:
+            raise SystemExit(f"bench exporter: {exc}") from exc
     result = {
         "scrapes": args.scrapes,
         "nvml_backend": described,

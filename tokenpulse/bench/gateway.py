@@ -13,9 +13,7 @@ import asyncio
 import contextlib
 import json
 import os
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,11 +22,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from serving.gateway.process import running_gateway
 from serving.model.signature import SIGNATURE_NAME, default_row
-from tokenpulse.procs import free_port
+from tokenpulse.bench.harness import cpu_split, percentile, pin, rss_bytes
+from tokenpulse.testing.launch import (
+    LaunchError,
+    available_versions,
+    running_gateway,
+    running_modelserver,
+)
 
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "config"
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "serving" / "config"
 PROMPTS = ["The service was", "Once upon a time", "Monitoring tells us", "A model server"]
 
 
@@ -52,62 +55,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def _pin(pid: int, cpus: set[int]) -> None:
-    """Set the CPU affinity of every thread of a process (later threads inherit it)."""
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        with contextlib.suppress(ProcessLookupError):
-            os.sched_setaffinity(int(tid), cpus)
-
-
-def _cpu_split() -> tuple[set[int], set[int]] | None:
-    """(model server CPUs, gateway + load generator CPUs), or None with fewer than 2 CPUs."""
-    cpus = sorted(os.sched_getaffinity(0))
-    return (set(cpus[:-1]), {cpus[-1]}) if len(cpus) >= 2 else None
-
-
 @contextlib.contextmanager
 def _model_server(base_path: Path, model: str, cpus: set[int] | None = None) -> Iterator[str]:
     """Start `tokenpulse modelserver` (batching as under `make up`) and wait for AVAILABLE."""
     if not base_path.is_dir():
         raise SystemExit(f"no model at {base_path}: run `make model`, or pass --upstream")
-    rest, grpc = free_port(), free_port()
-    cmd = [
-        sys.executable, "-m", "tokenpulse.cli", "modelserver", f"--port={grpc}",
-        f"--rest_api_port={rest}", f"--model_name={model}", f"--model_base_path={base_path}",
-        "--enable_batching=true",
-        f"--batching_parameters_file={CONFIG_DIR / 'batching_parameters.txt'}",
-    ]  # fmt: skip
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    log = tempfile.TemporaryFile()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, env=env)
-    url = f"http://127.0.0.1:{rest}"
-    try:
-        deadline = time.monotonic() + 180
-        while not _available(url, model):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                log.seek(0)
-                raise SystemExit(f"model server did not start:\n{log.read()[-2000:].decode()}")
-            time.sleep(0.2)
+    with running_modelserver(
+        base_path,
+        model_name=model,
+        batching_parameters_file=CONFIG_DIR / "batching_parameters.txt",
+        start_timeout_s=180,
+    ) as server:
         if cpus:
-            _pin(proc.pid, cpus)
-        yield url
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
-
-
-def _available(url: str, model: str) -> list[int]:
-    try:
-        with urllib.request.urlopen(f"{url}/v1/models/{model}", timeout=2) as resp:
-            doc = json.loads(resp.read())
-    except (OSError, ValueError):
-        return []
-    return [int(v["version"]) for v in doc["model_version_status"] if v["state"] == "AVAILABLE"]
+            pin(server.pid, cpus)
+        yield server.rest_url
 
 
 class Target:
@@ -126,11 +87,6 @@ class Target:
             if resp.status != 200:
                 raise SystemExit(f"{self.url} answered {resp.status}")
         return time.perf_counter() - start
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 async def _measure(args: argparse.Namespace, direct: Target, gateway: Target) -> dict[str, Any]:
@@ -169,7 +125,7 @@ async def _measure(args: argparse.Namespace, direct: Target, gateway: Target) ->
     out: dict[str, Any] = {}
     for name in ("direct", "gateway"):
         out[f"{name}_p50_ms"] = 1000 * statistics.median(lat[name])
-        out[f"{name}_p99_ms"] = 1000 * _pct(lat[name], 0.99)
+        out[f"{name}_p99_ms"] = 1000 * percentile(lat[name], 99)
         out[f"{name}_rps_c{args.concurrency}"] = rps[name]
     out["added_p50_ms"] = out["gateway_p50_ms"] - out["direct_p50_ms"]
     out["added_p99_ms"] = out["gateway_p99_ms"] - out["direct_p99_ms"]
@@ -201,7 +157,7 @@ def _internal_ms(url: str) -> float:
 def _run(args: argparse.Namespace, upstream: str, cpus: set[int] | None = None) -> dict[str, Any]:
     from serving.gateway.keys import add_key
 
-    versions = _available(upstream, args.model_name)
+    versions = available_versions(upstream, args.model_name)
     if not versions:
         raise SystemExit(f"{upstream} has no AVAILABLE version of {args.model_name!r}")
     version = max(versions)
@@ -212,8 +168,8 @@ def _run(args: argparse.Namespace, upstream: str, cpus: set[int] | None = None) 
             upstream, keys, models=[args.model_name], max_concurrency=max(64, args.concurrency)
         ) as gw:
             if cpus:  # the model server keeps the other CPUs to itself in both phases
-                _pin(gw.pid, cpus)
-                _pin(os.getpid(), cpus)
+                pin(gw.pid, cpus)
+                pin(os.getpid(), cpus)
             row = default_row
             direct = Target(
                 f"{upstream}/v1/models/{args.model_name}/versions/{version}:predict",
@@ -229,7 +185,7 @@ def _run(args: argparse.Namespace, upstream: str, cpus: set[int] | None = None) 
             result = asyncio.run(_measure(args, direct, through))
             result["gateway_internal_ms_mean"] = _internal_ms(gw.url)
             result["gateway_startup_s"] = gw.started_in_s
-            result["gateway_rss_mb"] = gw.rss_bytes() / 1e6
+            result["gateway_rss_mb"] = rss_bytes(gw.pid)[0] / 1e6
     result.update(
         model=args.model_name, version=version, max_new_tokens=args.max_new_tokens,
         requests_c1=args.requests, concurrency=args.concurrency,
@@ -264,12 +220,16 @@ def _report(r: dict[str, Any]) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Run the bench and print the figures."""
-    split = _cpu_split() if args.isolate_cpus and not args.upstream else None
-    if args.upstream:
-        result = _run(args, args.upstream.rstrip("/"))
-    else:
-        with _model_server(args.model_base_path, args.model_name, split and split[0]) as upstream:
-            result = _run(args, upstream, split and split[1])
+    split = cpu_split() if args.isolate_cpus and not args.upstream else None
+    try:
+        if args.upstream:
+            result = _run(args, args.upstream.rstrip("/"))
+        else:
+            with _model_server(args.model_base_path, args.model_name, split and split[0]) as url:
+                result = _run(args, url, split and split[1])
+    except LaunchError as exc:
+        print(f"bench gateway: {exc}", file=sys.stderr)
+        return 1
     result["cpu_isolation"] = (
         f"model server on CPUs {sorted(split[0])}, gateway and load generator on {sorted(split[1])}"
         if split

@@ -12,19 +12,16 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
-import signal
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from tokenpulse.procs import free_port
+from tokenpulse.bench.harness import latency_ms, progress
+from tokenpulse.testing.launch import running_modelserver
 
 PROMPTS = [
     "The service was",
@@ -36,7 +33,9 @@ PROMPTS = [
     "She opened the door and",
     "Batching helps because",
 ]
-DEFAULT_BATCHING = Path(__file__).resolve().parents[1] / "config" / "batching_parameters.txt"
+DEFAULT_BATCHING = (
+    Path(__file__).resolve().parents[2] / "serving" / "config" / "batching_parameters.txt"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -85,63 +84,24 @@ class LoadResult:
     p99_ms: float
 
 
-def _progress(message: str) -> None:
-    print(f"[bench batching] {message}", file=sys.stderr, flush=True)
+_progress = progress("batching")
 
 
 @contextlib.contextmanager
 def _server(args: argparse.Namespace, batching: bool) -> Iterator[str]:
-    rest, grpc_port = free_port(), free_port()
-    cmd = [
-        sys.executable,
-        "-m",
-        "tokenpulse.cli",
-        "modelserver",
-        f"--port={grpc_port}",
-        f"--rest_api_port={rest}",
-        f"--model_name={args.model_name}",
-        f"--model_base_path={args.model_base_path}",
-        "--file_system_poll_wait_seconds=0",
-        f"--enable_batching={'true' if batching else 'false'}",
-        "--log_level=WARNING",
-    ]
-    if batching:
-        cmd.append(f"--batching_parameters_file={args.batching_parameters_file}")
-    with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(
-            cmd,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
-        )
-        url = f"http://127.0.0.1:{rest}"
-        try:
-            deadline = time.monotonic() + 180
-            while not _ready(url, args.model_name):
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    err.seek(0)
-                    raise RuntimeError(
-                        f"model server did not start:\n{err.read()[-3000:].decode()}"
-                    )
-                time.sleep(0.2)
-            yield url
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(30)
-
-
-def _ready(url: str, model: str) -> bool:
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(f"{url}/v1/models/{model}", timeout=2) as resp:
-            return b"AVAILABLE" in resp.read()
-    except OSError:
-        return False
+    """A model server on the bench's model, batching on (with its parameters file) or off."""
+    with running_modelserver(
+        args.model_base_path,
+        model_name=args.model_name,
+        enable_batching=batching,
+        batching_parameters_file=args.batching_parameters_file if batching else None,
+        file_system_poll_wait_seconds=0,
+        extra_args=["--log_level=WARNING"],
+        env={"TF_CPP_MIN_LOG_LEVEL": "3"},
+        start_timeout_s=180,
+        stop_timeout_s=30,
+    ) as server:
+        yield server.rest_url
 
 
 def _row(i: int, max_new_tokens: int) -> dict[str, Any]:
@@ -170,13 +130,10 @@ def _summarise(
     samples: list[tuple[float, int, bool]],
     seconds: float,
 ) -> LoadResult:
-    lat = sorted(s[0] * 1000 for s in samples if s[2])
-    ok = len(lat)
+    ok_s = [s[0] for s in samples if s[2]]
+    ok = len(ok_s)
     tokens = sum(s[1] for s in samples)
-
-    def pct(q: float) -> float:
-        return lat[min(len(lat) - 1, int(q * len(lat)))] if lat else float("nan")
-
+    lat = latency_ms(ok_s)
     return LoadResult(
         mode,
         batching,
@@ -187,9 +144,9 @@ def _summarise(
         seconds,
         ok / seconds,
         tokens / seconds,
-        statistics.fmean(lat) if lat else float("nan"),
-        pct(0.5),
-        pct(0.99),
+        lat["mean_ms"],
+        lat["p50_ms"],
+        lat["p99_ms"],
     )
 
 
