@@ -1,0 +1,153 @@
+"""The generated Alertmanager configs: amtool-valid, every route tested, inhibition sound."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from monitoring.mixin import alertmanager
+from monitoring.mixin.alerts import all_alerts
+from monitoring.mixin.promql import NORMAL
+
+ROOT = Path(__file__).resolve().parents[3]
+FILES = [
+    ROOT / "monitoring/alertmanager/alertmanager.yml",
+    ROOT / "monitoring/alertmanager/alertmanager.local.yml",
+]
+amtool = pytest.mark.skipif(shutil.which("amtool") is None, reason="amtool not installed")
+
+# (labels of an alert, the receiver it must reach): one case per route, plus the root fallback
+ROUTE_CASES = [
+    (["severity=info", "alertname=TokenPulseQualityNllDrift", "model=gen"], "null"),
+    (["severity=critical", "alertname=TokenPulseTfServingDown"], "pager"),
+    (
+        [
+            "severity=critical",
+            "alertname=TokenPulseGatewayAvailabilityBudgetBurn",
+            "slo=availability",
+            "long_window=1h",
+            "model=gen",
+        ],
+        "pager",
+    ),  # fmt: skip
+    (
+        [
+            "severity=warning",
+            "alertname=TokenPulseGatewayLatencyBudgetBurn",
+            "slo=latency",
+            "long_window=1d",
+            "model=gen",
+        ],
+        "ticket",
+    ),  # fmt: skip
+    (["severity=warning", "alertname=TokenPulseGpuThrottled", "gpu=0"], "chat"),
+    (["alertname=SomethingWithoutSeverity"], "chat"),
+]
+
+
+@amtool
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_amtool_check_config_is_clean(path: Path) -> None:
+    out = subprocess.run(
+        ["amtool", "check-config", str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "SUCCESS" in out.stdout
+
+
+@amtool
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize(("labels", "receiver"), ROUTE_CASES)
+def test_every_route_reaches_its_receiver(path: Path, labels: list[str], receiver: str) -> None:
+    cmd = ["amtool", "config", "routes", "test", f"--config.file={path}"]
+    out = subprocess.run(
+        [*cmd, f"--verify.receivers={receiver}", *labels],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.strip() == receiver
+
+
+@amtool
+def test_route_test_fails_on_a_wrong_receiver() -> None:
+    cmd = ["amtool", "config", "routes", "test", f"--config.file={FILES[0]}"]
+    out = subprocess.run(
+        [*cmd, "--verify.receivers=pager", "severity=warning", "alertname=X"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 1
+
+
+def test_every_route_has_a_case_and_routes_match_the_module() -> None:
+    doc = yaml.safe_load(FILES[0].read_text())
+    routes = doc["route"]["routes"]
+    assert [(r["receiver"], r["matchers"]) for r in routes] == alertmanager.ROUTES
+    assert {r for _, r in ROUTE_CASES} == {r["receiver"] for r in routes} | {
+        doc["route"]["receiver"]
+    }
+    assert doc["route"]["group_by"] == ["alertname", "model"]
+
+
+def _inhibit(source: str) -> list[dict]:
+    rules = yaml.safe_load(FILES[0].read_text())["inhibit_rules"]
+    return [r for r in rules if r["source_matchers"] == [f'alertname="{source}"']]
+
+
+def _targets(rule: dict) -> set[str]:
+    m = re.fullmatch(r'alertname=~"(.*)"', rule["target_matchers"][0])
+    assert m is not None
+    return set(m[1].split("|"))
+
+
+def test_model_server_down_silences_every_symptom_but_not_itself() -> None:
+    symptoms = {a.alertname for a in all_alerts(NORMAL) if a.symptom}
+    (rule, collectors) = _inhibit("TokenPulseTfServingDown")
+    targets = _targets(rule)
+    assert symptoms | {"TokenPulseTfServingNoAvailableVersion"} == targets
+    assert "TokenPulseTfServingDown" not in targets
+    for name in ("GatewayAvailabilityBudgetBurn", "QualityEmptyOutputs", "CanaryFailing"):
+        assert f"TokenPulse{name}" in targets
+    assert collectors["target_matchers"][1] == 'collector=~"tfserving|canary"'
+
+
+def test_no_available_version_silences_symptoms_of_the_same_model() -> None:
+    (rule,) = _inhibit("TokenPulseTfServingNoAvailableVersion")
+    assert rule["equal"] == ["model"]
+    assert "TokenPulseGatewayLatencyBudgetBurn" in _targets(rule)
+
+
+def test_gateway_down_silences_only_gateway_slo_alerts() -> None:
+    (rule,) = _inhibit("TokenPulseGatewayDown")
+    assert _targets(rule) == {
+        "TokenPulseGatewayAvailabilityBudgetBurn",
+        "TokenPulseGatewayLatencyBudgetBurn",
+        "TokenPulseGatewayTokenLatencyBudgetBurn",
+    }
+
+
+def test_deployment_secrets_come_from_files_and_resolved_notifications_are_sent() -> None:
+    receivers = {r["name"]: r for r in yaml.safe_load(FILES[0].read_text())["receivers"]}
+    pd = receivers["pager"]["pagerduty_configs"][0]
+    slack = receivers["chat"]["slack_configs"][0]
+    assert pd["routing_key_file"].startswith("/etc/alertmanager/secrets/")
+    assert slack["api_url_file"].startswith("/etc/alertmanager/secrets/")
+    assert slack["send_resolved"] is True and pd["send_resolved"] is True
+    assert "routing_key" not in pd and "api_url" not in slack
+
+
+def test_local_variant_points_every_receiver_at_the_oncall_receiver() -> None:
+    text = alertmanager.render_local("http://127.0.0.1:1234", group_wait="1s")
+    doc = yaml.safe_load(text)
+    urls = {
+        r["name"]: r["webhook_configs"][0]["url"] for r in doc["receivers"] if r["name"] != "null"
+    }
+    assert urls == {n: f"http://127.0.0.1:1234/{n}" for n in ("pager", "ticket", "chat")}
+    assert doc["route"]["group_wait"] == "1s"
+    assert doc["inhibit_rules"] == yaml.safe_load(FILES[0].read_text())["inhibit_rules"]
