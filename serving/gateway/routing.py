@@ -15,82 +15,28 @@ itself and calls `/versions/{N}:predict`: the version it reports is the version 
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from serving.gateway.errors import NotFound, UpstreamUnavailable
+from tokenpulse.tfserving.config import parse_model_server_config, validate_model_server_config
+from tokenpulse.tfserving.errors import ConfigError as ModelConfigError
 
-_TOKEN = re.compile(r"""\s*(?:(#[^\n]*)|([{}:])|'([^']*)'|"([^"]*)"|([A-Za-z0-9_.\-+/]+))""")
-
-
-class ModelConfigError(ValueError):
-    """models.config could not be parsed."""
-
-
-def _tokens(text: str) -> list[str]:
-    out: list[str] = []
-    pos = 0
-    text = text.rstrip()
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        if m is None or m.end() == pos:
-            raise ModelConfigError(f"unexpected text at offset {pos}")
-        pos = m.end()
-        if m.group(1) is not None:
-            continue
-        out.append(next(g for g in m.groups()[1:] if g is not None))
-    return out
-
-
-def _parse_block(tokens: list[str], i: int) -> tuple[list[tuple[str, object]], int]:
-    """Parse `field: value` / `field { ... }` pairs until `}` or the end."""
-    fields: list[tuple[str, object]] = []
-    while i < len(tokens) and tokens[i] != "}":
-        name = tokens[i]
-        i += 1
-        if i < len(tokens) and tokens[i] == ":":
-            i += 1
-        if i >= len(tokens):
-            raise ModelConfigError(f"field {name!r} has no value")
-        if tokens[i] == "{":
-            sub, i = _parse_block(tokens, i + 1)
-            if i >= len(tokens):
-                raise ModelConfigError("unbalanced braces")
-            fields.append((name, sub))
-            i += 1
-        else:
-            fields.append((name, tokens[i]))
-            i += 1
-    return fields, i
+__all__ = [
+    "ModelConfigError",
+    "ModelState",
+    "Route",
+    "Router",
+    "canary_bucket",
+    "parse_version_labels",
+]
 
 
 def parse_version_labels(text: str) -> dict[str, dict[str, int]]:
-    """`{model: {label: version}}` from a `model_config_list` text proto."""
-    tokens = _tokens(text)
-    top, end = _parse_block(tokens, 0)
-    if end != len(tokens):
-        raise ModelConfigError("unbalanced braces")
-    labels: dict[str, dict[str, int]] = {}
-    for name, value in top:
-        if name != "model_config_list" or not isinstance(value, list):
-            continue
-        for cname, config in value:
-            if cname != "config" or not isinstance(config, list):
-                continue
-            model = next((v for k, v in config if k == "name" and isinstance(v, str)), None)
-            if model is None:
-                raise ModelConfigError("a config has no name")
-            table = labels.setdefault(model, {})
-            for k, v in config:
-                if k != "version_labels" or not isinstance(v, list):
-                    continue
-                pairs = {kk: vv for kk, vv in v if isinstance(vv, str)}
-                try:
-                    table[pairs["key"]] = int(pairs["value"])
-                except (KeyError, ValueError) as exc:
-                    raise ModelConfigError(f"bad version_labels in model {model!r}") from exc
-    return labels
+    """`{model: {label: version}}` from a models.config, read and checked as TF Serving does."""
+    config = parse_model_server_config(text)
+    validate_model_server_config(config)
+    return config.labels()
 
 
 def canary_bucket(model: str, sticky: str) -> float:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import time
 from dataclasses import dataclass
@@ -12,33 +11,27 @@ from typing import Any
 import aiohttp
 
 from serving.model.signature import OUTPUTS, SIGNATURE_NAME
+from tokenpulse.tfserving.errors import TfServingBadResponse as UpstreamBadResponse
+from tokenpulse.tfserving.errors import TfServingError as UpstreamError
+from tokenpulse.tfserving.errors import TfServingHttpError as UpstreamHTTPError
+from tokenpulse.tfserving.errors import TfServingTimeout as UpstreamTimeout
+from tokenpulse.tfserving.errors import TfServingUnreachable as UpstreamUnreachable
+from tokenpulse.tfserving.errors import error_message
+from tokenpulse.tfserving.predict import decode_text, predict_path, row_request
+from tokenpulse.tfserving.predict import parse_predictions as parse_rows
+from tokenpulse.tfserving.status import available_versions, parse_model_status, status_path
 
-
-class UpstreamError(Exception):
-    """Base of upstream call failures; `counts_as_failure` feeds the circuit breaker."""
-
-    counts_as_failure = True
-
-    def __init__(self, message: str, status: int | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.status = status
-
-
-class UpstreamUnreachable(UpstreamError):
-    """Connection refused/reset: the model server is down."""
-
-
-class UpstreamTimeout(UpstreamError):
-    """No answer within the request's remaining deadline."""
-
-
-class UpstreamHTTPError(UpstreamError):
-    """A non-200 answer, with TF Serving's `{"error": ...}` message."""
-
-
-class UpstreamBadResponse(UpstreamError):
-    """A 200 whose body does not match the signature contract."""
+__all__ = [
+    "Prediction",
+    "TFServingClient",
+    "UpstreamBadResponse",
+    "UpstreamError",
+    "UpstreamHTTPError",
+    "UpstreamTimeout",
+    "UpstreamUnreachable",
+    "cancel_quietly",
+    "parse_predictions",
+]
 
 
 @dataclass(frozen=True)
@@ -53,30 +46,19 @@ class Prediction:
     truncated_prompt_tokens: int
 
 
-def _decode_text(value: Any) -> str:
-    if isinstance(value, dict) and "b64" in value:  # TF Serving's binary string encoding
-        return base64.b64decode(value["b64"]).decode("utf-8", "replace")
-    if not isinstance(value, str):
-        raise UpstreamBadResponse("text output is not a string")
-    return value
-
-
 def parse_predictions(doc: Any, rows: int) -> list[Prediction]:
     """Check and convert a row-format `{"predictions": [...]}` answer."""
-    preds = doc.get("predictions") if isinstance(doc, dict) else None
-    if not isinstance(preds, list) or len(preds) != rows:
-        raise UpstreamBadResponse(f"expected {rows} predictions")
     out: list[Prediction] = []
-    for row in preds:
-        if not isinstance(row, dict) or not set(OUTPUTS) <= set(row):
+    for row in parse_rows(doc, rows):
+        if not set(OUTPUTS) <= set(row):
             raise UpstreamBadResponse("prediction row lacks signature outputs")
         try:
             out.append(
                 Prediction(
-                    text=_decode_text(row["text"]),
+                    text=decode_text(row["text"]),
                     prompt_tokens=int(row["prompt_tokens"]),
                     output_tokens=int(row["output_tokens"]),
-                    finish_reason=_decode_text(row["finish_reason"]),
+                    finish_reason=decode_text(row["finish_reason"]),
                     mean_nll=float(row["mean_nll"]),
                     truncated_prompt_tokens=int(row["truncated_prompt_tokens"]),
                 )
@@ -128,42 +110,33 @@ class TFServingClient:
             raise UpstreamUnreachable(f"cannot reach upstream: {type(exc).__name__}") from exc
         except aiohttp.ClientError as exc:
             raise UpstreamBadResponse(f"upstream protocol error: {type(exc).__name__}") from exc
+        if status != 200:
+            raise UpstreamHTTPError(status, error_message(raw) or f"upstream answered {status}")
         try:
-            doc = json.loads(raw)
+            return json.loads(raw)
         except ValueError as exc:
             raise UpstreamBadResponse(f"upstream answered {status} with non-json") from exc
-        if status != 200:
-            message = doc.get("error") if isinstance(doc, dict) else None
-            raise UpstreamHTTPError(str(message or f"upstream answered {status}"), status)
-        return doc
 
     async def predict(
         self, model: str, version: int, rows: list[dict[str, Any]], timeout_s: float
     ) -> tuple[list[Prediction], float]:
         """Run rows on one version; returns predictions and upstream seconds."""
-        url = f"{self.base_url}/v1/models/{model}/versions/{version}:predict"
-        body = json.dumps({"signature_name": SIGNATURE_NAME, "instances": rows}).encode()
+        url = self.base_url + predict_path(model, version)
+        body = json.dumps(row_request(rows, SIGNATURE_NAME)).encode()
         start = time.perf_counter()
         doc = await self._call("POST", url, timeout_s, body)
         return parse_predictions(doc, len(rows)), time.perf_counter() - start
 
     async def available_versions(self, model: str, timeout_s: float = 2.0) -> list[int]:
         """Versions of `model` in state AVAILABLE ([] when it has none)."""
+        url = self.base_url + status_path(model)
         try:
-            doc = await self._call("GET", f"{self.base_url}/v1/models/{model}", timeout_s, None)
+            doc = await self._call("GET", url, timeout_s, None)
         except UpstreamHTTPError as exc:
             if exc.status == 404:
                 return []
             raise
-        statuses = doc.get("model_version_status", []) if isinstance(doc, dict) else []
-        versions: list[int] = []
-        for entry in statuses if isinstance(statuses, list) else []:
-            if isinstance(entry, dict) and entry.get("state") == "AVAILABLE":
-                try:
-                    versions.append(int(entry["version"]))
-                except (KeyError, TypeError, ValueError):
-                    continue
-        return versions
+        return available_versions(parse_model_status(doc))
 
 
 async def cancel_quietly(task: asyncio.Task[Any] | None) -> None:
