@@ -2,8 +2,8 @@
 
 Every line, from structlog or from the standard library (aiohttp, asyncio, TensorFlow's Python
 logger), carries `@timestamp`, `level`, `component` and `message`, then the event's own fields.
-structlog routes through the standard library, so a logger bound at import time still follows
-`configure_logging`, which only swaps the root handler and its level.
+structlog is configured once, at import, with processors that read the current settings, so a
+logger bound at import time still follows `configure_logging`.
 
 TensorFlow's C++ start-up chatter (`E0000 ... cuInit`, oneDNN and CPU-feature lines) is written
 by TensorFlow itself, not through Python logging: `configure_logging` sets TF_CPP_MIN_LOG_LEVEL
@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 from collections.abc import MutableMapping
 from typing import Annotated, Any
 
@@ -26,7 +27,6 @@ LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 # machine without a GPU, so anything short of DEBUG keeps TensorFlow's C++ log quiet.
 _TF_CPP_LEVEL = {"DEBUG": "0", "INFO": "3", "WARNING": "3", "ERROR": "3"}
 _FIRST_KEYS = ("@timestamp", "level", "component", "logger_name", "message")
-_component = "tokenpulse"
 
 
 def check_level(value: str) -> str:
@@ -40,16 +40,22 @@ def check_level(value: str) -> str:
 LogLevel = Annotated[str, AfterValidator(check_level)]
 
 
+class _Output:
+    """Where lines go and how they look; set by configure_logging, read at every line."""
+
+    component = "tokenpulse"
+    level = logging.INFO
+    stream: Any = None
+    render: list[Any] = []
+    lock = threading.Lock()
+
+
+_out = _Output()
+
+
 def _add_component(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> Any:
     # A processor, not a context var: threads do not inherit context vars.
-    event.setdefault("component", _component)
-    return event
-
-
-def _foreign_logger_name(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> Any:
-    # Lines from the standard library (aiohttp, asyncio, TensorFlow) name their logger too.
-    if not event.get("_from_structlog") and "_record" in event:
-        event.setdefault("logger_name", event["_record"].name)
+    event.setdefault("component", _out.component)
     return event
 
 
@@ -58,64 +64,119 @@ def _key_order(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> A
     return {**first, **event}
 
 
-_PRE_CHAIN: list[Any] = [
-    structlog.contextvars.merge_contextvars,
-    _add_component,
-    structlog.processors.TimeStamper(fmt="iso", utc=True, key="@timestamp"),
-    structlog.processors.add_log_level,
-]
+def _render(logger: Any, method: str, event: Any) -> Any:
+    for processor in _out.render:
+        event = processor(logger, method, event)
+    return event
 
+
+class _Logger(structlog.BoundLoggerBase):
+    """A bound logger whose level test reads `_out.level`: a filtered line costs one comparison."""
+
+    def _emit(self, level: int, method: str, event: str | None, kw: dict[str, Any]) -> Any:
+        if level < _out.level:
+            return None
+        return self._proxy_to_logger(method, event, **kw)
+
+    def debug(self, event: str | None = None, **kw: Any) -> Any:
+        """Log at DEBUG."""
+        return self._emit(logging.DEBUG, "debug", event, kw)
+
+    def info(self, event: str | None = None, **kw: Any) -> Any:
+        """Log at INFO."""
+        return self._emit(logging.INFO, "info", event, kw)
+
+    def warning(self, event: str | None = None, **kw: Any) -> Any:
+        """Log at WARNING."""
+        return self._emit(logging.WARNING, "warning", event, kw)
+
+    warn = warning
+
+    def error(self, event: str | None = None, **kw: Any) -> Any:
+        """Log at ERROR."""
+        return self._emit(logging.ERROR, "error", event, kw)
+
+    def exception(self, event: str | None = None, **kw: Any) -> Any:
+        """Log at ERROR with the exception being handled."""
+        kw.setdefault("exc_info", True)
+        return self._emit(logging.ERROR, "error", event, kw)
+
+    def critical(self, event: str | None = None, **kw: Any) -> Any:
+        """Log at CRITICAL."""
+        return self._emit(logging.CRITICAL, "critical", event, kw)
+
+
+class _Writer:
+    """structlog's final logger: one line to the configured stream (stderr until configured)."""
+
+    def msg(self, message: str) -> None:
+        """Write one rendered line."""
+        stream = _out.stream or sys.stderr
+        with _out.lock:
+            stream.write(message + "\n")
+            stream.flush()
+
+    log = debug = info = warn = warning = error = exception = critical = fatal = msg
+
+
+_WRITER = _Writer()
+_STAMP = structlog.processors.TimeStamper(fmt="iso", utc=True, key="@timestamp")
+# ECS keeps `event` for an object: the message goes under `message`.
+_FINISH: list[Any] = [structlog.processors.EventRenamer("message"), _key_order, _render]
+_FOREIGN: list[Any] = [_add_component, _STAMP, structlog.processors.add_log_level, *_FINISH]
+
+# Configured once, at import: loggers bound before configure_logging (module-level `.bind()`)
+# keep these processors, which read `_out` at every line, so they follow it too.
 structlog.configure(
     processors=[
-        structlog.stdlib.filter_by_level,
-        *_PRE_CHAIN,
-        structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+        structlog.contextvars.merge_contextvars,
+        _add_component,
+        _STAMP,
+        structlog.processors.add_log_level,
+        *_FINISH,
     ],
-    wrapper_class=structlog.stdlib.BoundLogger,
-    logger_factory=structlog.stdlib.LoggerFactory(),
+    wrapper_class=_Logger,
+    logger_factory=lambda *_args: _WRITER,
     cache_logger_on_first_use=False,
 )
 
 
-class _Handler(logging.StreamHandler):
-    """The root handler that configure_logging owns (and replaces on a second call)."""
+class _Handler(logging.Handler):
+    """Standard-library lines (aiohttp, asyncio, TensorFlow's Python logger) in the same format."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Render one record like a structlog event."""
+        try:
+            event: Any = {"event": record.getMessage(), "logger_name": record.name}
+            if record.exc_info:
+                event["exc_info"] = record.exc_info
+            method = record.levelname.lower()
+            for processor in _FOREIGN:
+                event = processor(None, method, event)
+            _WRITER.msg(event)
+        except Exception:  # noqa: BLE001 - logging must never raise into the caller
+            self.handleError(record)
 
 
 def configure_logging(component: str, level: str = "INFO", stream: Any = None) -> None:
     """Log `component`'s lines at `level` and above to `stream` (default stderr)."""
-    global _component
     name = check_level(level)
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = _TF_CPP_LEVEL[name]
-    _component = component
-    stream = stream or sys.stderr
-    tty = getattr(stream, "isatty", lambda: False)()
+    _out.component, _out.level, _out.stream = component, logging.getLevelName(name), stream
+    tty = getattr(stream or sys.stderr, "isatty", lambda: False)()
     # The console renderer formats exceptions itself; JSON wants them as a string field.
-    render: list[Any] = (
+    _out.render = (
         [structlog.dev.ConsoleRenderer(event_key="message", timestamp_key="@timestamp")]
         if tty
         else [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
     )
-    handler = _Handler(stream)
-    handler.setFormatter(
-        structlog.stdlib.ProcessorFormatter(
-            foreign_pre_chain=_PRE_CHAIN,
-            processors=[
-                _foreign_logger_name,
-                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                # ECS keeps `event` for an object: the message goes under `message`.
-                structlog.processors.EventRenamer("message"),
-                _key_order,
-                *render,
-            ],
-        )
-    )
     root = logging.getLogger()
     for old in [h for h in root.handlers if isinstance(h, _Handler)]:
         root.removeHandler(old)
-    root.addHandler(handler)
+    root.addHandler(_Handler())
     root.setLevel(name)
 
 
 def get_logger(name: str) -> Any:
     """A structlog logger tagged with its module name."""
-    return structlog.get_logger(name, logger_name=name)
+    return structlog.get_logger(logger_name=name)
