@@ -104,6 +104,7 @@ class Gateway:
             max_new_tokens_limit=settings.max_new_tokens_limit,
             default_max_new_tokens=settings.default_max_new_tokens,
             default_model=settings.models[0],
+            context_window_tokens=settings.context_window_tokens,
         )
         self.upstream_ok = False
         self._poller: asyncio.Task[None] | None = None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from annotated_types import Ge, Le
 from pydantic import BaseModel, BeforeValidator, ValidationError
@@ -25,6 +25,12 @@ def _whole_float_to_int(value: Any) -> Any:
 JsonInt = Annotated[int, BeforeValidator(_whole_float_to_int)]
 PositiveInt = Annotated[int, Ge(1), BeforeValidator(_whole_float_to_int)]
 SeedInt = Annotated[int, Ge(-INT64 - 1), Le(INT64), BeforeValidator(_whole_float_to_int)]
+# vLLM's parameter: -1 lets the model keep the end of the prompt that fits, k >= 1 keeps the last k
+TruncateTokens = Literal[-1] | PositiveInt
+TRUNCATE_DESCRIPTION = (
+    "Unset: a prompt longer than the model's window is refused with 400. "
+    "-1: the model keeps the end of the prompt that fits. k: keep the prompt's last k tokens."
+)
 
 
 @dataclass
@@ -36,6 +42,7 @@ class Limits:
     max_new_tokens_limit: int
     default_max_new_tokens: int
     default_model: str
+    context_window_tokens: int
 
 
 @dataclass
@@ -52,6 +59,7 @@ class Job:
     version_label: str | None = None
     user: str | None = None
     stop: tuple[str, ...] = ()
+    truncate_prompt_tokens: int | None = None
 
     @property
     def token_budget(self) -> int:
@@ -120,3 +128,38 @@ def check_max_new_tokens(
     """The deployment's cap on generated tokens per output."""
     if value > limits.max_new_tokens_limit:
         raise invalid(f"{param} must be at most {limits.max_new_tokens_limit}", param=param)
+
+
+def _keep_last(prompt: str, tokens: int) -> str:
+    """The prompt's last `tokens` bytes, dropping a character cut in half at the start."""
+    raw = prompt.encode("utf-8")
+    return prompt if len(raw) <= tokens else raw[-tokens:].decode("utf-8", "ignore")
+
+
+def fit_prompts(
+    prompts: list[str], max_new_tokens: int, limits: Limits, truncate: int | None
+) -> list[str]:
+    """Apply `truncate_prompt_tokens`, then refuse a prompt the model's window cannot hold.
+
+    Tokens are UTF-8 bytes, and the model adds a start token. It keeps room for
+    min(max_new_tokens, window / 2) new tokens and drops the start of a longer prompt (the rule
+    of `serving/model/generate.py:_budgets`); that drop happens only when the client asked.
+    """
+    window = limits.context_window_tokens
+    room = min(max(max_new_tokens, 1), window // 2)
+    fit = window - room - 1
+    if truncate is not None and truncate > 0:
+        prompts = [_keep_last(p, truncate) for p in prompts]
+    if truncate == -1:
+        return prompts
+    for p in prompts:
+        tokens = len(p.encode("utf-8"))
+        if tokens > fit:
+            raise BadRequest(
+                f"This model's maximum context length is {window} tokens. However, your prompt "
+                f"has {tokens} tokens, and with {room} kept for the output (and one start token) "
+                f"at most {fit} fit. Please reduce the length of the prompt or of the output, "
+                "or set truncate_prompt_tokens (-1 keeps the end of the prompt that fits).",
+                param="prompt",
+            )
+    return prompts

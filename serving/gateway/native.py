@@ -8,13 +8,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from serving.gateway.errors import InvalidParameter
 from serving.gateway.jobs import (
+    TRUNCATE_DESCRIPTION,
     Job,
     JsonInt,
     Limits,
     PositiveInt,
     SeedInt,
+    TruncateTokens,
     check_max_new_tokens,
     check_prompts,
+    fit_prompts,
     validate_body,
 )
 from serving.gateway.stats import OutputSignals, RequestStats
@@ -38,6 +41,7 @@ class GenerateRequest(BaseModel):
     model: str | None = Field(None, min_length=1, max_length=128)
     version_label: str | None = Field(None, pattern=LABEL_PATTERN, max_length=64)
     user: str | None = Field(None, max_length=256, description="Caller id for canary stickiness.")
+    truncate_prompt_tokens: TruncateTokens | None = Field(None, description=TRUNCATE_DESCRIPTION)
 
 
 class ModelRef(BaseModel):
@@ -94,7 +98,7 @@ def parse(raw: bytes, limits: Limits) -> Job:
     check_max_new_tokens(max_new, limits, "max_new_tokens", InvalidParameter)
     return Job(
         model=req.model or limits.default_model,
-        prompts=[req.prompt],
+        prompts=fit_prompts([req.prompt], max_new, limits, req.truncate_prompt_tokens),
         max_new_tokens=max_new,
         temperature=req.temperature,
         top_k=req.top_k,
@@ -102,6 +106,7 @@ def parse(raw: bytes, limits: Limits) -> Job:
         seed=req.seed if req.seed is not None else secrets.randbits(31),
         version_label=req.version_label,
         user=req.user,
+        truncate_prompt_tokens=req.truncate_prompt_tokens,
     )
 
 

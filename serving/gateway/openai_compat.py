@@ -14,13 +14,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from serving.gateway.errors import BadRequest
 from serving.gateway.jobs import (
+    TRUNCATE_DESCRIPTION,
     Job,
     JsonInt,
     Limits,
     PositiveInt,
     SeedInt,
+    TruncateTokens,
     check_max_new_tokens,
     check_prompts,
+    fit_prompts,
     validate_body,
 )
 from serving.gateway.native import Signals, Timings, signals, timings
@@ -50,6 +53,8 @@ class CompletionRequest(BaseModel):
     frequency_penalty: float | None = None
     logit_bias: dict[str, float] | None = None
     stream_options: dict[str, Any] | None = None
+    # vLLM's extension (the openai SDK sends it through extra_body)
+    truncate_prompt_tokens: TruncateTokens | None = Field(None, description=TRUNCATE_DESCRIPTION)
 
 
 class Choice(BaseModel):
@@ -130,7 +135,7 @@ def parse(raw: bytes, limits: Limits) -> Job:
     check_max_new_tokens(max_tokens, limits, "max_tokens", BadRequest)
     return Job(
         model=req.model,
-        prompts=prompts,
+        prompts=fit_prompts(prompts, max_tokens, limits, req.truncate_prompt_tokens),
         max_new_tokens=max_tokens,
         temperature=1.0 if req.temperature is None else req.temperature,
         top_k=0,
@@ -138,6 +143,7 @@ def parse(raw: bytes, limits: Limits) -> Job:
         seed=req.seed if req.seed is not None else secrets.randbits(31),
         user=req.user,
         stop=_stops(req.stop),
+        truncate_prompt_tokens=req.truncate_prompt_tokens,
     )
 
 

@@ -154,6 +154,15 @@ class Pipeline:
             used = sum(p.output_tokens for p in preds)
         finally:
             self.limiter.refund(reservation, used)
+        dropped = max((p.truncated_prompt_tokens for p in preds), default=0)
+        if dropped and job.truncate_prompt_tokens != -1:
+            # the model's window is smaller than the gateway was told: still no silent cut
+            raise BadRequest(
+                f"the model dropped {dropped} prompt tokens to fit its context window, which is "
+                f"smaller than this gateway's setting of {self.settings.context_window_tokens}; "
+                "shorten the prompt or set truncate_prompt_tokens",
+                param="prompt",
+            )
         texts: list[str] = []
         for pred in preds:
             text, stopped = apply_stop(pred.text, job.stop) if job.stop else (pred.text, False)

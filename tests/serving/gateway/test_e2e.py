@@ -45,6 +45,7 @@ def stack(
             tmp / "keys.json",
             model_config_file=str(config),
             max_new_tokens_limit=32,
+            context_window_tokens=64,  # the tiny preset's window
         ) as gw,
     ):
         yield server, gw, keys
@@ -199,3 +200,46 @@ def test_breaker_opens_when_the_model_server_dies_and_closes_when_it_returns(
             assert generate(gw.url).status_code == 200
             assert metric_value(gw.url, "tokenpulse_gateway_circuit_breaker_state") == 0
             assert httpx.get(f"{gw.url}/readyz").status_code == 200
+
+
+def test_a_prompt_longer_than_the_window_is_a_400_unless_truncation_is_asked(
+    stack: tuple[ModelServerProcess, GatewayProcess, dict[str, str]], tmp_path: Path
+) -> None:
+    server, gw, keys = stack
+    prompt = "x" * 1200
+    native = httpx.post(
+        f"{gw.url}/v1/generate", json={"prompt": prompt}, headers=auth(keys["demo"])
+    )
+    assert native.status_code == 400
+    assert native.json()["error"]["message"].startswith(
+        "This model's maximum context length is 64 tokens. However, your prompt has 1200 tokens"
+    )
+    client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key=keys["demo"], max_retries=0)
+    with pytest.raises(openai.BadRequestError, match="maximum context length is 64 tokens"):
+        client.completions.create(model="gen", prompt=prompt, max_tokens=4)
+    cut = httpx.post(
+        f"{gw.url}/v1/generate",
+        json={"prompt": prompt, "max_new_tokens": 4, "truncate_prompt_tokens": -1},
+        headers=auth(keys["demo"]),
+    )
+    assert cut.status_code == 200
+    assert (
+        cut.json()["signals"]["truncated_prompt_tokens"]
+        == 1200 - cut.json()["usage"]["prompt_tokens"]
+    )
+    done = client.completions.create(
+        model="gen", prompt=prompt, max_tokens=4, extra_body={"truncate_prompt_tokens": 20}
+    )
+    assert done.usage.prompt_tokens == 20
+    # a gateway told a larger window than the model's still refuses what the model cut
+    key = make_keys_file(tmp_path / "keys.json", demo={})["demo"]
+    with running_gateway(
+        server.rest_url, tmp_path / "keys.json", context_window_tokens=128
+    ) as wrong:
+        resp = httpx.post(
+            f"{wrong.url}/v1/generate",
+            json={"prompt": "z" * 100, "max_new_tokens": 4},
+            headers=auth(key),
+        )
+    assert resp.status_code == 400
+    assert "the model dropped" in resp.json()["error"]["message"]

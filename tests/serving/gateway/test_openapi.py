@@ -61,6 +61,7 @@ def fuzzed(
             max_new_tokens_limit=4,
             default_max_new_tokens=4,
             max_prompt_chars=256,
+            context_window_tokens=64,  # the tiny preset's window
             access_log=False,
         ) as gw,
     ):
