@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import niquests
-import structlog
 from grafana_client import GrafanaApi
 from grafana_client.client import (
     GrafanaClientError,
@@ -24,7 +23,9 @@ from grafana_client.client import (
     GrafanaUnauthorizedError,
 )
 
-log = structlog.get_logger(__name__)
+from tokenpulse.logging import get_logger
+
+log = get_logger(__name__).bind(component="grafana")
 
 DEPLOYMENT_TAG = "deployment"
 
