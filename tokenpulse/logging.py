@@ -64,6 +64,14 @@ def _key_order(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> A
     return {**first, **event}
 
 
+def _renderers(stream: Any) -> list[Any]:
+    """A console renderer for a person at a TTY; JSON lines for files, pipes and collectors."""
+    if getattr(stream, "isatty", lambda: False)():
+        # The console renderer formats exceptions itself.
+        return [structlog.dev.ConsoleRenderer(event_key="message", timestamp_key="@timestamp")]
+    return [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
+
+
 def _render(logger: Any, method: str, event: Any) -> Any:
     for processor in _out.render:
         event = processor(logger, method, event)
@@ -120,6 +128,7 @@ class _Writer:
 
 
 _WRITER = _Writer()
+_out.render = _renderers(sys.stderr)  # until configure_logging is called
 _STAMP = structlog.processors.TimeStamper(fmt="iso", utc=True, key="@timestamp")
 # ECS keeps `event` for an object: the message goes under `message`.
 _FINISH: list[Any] = [structlog.processors.EventRenamer("message"), _key_order, _render]
@@ -163,13 +172,7 @@ def configure_logging(component: str, level: str = "INFO", stream: Any = None) -
     name = check_level(level)
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = _TF_CPP_LEVEL[name]
     _out.component, _out.level, _out.stream = component, logging.getLevelName(name), stream
-    tty = getattr(stream or sys.stderr, "isatty", lambda: False)()
-    # The console renderer formats exceptions itself; JSON wants them as a string field.
-    _out.render = (
-        [structlog.dev.ConsoleRenderer(event_key="message", timestamp_key="@timestamp")]
-        if tty
-        else [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
-    )
+    _out.render = _renderers(stream or sys.stderr)
     root = logging.getLogger()
     for old in [h for h in root.handlers if isinstance(h, _Handler)]:
         root.removeHandler(old)

@@ -61,6 +61,14 @@ def test_loggers_bound_at_import_and_stdlib_loggers_follow_the_configuration() -
     assert "RuntimeError: boom" in str(failed["exception"])
 
 
+def test_lines_logged_before_configure_logging_are_json_too() -> None:
+    code = "from tokenpulse.logging import get_logger; get_logger('early').info('hi', a=1)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    line = json.loads(done.stderr)
+    assert (line["message"], line["a"], line["logger_name"]) == ("hi", 1, "early")
+
+
 def test_console_renderer_only_on_a_tty() -> None:
     tty = _Tty()
     configure_logging("demo", "INFO", stream=tty)
