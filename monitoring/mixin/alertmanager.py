@@ -37,14 +37,16 @@ def inhibit_rules() -> list[dict[str, Any]]:
     alerts = all_alerts(NORMAL)
     symptoms = [a for a in alerts if a.symptom]
     p = c.ALERT_PREFIX
+    # the outage itself, and the recovery window after it (info: notifies nobody)
+    down = f'alertname=~"{p}TfServingDown|{p}TfServingRecentlyDown"'
     return [
         {
             # one model server serves every model: its outage explains every model's symptoms
-            "source_matchers": [f'alertname="{p}TfServingDown"'],
+            "source_matchers": [down],
             "target_matchers": [f'alertname=~"{_names(symptoms)}|{p}TfServingNoAvailableVersion"'],
         },
         {
-            "source_matchers": [f'alertname="{p}TfServingDown"'],
+            "source_matchers": [down],
             "target_matchers": [
                 f'alertname="{p}ExporterCollectorFailing"',
                 'collector=~"tfserving|canary"',

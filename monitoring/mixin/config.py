@@ -161,6 +161,10 @@ BATCH_QUEUE_FOR = "10m"
 
 # Health `for`s: long enough to ride out a restart, short enough to page within minutes.
 DOWN_FOR = "1m"  # a scrape target is unreachable
+# After TF Serving comes back, its outage still fills the windows of the symptoms it caused (burn
+# rates, breaker, canaries) for up to the longest such window. An info alert holds them silenced
+# this long so the outage pages once; lengthen it with the page tiers' short windows.
+RECOVERY_WINDOW = "30m"
 NO_VERSION_FOR = "1m"  # a model has no AVAILABLE version
 LOAD_FAILURE_FOR = "5m"  # a version's status is an error after loading
 BREAKER_FOR = "1m"  # the gateway's upstream circuit breaker is open

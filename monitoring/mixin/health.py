@@ -29,6 +29,16 @@ def component_alerts(t: Timing) -> list[Alert]:
         _down("exporter", "Exporter", "warning", "The exporter"),
         _down("shipper", "Shipper", "warning", "The sample shipper"),
         Alert(
+            "TfServingRecentlyDown",
+            f"min_over_time(up{sel('modelserver')}[{t(c.RECOVERY_WINDOW)}]) == 0",
+            c.DOWN_FOR,
+            "info",
+            "TF Serving was down within the recovery window; its symptoms stay silenced.",
+            "TF Serving at {{ $labels.instance }} was unreachable in the last "
+            f"{c.RECOVERY_WINDOW}: alerts it explains are inhibited until its effects age out "
+            "of their windows.",
+        ),
+        Alert(
             "TfServingNoAvailableVersion",
             # a down server is its own page: do not page twice for it
             f"(tokenpulse_tfserving_model_versions_available{ex} == 0"

@@ -14,7 +14,9 @@
 What runs (all on 127.0.0.1, free ports, files under `workdir`):
 - model server (TF-Serving compatible) on a copy of `export_dir` as version 1 of model "gen",
   with a models.config that labels version 1 "stable"; restartable on the same ports;
-- gateway (one API key: `stack.key`), reading the same models.config;
+- gateway (one API key: `stack.key`), reading the same models.config, sampling requests into a
+  spool under `workdir/spool` (log_pipeline's spool sink);
+- shipper tailing that spool into the embedded SQLite store (`stack.shipper_url` is its /metrics);
 - exporter with the FAKE NVML backend (2 GPUs), the tfserving and canary collectors;
 - real Prometheus (`prometheus` binary) scraping all of them every `scrape_interval`, with the
   rule files given (default: the generated time-compressed rules, see alerts/compressed/);
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import threading
 import time
@@ -68,12 +71,14 @@ class StackOptions:
     """Knobs of a test stack."""
 
     rule_files: Sequence[Path] = COMPRESSED_RULES
-    scrape_interval: str = "1s"
+    # 2s: a scrape slowed by a busy machine must not time out and look like a down target
+    scrape_interval: str = "2s"
     evaluation_interval: str = "1s"
     alerting: bool = False
-    # Alertmanager timings for tests: first notification after group_wait, updates (resolved)
-    # after group_interval.
-    group_wait: str = "2s"
+    # Alertmanager timings for tests: first notification after group_wait (long enough for an
+    # inhibiting alert, e.g. model server down, to arrive before its symptoms' group flushes),
+    # updates such as resolved after group_interval.
+    group_wait: str = "10s"
     group_interval: str = "3s"
     repeat_interval: str = "1h"
     canary_interval_s: float = 5.0
@@ -91,6 +96,7 @@ class Stack:
     modelserver: ModelServerProcess
     gateway: GatewayProcess
     exporter: ExporterProcess
+    shipper_url: str = ""
     alertmanager_url: str | None = None
     oncall_url: str | None = None
     _restart: Callable[[], ModelServerProcess] | None = field(default=None, repr=False)
@@ -232,10 +238,24 @@ def _keys(workdir: Path) -> tuple[Path, str]:
 @contextlib.contextmanager
 def _binary(argv: list[str], ready_url: str, what: str, log: Path) -> Iterator[None]:
     with _launched(
-        argv, lambda: http_ok(ready_url), what=what, error=LaunchError, env={},
+        argv, lambda: http_ok(ready_url), what=what, error=LaunchError, env=dict(os.environ),
         log_path=log, start_timeout_s=60.0, stop_timeout_s=15.0,
     ):  # fmt: skip
         yield
+
+
+@contextlib.contextmanager
+def _shipper(workdir: Path) -> Iterator[str]:
+    """The shipper on the gateway's spool, into SQLite; yields its /metrics URL."""
+    port = free_port()
+    argv = _cli(
+        "shipper", f"--spool-dir={workdir / 'spool'}", f"--state-dir={workdir / 'spool-state'}",
+        "--outputs=sqlite", f"--sqlite-path={workdir / 'samples.db'}", f"--metrics-port={port}",
+        "--poll-interval-s=0.5",
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}/metrics"
+    with _binary(argv, url, "shipper", workdir / "logs/shipper.log"):
+        yield url
 
 
 @contextlib.contextmanager
@@ -290,7 +310,8 @@ def running_stack(
         gw = outer.enter_context(
             running_gateway(
                 ms.rest_url, keys_file, model_config_file=str(config), status_poll_interval_s=1,
-                log_path=workdir / "logs/gateway.log",
+                log_path=workdir / "logs/gateway.log", sample_sink="log_pipeline.sink:make_sink",
+                env={"TOKENPULSE_SINK_SPOOL_DIR": str(workdir / "spool")},
             )
         )  # fmt: skip
         ex = outer.enter_context(
@@ -304,13 +325,14 @@ def running_stack(
                 log_path=workdir / "logs/exporter.log",
             )
         )  # fmt: skip
+        shipper_url = outer.enter_context(_shipper(workdir))
         am_url = oncall_url = None
         if options.alerting:
             am_url, oncall_url = outer.enter_context(_alerting(workdir, options))
         prom_port = free_port()
         targets = prom_config.Targets(
             modelserver=[f"127.0.0.1:{rest_port}"], gateway=[f"127.0.0.1:{gw.port}"],
-            exporter=[f"127.0.0.1:{ex.port}"],
+            exporter=[f"127.0.0.1:{ex.port}"], shipper=[shipper_url.split("/")[2]],
         )  # fmt: skip
         prom_file = workdir / "prometheus.yml"
         prom_file.write_text(
@@ -335,6 +357,6 @@ def running_stack(
 
         yield Stack(
             workdir=workdir, options=options, key=key, prometheus_url=prom_url, modelserver=ms,
-            gateway=gw, exporter=ex, alertmanager_url=am_url, oncall_url=oncall_url,
-            _restart=start_ms, _stop=stop_ms,
+            gateway=gw, exporter=ex, shipper_url=shipper_url, alertmanager_url=am_url,
+            oncall_url=oncall_url, _restart=start_ms, _stop=stop_ms,
         )  # fmt: skip
