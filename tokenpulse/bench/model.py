@@ -10,7 +10,6 @@ says so and measures the TokenPulse side only.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import sys
@@ -156,20 +155,12 @@ KERAS_HUB_MISSING = (
 )
 
 
-def keras_hub_available() -> bool:
-    """Whether the optional keras_hub peer can be imported here."""
-    return importlib.util.find_spec("keras_hub") is not None
-
-
 def main(args: argparse.Namespace) -> int:
     """Run every measurement and print a table (or JSON)."""
     from serving.model.config import get_preset
 
     cfg = get_preset(args.preset).model
     say = progress("model", quiet=args.json)
-    peer = args.peer and keras_hub_available()
-    if args.peer and not peer:
-        print(f"bench model: {KERAS_HUB_MISSING}", file=sys.stderr)
     say("matmul peak")
     peak = _matmul_peak(args.repeats)
     report: dict[str, Any] = {
@@ -178,9 +169,16 @@ def main(args: argparse.Namespace) -> int:
         "matmul_peak_flop_per_s": round(peak),
         "runs": {},
     }
-    if args.peer and not peer:
-        report["keras_hub"] = KERAS_HUB_MISSING
-    runners = [ours(cfg)] + ([keras_hub_peer(cfg)] if peer else [])
+    runners = [ours(cfg)]
+    if args.peer:
+        try:
+            runners.append(keras_hub_peer(cfg))
+        except ModuleNotFoundError as exc:
+            if exc.name != "keras_hub":
+                raise
+            print(f"bench model: {KERAS_HUB_MISSING}", file=sys.stderr)
+            report["keras_hub"] = KERAS_HUB_MISSING
+    peer = len(runners) == 2
     for runner in runners:
         figures = measure(runner, cfg, args.repeats, say)
         figures["fraction_of_matmul_peak"] = round(figures["achieved_flop_per_s_batch32"] / peak, 4)
