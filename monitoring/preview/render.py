@@ -21,11 +21,13 @@ matplotlib.use("Agg")  # no display on servers; must precede pyplot
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from pydantic import Field  # noqa: E402
 from pydantic_settings import BaseSettings, SettingsConfigDict  # noqa: E402
 
 from monitoring.mixin.dashboards.queries import substitute  # noqa: E402
 from monitoring.preview.prom import PromClient, Series, seconds  # noqa: E402
 
+DASHBOARDS = Path(__file__).resolve().parents[2] / "dashboards"
 GRID_COLS = 24
 COL_IN, ROW_IN = 0.75, 0.5  # inches per grid column / row
 HEADER_IN = 0.6  # the figure title
@@ -44,11 +46,13 @@ class PreviewSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="TOKENPULSE_PREVIEW_", extra="ignore")
 
-    prometheus_url: str
-    out: Path
-    since: str = "15m"
-    rate_interval: str = "1m"
-    dashboards: Path
+    prometheus_url: str = Field(description="Prometheus base URL, e.g. http://127.0.0.1:9090")
+    out: Path = Field(description="folder for the PNG files")
+    since: str = Field("15m", pattern=r"^\d+[smhdw]$", description="time range ending now")
+    rate_interval: str = Field(
+        "1m", pattern=r"^\d+[smhdw]$", description="what $__rate_interval stands for"
+    )
+    dashboards: Path = Field(DASHBOARDS, description="folder of dashboard JSON files")
 
 
 @dataclass

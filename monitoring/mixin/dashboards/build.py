@@ -5,9 +5,21 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
 from monitoring.mixin.dashboards.lint import exported_metrics, lint
 
 DEFAULT_OUT = Path(__file__).resolve().parents[3] / "dashboards"
+
+
+class BuildSettings(BaseSettings):
+    """Where the JSON goes, and whether only to check it."""
+
+    model_config = SettingsConfigDict(env_prefix="TOKENPULSE_DASHBOARDS_", extra="ignore")
+
+    out: Path = Field(DEFAULT_OUT, description="folder of the generated JSON files")
+    check: bool = Field(False, description="write nothing; exit 1 if the files drifted")
 
 
 class DashboardError(Exception):

@@ -128,7 +128,7 @@ def test_cli_push_and_annotate_with_basic_auth(grafana, tmp_path, capsys):
     common = ["--url", grafana.url, "--basic-auth-file", str(basic)]
     assert tokenpulse_main(["grafana", "push", *common]) == 0
     assert "tokenpulse-slo version 1" in capsys.readouterr().out
-    assert tokenpulse_main(["grafana", "annotate", *common, "--text", "v2", "--tag", "a"]) == 0
+    assert tokenpulse_main(["grafana", "annotate", *common, "--text", "v2", "--tags", "a"]) == 0
     assert grafana.state.annotations[0]["tags"] == ["deployment", "a"]
 
 
@@ -139,5 +139,18 @@ def test_cli_errors_are_one_line_exit_1(grafana, tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "unauthorized" in err and "Traceback" not in err
     code = tokenpulse_main(["grafana", "push", "--url", "grafana:3000", "--token-file", str(bad)])
-    assert code == 1
+    assert code == 2  # a settings error, before anything is sent
     assert "http://" in capsys.readouterr().err
+    both = ["--token-file", str(bad), "--basic-auth-file", str(bad)]
+    assert tokenpulse_main(["grafana", "push", "--url", grafana.url, *both]) == 2
+    assert "exactly one" in capsys.readouterr().err
+    seconds = ["--text", "x", "--time-ms", "1700000000"]
+    assert tokenpulse_main(["grafana", "annotate", "--url", grafana.url, *both[:2], *seconds]) == 2
+    assert "--time-ms" in capsys.readouterr().err
+
+
+def test_settings_come_from_the_environment_too(grafana, token_file, monkeypatch, capsys):
+    monkeypatch.setenv("TOKENPULSE_GRAFANA_URL", grafana.url)
+    monkeypatch.setenv("TOKENPULSE_GRAFANA_TOKEN_FILE", str(token_file))
+    assert tokenpulse_main(["grafana", "annotate", "--text", "gen v2 live"]) == 0
+    assert grafana.state.annotations[0]["text"] == "gen v2 live"
