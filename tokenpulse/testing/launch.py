@@ -7,13 +7,17 @@ Tests, benchmarks and `tokenpulse up` all start components through these context
             ...  gw.url, gw.pid, ms.rest_url, ms.grpc_target, ms.metrics_url
     with running_exporter(["--tfserving.url=..."]) as ex:     # ExporterProcess
         ...  ex.metrics_url
+    with running_process(argv, ready=lambda: http_ok(url), what="prometheus"):
+        ...                                                     # any other program
 
-Each one spawns `python -m tokenpulse.cli <component>` in its own session on 127.0.0.1 (free ports
-unless given), writes the child's stdout and stderr to `log_path` (default: a temporary file read
-with `.stderr()`), waits until the component is ready (model server: the model has an AVAILABLE
-version; gateway: /healthz answers 200; exporter: /metrics answers, optionally containing a given
-line), raises a `LaunchError` subclass with the log tail when it exits or times out first, and
-always stops the child on leaving the block: SIGTERM, then SIGKILL after `stop_timeout_s`.
+Each one spawns `python -m tokenpulse.cli <component>` (`tokenpulse_argv`) in its own session on
+127.0.0.1, on free ports unless ports are given (`up` passes its fixed ones), writes the child's
+stdout and stderr to `log_path` (default: a temporary file, read with `.stderr()`), waits until the
+component is ready (model server: the model has an AVAILABLE version; gateway: /healthz answers
+200; exporter: /metrics answers, optionally containing `ready_line`), raises a `LaunchError`
+subclass carrying the log tail when the child exits or times out first, and always stops the child
+on leaving the block: SIGTERM, then SIGKILL after `stop_timeout_s`. A supervisor (`up`) watches
+`.process.poll()` of each while the blocks are open.
 """
 
 from __future__ import annotations
@@ -101,24 +105,28 @@ def available_versions(rest_url: str, model_name: str) -> list[int]:
 
 
 @contextlib.contextmanager
-def _launched(
+def running_process(
     argv: Sequence[str],
     ready: Callable[[], bool],
     *,
     what: str,
-    error: type[LaunchError],
-    env: dict[str, str],
-    log_path: Path | None,
-    start_timeout_s: float,
-    stop_timeout_s: float,
+    error: type[LaunchError] = LaunchError,
+    env: dict[str, str] | None = None,
+    log_path: Path | None = None,
+    start_timeout_s: float = 60.0,
+    stop_timeout_s: float = STOP_TIMEOUT_S,
 ) -> Iterator[Launched]:
-    """Spawn `argv`, wait for `ready()`, yield, and stop the child whatever happens."""
+    """Spawn `argv` (any program), wait for `ready()`, yield, and stop the child whatever happens.
+
+    `env` replaces this process's environment (None: inherit it); TF_CPP_MIN_LOG_LEVEL defaults
+    to 2 and PYTHONUNBUFFERED is set, so TensorFlow's start-up chatter stays out of the log.
+    """
     with contextlib.ExitStack() as stack:
         if log_path is None:
             tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="tp-launch-"))
             log_path = Path(tmp) / "output.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        child_env = dict(env, PYTHONUNBUFFERED="1")
+        child_env = dict(os.environ if env is None else env, PYTHONUNBUFFERED="1")
         child_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         started = time.perf_counter()
         with open(log_path, "ab") as log:
@@ -140,7 +148,8 @@ def _launched(
         yield child
 
 
-def _cli(*args: str) -> list[str]:
+def tokenpulse_argv(*args: str) -> list[str]:
+    """The command line of `tokenpulse <args>` run by this interpreter."""
     return [sys.executable, "-m", "tokenpulse.cli", *args]
 
 
@@ -208,7 +217,7 @@ def running_modelserver(
         if batching_parameters is not None:
             batching_parameters_file = Path(tmp) / "batching_parameters.txt"
             batching_parameters_file.write_text(batching_parameters)
-        argv = _cli(
+        argv = tokenpulse_argv(
             "modelserver",
             f"--port={grpc_port}",
             f"--rest_api_port={rest_port}",
@@ -224,7 +233,7 @@ def running_modelserver(
             argv.append(f"--batching_parameters_file={batching_parameters_file}")
         argv += list(extra_args)
         rest_url = f"http://127.0.0.1:{rest_port}"
-        with _launched(
+        with running_process(
             argv,
             lambda: bool(available_versions(rest_url, model_name)),
             what="model server",
@@ -297,8 +306,8 @@ def running_gateway(
     for name, value in settings.items():
         child_env[f"TOKENPULSE_GATEWAY_{name.upper()}"] = _setting_value(value)
     url = f"http://127.0.0.1:{port}"
-    with _launched(
-        _cli("gateway"),
+    with running_process(
+        tokenpulse_argv("gateway"),
         lambda: http_ok(f"{url}/healthz", timeout_s=0.5),
         what="gateway",
         error=GatewayStartError,
@@ -345,8 +354,8 @@ def running_exporter(
     """
     port = port or free_port()
     url = f"http://127.0.0.1:{port}"
-    with _launched(
-        _cli("exporter", f"--web.listen-address=127.0.0.1:{port}", *args),
+    with running_process(
+        tokenpulse_argv("exporter", f"--web.listen-address=127.0.0.1:{port}", *args),
         lambda: _metrics_contain(f"{url}/metrics", ready_line),
         what="exporter",
         error=ExporterStartError,

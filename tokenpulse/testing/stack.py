@@ -50,12 +50,12 @@ from tokenpulse.testing.launch import (
     GatewayProcess,
     LaunchError,
     ModelServerProcess,
-    _cli,
-    _launched,
     http_ok,
     running_exporter,
     running_gateway,
     running_modelserver,
+    running_process,
+    tokenpulse_argv,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -237,7 +237,7 @@ def _keys(workdir: Path) -> tuple[Path, str]:
 
 @contextlib.contextmanager
 def _binary(argv: list[str], ready_url: str, what: str, log: Path) -> Iterator[None]:
-    with _launched(
+    with running_process(
         argv, lambda: http_ok(ready_url), what=what, error=LaunchError, env=dict(os.environ),
         log_path=log, start_timeout_s=60.0, stop_timeout_s=15.0,
     ):  # fmt: skip
@@ -248,7 +248,7 @@ def _binary(argv: list[str], ready_url: str, what: str, log: Path) -> Iterator[N
 def _shipper(workdir: Path) -> Iterator[str]:
     """The shipper on the gateway's spool, into SQLite; yields its /metrics URL."""
     port = free_port()
-    argv = _cli(
+    argv = tokenpulse_argv(
         "shipper", f"--spool-dir={workdir / 'spool'}", f"--state-dir={workdir / 'spool-state'}",
         "--outputs=sqlite", f"--sqlite-path={workdir / 'samples.db'}", f"--metrics-port={port}",
         "--poll-interval-s=0.5",
@@ -271,7 +271,9 @@ def _alerting(workdir: Path, options: StackOptions) -> Iterator[tuple[str, str]]
         )
     )  # fmt: skip
     am_url = f"http://127.0.0.1:{am_port}"
-    oncall = _cli("oncall-receiver", f"--port={oncall_port}", f"--file={workdir / 'oncall.jsonl'}")
+    oncall = tokenpulse_argv(
+        "oncall-receiver", f"--port={oncall_port}", f"--file={workdir / 'oncall.jsonl'}"
+    )
     am = [
         "prometheus-alertmanager", f"--config.file={am_file}",
         f"--storage.path={workdir / 'am-data'}", f"--web.listen-address=127.0.0.1:{am_port}",
