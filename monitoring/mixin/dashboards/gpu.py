@@ -65,6 +65,7 @@ def _state_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 bad_above(1),
                 no_value=NO_GPU,
                 width=8,
+                runbooks=("TokenPulseGpuLost",),
             )
         )
     )  # fmt: skip
@@ -99,6 +100,7 @@ def _usage_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 max_value=1,
                 width=8,
                 no_value=NO_GPU,
+                runbooks=("TokenPulseGpuMemoryNearlyFull",),
             )
         )
         .with_panel(
@@ -172,6 +174,7 @@ def _errors_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 bad_above(1),
                 width=8,
                 no_value=NO_GPU,
+                runbooks=("TokenPulseGpuThrottled",),
             )
         )
         .with_panel(
@@ -185,6 +188,7 @@ def _errors_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 bad_above(1),
                 width=8,
                 no_value=NO_GPU,
+                runbooks=("TokenPulseGpuCriticalXid",),
             )
         )
         .with_panel(
@@ -198,6 +202,7 @@ def _errors_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 bad_above(1),
                 width=8,
                 no_value=NO_GPU,
+                runbooks=("TokenPulseGpuEccErrors",),
             )
         )
     )  # fmt: skip

@@ -15,6 +15,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from monitoring.mixin import config as cfg
 from monitoring.mixin.dashboards.queries import annotation_exprs, metric_names, panel_queries
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -22,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[3]
 EXPORTER_README = ROOT / "exporter" / "README.md"
 # Series Prometheus itself adds for every target.
 PROMETHEUS_SERIES = {"up", "scrape_duration_seconds", "scrape_samples_scraped"}
+RUNBOOKS = ROOT / "alerts" / "runbooks"
 ALLOWED_DATASOURCE_UIDS = {"${datasource}", "-- Grafana --"}
 _SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
 
@@ -102,6 +104,13 @@ def _panel_problems(uid: str, panel: Mapping[str, Any]) -> Iterable[str]:
     for target in panel.get("targets", []):
         if not target.get("legendFormat"):
             yield f"{where}: query {target.get('refId')} has no legend"
+    before, _, after = cfg.RUNBOOK_URL_PATTERN.partition("{alertname}")
+    for link in panel.get("links", []):
+        url = link.get("url", "")
+        if url.startswith(before) and url.endswith(after):
+            alert = url[len(before) : len(url) - len(after)]
+            if not (RUNBOOKS / f"{alert}.md").is_file():
+                yield f"{where}: links a runbook that does not exist: {alert}"
     if panel.get("type") == "timeseries" and not panel.get("options", {}).get("legend", {}).get(
         "showLegend"
     ):

@@ -23,6 +23,12 @@ SEL = f'{GW}, model=~"$model", version=~"$version"'
 REQS = "tokenpulse_gateway_requests_total"
 DURATION = "tokenpulse_gateway_request_duration_seconds"
 TPOT = "tokenpulse_gateway_time_per_output_token_seconds"
+# the burn-rate alert of each SLO (its runbook is linked from the SLO's panels)
+SLO_ALERTS = {
+    "availability": "TokenPulseGatewayAvailabilityBudgetBurn",
+    "latency": "TokenPulseGatewayLatencyBudgetBurn",
+    "tpot": "TokenPulseGatewayTokenLatencyBudgetBurn",
+}
 BREAKER = {"0": ("closed", "green"), "1": ("half-open", "yellow"), "2": ("open", "red")}
 
 
@@ -53,6 +59,7 @@ def _slo_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 "percentunit",
                 [Q(good_ratio(slo, cfg.SLO_PERIOD), slo.name)],
                 ok_above(slo.objective),
+                runbooks=(SLO_ALERTS[slo.name],),
             )
         )
         d = d.with_panel(
@@ -63,6 +70,7 @@ def _slo_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 "percentunit",
                 [Q(budget_left(slo), slo.name)],
                 steps((None, "red"), (0, "yellow"), (0.25, "green")),
+                runbooks=(SLO_ALERTS[slo.name],),
             )
         )
     fast = cfg.BURN_TIERS[0]
@@ -78,6 +86,7 @@ def _slo_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
             ],
             bad_above(fast.factor, warn=1),
             width=24,
+            runbooks=tuple(SLO_ALERTS[s.name] for s in cfg.SLOS),
         )
     )
 
@@ -93,6 +102,7 @@ def _traffic_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 "Requests the gateway answered per second, by HTTP status code.",
                 "reqps",
                 [Q(f"sum by (code) (rate({REQS}{{{SEL}}}[{RATE}]))", "{{code}}")],
+                runbooks=("TokenPulseGatewayDown", "TokenPulseGatewayThroughputDrop"),
             )
         )
         .with_panel(
@@ -103,6 +113,7 @@ def _traffic_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 "reqps",
                 [Q(f'sum by (code) (rate({REQS}{{{SEL}, code!~"2.."}}[{RATE}]))', "{{code}}")],
                 bad_above(1.0),
+                runbooks=("TokenPulseGatewayAvailabilityBudgetBurn",),
             )
         )
         .with_panel(
@@ -120,6 +131,7 @@ def _traffic_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                     for p in (0.5, 0.9, 0.99)
                 ],
                 bad_above(float(lat_slo.threshold_le)),
+                runbooks=("TokenPulseGatewayLatencyBudgetBurn",),
             )
         )
         .with_panel(
@@ -136,6 +148,7 @@ def _traffic_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                     for p in (0.5, 0.99)
                 ],
                 bad_above(float(tpot_slo.threshold_le)),
+                runbooks=("TokenPulseGatewayTokenLatencyBudgetBurn",),
             )
         )
         .with_panel(
@@ -149,6 +162,7 @@ def _traffic_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                     Q(f"sum(rate(tokenpulse_gateway_prompt_tokens_total{{{SEL}}}[{RATE}]))",
                       "prompt"),
                 ],
+                runbooks=("TokenPulseGatewayThroughputDrop",),
             )
         )
     )  # fmt: skip
@@ -204,6 +218,7 @@ def _protection_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 steps((None, "green"), (1, "yellow"), (2, "red")),
                 mappings=BREAKER,
                 width=4,
+                runbooks=("TokenPulseGatewayCircuitBreakerOpen",),
             ).height(8)
         )
     )  # fmt: skip

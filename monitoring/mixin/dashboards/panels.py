@@ -24,6 +24,8 @@ from grafana_foundation_sdk.models.dashboard import (
     VariableSort,
 )
 
+from monitoring.mixin import config as cfg
+
 PROM = DataSourceRef(type_val="prometheus", uid="${datasource}")
 # Grafana's built-in annotation store (deployment annotations), present in every Grafana
 GRAFANA = DataSourceRef(type_val="grafana", uid="-- Grafana --")
@@ -78,9 +80,14 @@ def _thresholds(ts: list[Threshold]) -> dashboard.ThresholdsConfig:
 _P = TypeVar("_P", timeseries.Panel, stat.Panel)
 
 
+def runbook_url(alert: str) -> str:
+    """The runbook of an alert, from the mixin's URL pattern."""
+    return cfg.RUNBOOK_URL_PATTERN.format(alertname=alert)
+
+
 def _common(
     panel: _P, title: str, description: str, unit: str, queries: Sequence[Q],
-    thresholds: list[Threshold], width: int, height: int, no_value: str,
+    thresholds: list[Threshold], width: int, height: int, no_value: str, runbooks: Sequence[str],
 ) -> _P:  # fmt: skip
     panel = (
         panel.title(title)
@@ -94,6 +101,16 @@ def _common(
     )
     for target in _targets(queries):
         panel = panel.with_target(target)
+    if runbooks:  # the alerts that watch this panel's signal
+        panel = panel.links(
+            [
+                dashboard.DashboardLink(f"Runbook: {alert}")
+                .type(DashboardLinkType.LINK)
+                .url(runbook_url(alert))
+                .target_blank(True)
+                for alert in runbooks
+            ]
+        )
     return panel
 
 
@@ -107,6 +124,7 @@ def ts_panel(
     width: int = TS_W,
     max_value: float | None = None,
     no_value: str = "no data",
+    runbooks: Sequence[str] = (),
 ) -> timeseries.Panel:
     """A time series with its thresholds drawn as dashed lines and a table legend."""
     dashed = len(thresholds) > 1
@@ -132,7 +150,9 @@ def ts_panel(
     )
     if max_value is not None:
         panel = panel.max(max_value)
-    return _common(panel, title, description, unit, queries, thresholds, width, TS_H, no_value)
+    return _common(
+        panel, title, description, unit, queries, thresholds, width, TS_H, no_value, runbooks
+    )
 
 
 def stat_panel(
@@ -145,6 +165,7 @@ def stat_panel(
     width: int = STAT_W,
     mappings: dict[str, tuple[str, str]] | None = None,
     no_value: str = "no data",
+    runbooks: Sequence[str] = (),
 ) -> stat.Panel:
     """A single-value panel coloured by its thresholds; `mappings` turn values into words."""
     panel = (
@@ -160,7 +181,9 @@ def stat_panel(
             for i, (value, (text, color)) in enumerate(mappings.items())
         }
         panel = panel.mappings([ValueMap(options=options)])
-    return _common(panel, title, description, unit, queries, thresholds, width, STAT_H, no_value)
+    return _common(
+        panel, title, description, unit, queries, thresholds, width, STAT_H, no_value, runbooks
+    )
 
 
 def datasource_variable() -> dashboard.DatasourceVariable:

@@ -17,6 +17,8 @@ from monitoring.mixin.dashboards.panels import (
 GW = cfg.JOBS.selector("gateway")
 SH = cfg.JOBS.selector("shipper")
 EX = cfg.JOBS.selector("exporter")
+# component part of each `...Down` alert name, one per scraped job above
+DOWN_ALERTS = ("TfServing", "Gateway", "Exporter", "Shipper")
 JOBS = "|".join(getattr(cfg.JOBS, c) for c in ("modelserver", "gateway", "exporter", "shipper"))
 
 
@@ -54,6 +56,7 @@ def _flow_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                       f"{{{SH}}}[{RATE}]))", "dead-lettered {{output}}"),
                 ],
                 bad_above(0.01),
+                runbooks=("TokenPulsePipelineSamplesDropped", "TokenPulseShipperDeadLetters"),
             )
         )
         .with_panel(
@@ -65,6 +68,7 @@ def _flow_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 [Q(f"max by (output) (tokenpulse_shipper_oldest_unshipped_age_seconds{{{SH}}})",
                    "{{output}}")],
                 bad_above(float(cfg.SPOOL_BACKLOG_AGE_S)),
+                runbooks=("TokenPulseShipperBacklogOld",),
             )
         )
         .with_panel(
@@ -76,6 +80,7 @@ def _flow_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 [Q(f"sum by (output, reason) (rate(tokenpulse_shipper_send_failures_total{{{SH}}}"
                    f"[{RATE}]))", "{{output}} {{reason}}")],
                 bad_above(0.1),
+                runbooks=("TokenPulseShipperDown",),
             )
         )
     )  # fmt: skip
@@ -95,6 +100,7 @@ def _health_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 ok_above(1),
                 max_value=1,
                 width=8,
+                runbooks=("TokenPulseExporterCollectorFailing",),
             )
         )
         .with_panel(
@@ -117,6 +123,7 @@ def _health_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 ok_above(1),
                 max_value=1,
                 width=8,
+                runbooks=tuple(f"TokenPulse{c}Down" for c in DOWN_ALERTS),
             )
         )
     )  # fmt: skip

@@ -52,6 +52,7 @@ def _gateway_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 "none",
                 [Q(_mean("tokenpulse_gateway_mean_nll_nats"), "v{{version}}")],
                 width=8,
+                runbooks=("TokenPulseQualityNllDrift",),
             )
         )
         .with_panel(
@@ -63,6 +64,7 @@ def _gateway_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 [Q(_mean("tokenpulse_gateway_repetition_ratio"), "v{{version}}")],
                 bad_above(DEGRADATION["repetition"].floor),
                 width=8,
+                runbooks=("TokenPulseQualityRepetition",),
             )
         )
         .with_panel(
@@ -73,6 +75,7 @@ def _gateway_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 [Q(_share("tokenpulse_gateway_empty_outputs_total"), "v{{version}}")],
                 bad_above(DEGRADATION["empty_output"].floor),
                 width=8,
+                runbooks=("TokenPulseQualityEmptyOutputs",),
             )
         )
         .with_panel(
@@ -84,6 +87,7 @@ def _gateway_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                    "v{{version}}")],
                 bad_above(DEGRADATION["truncation"].floor),
                 width=8,
+                runbooks=("TokenPulseQualityTruncation",),
             )
         )
         .with_panel(
@@ -134,6 +138,7 @@ def _canary_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 ],
                 ok_above(1),
                 max_value=1,
+                runbooks=("TokenPulseCanaryFailing", "TokenPulseCanaryMismatch"),
             )
         )
         .with_panel(
@@ -148,6 +153,7 @@ def _canary_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                     Q(f"max by (version) (tokenpulse_canary_golden_mean_nll_nats{{{CANARY}}})",
                       "golden v{{version}}"),
                 ],
+                runbooks=("TokenPulseCanaryWorseThanStable",),
             )
         )
         .with_panel(

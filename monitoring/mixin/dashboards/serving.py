@@ -58,6 +58,7 @@ def _latency_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 [Q(f"sum by (status) (rate({TFS}request_count{{{MODEL}}}[{RATE}]))",
                    "{{status}}")],
                 width=8,
+                runbooks=("TokenPulseTfServingDown", "TokenPulseTfServingRecentlyDown"),
             )
         )
         .with_panel(
@@ -94,6 +95,7 @@ def _batching_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 _quantiles_s(f"{BATCH}queuing_latency", MS, (0.5, 0.99)),
                 bad_above(cfg.BATCH_QUEUE_P99_S),
                 width=8,
+                runbooks=("TokenPulseTfServingBatchQueueSlow",),
             )
         )
         .with_panel(
@@ -108,6 +110,7 @@ def _batching_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 ],
                 ok_above(cfg.BATCH_SIZE_MIN),
                 width=8,
+                runbooks=("TokenPulseTfServingBatchingIneffective",),
             )
         )
         .with_panel(
@@ -136,6 +139,7 @@ def _versions_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                    f'model=~"$model"}})', "{{model}}")],
                 ok_above(1),
                 width=6,
+                runbooks=("TokenPulseTfServingNoAvailableVersion",),
             ).height(8)
         )
         .with_panel(
@@ -159,6 +163,7 @@ def _versions_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                  Q(f"sum by (status) (:tensorflow:cc:saved_model:load_attempt_count{{{MS}}})",
                    "total {{status}}")],
                 width=6,
+                runbooks=("TokenPulseTfServingVersionLoadFailed",),
             )
         )
         .with_panel(

@@ -32,6 +32,17 @@ def test_five_dashboards_with_the_config_uids_and_grafana_11_schema():
         assert ids == list(range(1, len(ids) + 1))
 
 
+def test_signal_panels_link_the_runbooks_of_their_alerts():
+    links = {
+        p["title"]: [link["url"].rsplit("/", 1)[-1] for link in p.get("links", [])]
+        for p in build_model("slo")["panels"]
+    }
+    assert links["SLI: latency"] == ["TokenPulseGatewayLatencyBudgetBurn.md"]
+    assert len(links["Burn rate (1h)"]) == len(config.SLOS)
+    linked = sum(1 for k in BUILDERS for p in build_model(k)["panels"] if p.get("links"))
+    assert linked >= 25
+
+
 def test_the_generator_is_deterministic():
     assert render_all() == render_all()
 

@@ -9,6 +9,7 @@ import pytest
 
 from monitoring.mixin.dashboards import render_all
 from monitoring.mixin.dashboards.lint import exported_metrics, lint
+from monitoring.mixin.dashboards.panels import runbook_url
 
 KNOWN = exported_metrics()
 
@@ -51,6 +52,8 @@ def test_exported_metrics_come_from_every_component():
         (lambda p: p["targets"][0].update(expr="rate(tokenpulse_gateway_typo_total[5m])"),
          "tokenpulse_gateway_typo_total is not exported"),
         (lambda p: p["fieldConfig"]["defaults"]["thresholds"].update(steps=[]), "no thresholds"),
+        (lambda p: p.update(links=[{"url": runbook_url("TokenPulseNoSuchAlert")}]),
+         "runbook that does not exist: TokenPulseNoSuchAlert"),
     ],
 )  # fmt: skip
 def test_each_broken_rule_is_reported(models, breakage, problem):
