@@ -80,8 +80,3 @@ def not_found(message: str) -> ServingError:
 def failed_precondition(message: str) -> ServingError:
     """FAILED_PRECONDITION, e.g. a label on an unavailable version."""
     return ServingError("FAILED_PRECONDITION", message)
-
-
-def unavailable(message: str) -> ServingError:
-    """UNAVAILABLE, e.g. a full batch queue."""
-    return ServingError("UNAVAILABLE", message)

@@ -80,14 +80,9 @@ MONITORING_CONFIG = MessageType(
 class VersionPolicy:
     """`model_version_policy`: which versions on disk to serve."""
 
-    choice: str = "latest"  # latest | all | specific
+    choice: str = "latest"  # latest | all | specific | "" (`model_version_policy {}`: latest)
     num_versions: int = 0  # latest, as written (0: unset)
     versions: tuple[int, ...] = ()  # specific
-
-    @property
-    def latest_count(self) -> int:
-        """How many newest versions `latest` serves; unset or 0 means 1, as in TF Serving."""
-        return max(self.num_versions, 1)
 
 
 @dataclass(frozen=True)
@@ -121,7 +116,7 @@ def _policy(msg: Message | None) -> VersionPolicy | None:
         sub = msg.get(choice)
         if sub is not None:
             return VersionPolicy(choice, sub.get("num_versions", 0), tuple(sub.get("versions", [])))
-    return VersionPolicy()  # `model_version_policy {}`: no choice, TF Serving's default
+    return VersionPolicy("")  # `model_version_policy {}`: no choice, TF Serving serves latest
 
 
 def parse_model_server_config(text: str) -> ModelServerConfig:

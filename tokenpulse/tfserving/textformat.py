@@ -149,7 +149,7 @@ class _Parser:
         if tok is None:
             last = self.toks[-1] if self.toks else _Tok("", "", 1, 0)
             raise ConfigError(
-                f"unexpected end of input, expected {what}", last.line, last.column + len(last.text)
+                f"unexpected end of file, expected {what}", last.line, last.column + len(last.text)
             )
         self.i += 1
         return tok

@@ -20,10 +20,8 @@ from google.protobuf import (
 from tokenpulse.tfserving.config import (
     DEFAULT_METRICS_PATH,
     BatchingParameters,
-    ModelConfig,
     ModelServerConfig,
     MonitoringConfig,
-    VersionPolicy,
 )
 
 
@@ -79,29 +77,9 @@ def model_server_config(text: str) -> ModelServerConfig:
     """Parse with protobuf, converted to our dataclasses (raises text_format.ParseError)."""
     from tensorflow_serving.config import model_server_config_pb2
 
-    proto = text_format.Parse(text, model_server_config_pb2.ModelServerConfig())
-    if proto.WhichOneof("config") != "model_config_list":
-        return ModelServerConfig((), has_model_config_list=False)
-    models = []
-    for m in proto.model_config_list.config:
-        policy = None
-        if m.HasField("model_version_policy"):
-            p = m.model_version_policy
-            choice = p.WhichOneof("policy_choice")
-            policy = VersionPolicy(
-                choice or "latest", p.latest.num_versions, tuple(p.specific.versions)
-            )
-        models.append(
-            ModelConfig(
-                name=m.name,
-                base_path=m.base_path,
-                model_platform=m.model_platform,
-                model_type=m.model_type,
-                version_policy=policy,
-                version_labels=dict(m.version_labels),
-            )
-        )
-    return ModelServerConfig(tuple(models))
+    from serving.modelserver.config_files import from_proto
+
+    return from_proto(text_format.Parse(text, model_server_config_pb2.ModelServerConfig()))
 
 
 def batching_parameters(text: str) -> BatchingParameters:

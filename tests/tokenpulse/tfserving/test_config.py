@@ -84,6 +84,16 @@ def test_tricky_model_config_forms_match_protobuf(text: str) -> None:
     assert parse_model_server_config(text) == reference.model_server_config(text)
 
 
+@pytest.mark.parametrize("text", TRICKY_MODEL_CONFIGS)
+def test_the_model_servers_proto_equals_protobufs_parse(text: str) -> None:
+    from tensorflow_serving.config import model_server_config_pb2
+
+    from serving.modelserver.config_files import to_proto
+
+    theirs = text_format.Parse(text, model_server_config_pb2.ModelServerConfig())
+    assert to_proto(parse_model_server_config(text)) == theirs
+
+
 REJECTED_MODEL_CONFIGS = [
     "model_config_list { config { name: 'gen' }",  # unclosed
     "model_config_list { config { name: 'gen' > }",  # mismatched bracket
@@ -307,4 +317,10 @@ def model_config_texts(draw: st.DrawFn) -> str:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(model_config_texts())
 def test_random_model_configs_read_as_protobuf_reads_them(text: str) -> None:
-    assert parse_model_server_config(text) == reference.model_server_config(text)
+    from tensorflow_serving.config import model_server_config_pb2
+
+    from serving.modelserver.config_files import to_proto
+
+    ours = parse_model_server_config(text)
+    assert ours == reference.model_server_config(text)
+    assert to_proto(ours) == text_format.Parse(text, model_server_config_pb2.ModelServerConfig())
