@@ -16,7 +16,11 @@ def run_build(settings: BuildSettings) -> dict[str, object]:
     from serving.model.export import export_version
     from serving.model.train import train
     from serving.model.transformer import GPT
+    from serving.model.warmup import choose_warmup_batch_sizes
 
+    warmup_sizes = choose_warmup_batch_sizes(
+        settings.warmup_batch_sizes, settings.batching_parameters_file
+    )
     preset = get_preset(settings.preset)
     target = settings.base_path / str(settings.version)
     if target.exists():
@@ -32,6 +36,7 @@ def run_build(settings: BuildSettings) -> dict[str, object]:
         model_name=settings.model_name,
         report=report,
         degrade_noise=settings.degrade_noise,
+        warmup_batch_sizes=warmup_sizes,
     )
     return {"path": str(path), "degrade_noise": settings.degrade_noise, **asdict(report)}
 

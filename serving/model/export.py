@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from serving.model import signature as sig
 from serving.model.generate import Generator
 from serving.model.train import TrainReport
 from serving.model.transformer import GPT
+from serving.model.warmup import DEFAULT_WARMUP_BATCH_SIZES
 from tokenpulse.logging import get_logger
 
 log = get_logger(__name__)
@@ -29,7 +31,6 @@ CANARY_PROMPTS = (
     "The default value is",
 )
 CANARY_MAX_NEW_TOKENS = 24
-WARMUP_BATCH_SIZES = (1, 2, 4, 8, 16, 32)
 WARMUP_MAX_NEW_TOKENS = 4
 
 
@@ -69,14 +70,16 @@ def _request_tensors(prompts: list[str], max_new_tokens: int) -> dict[str, np.nd
     }
 
 
-def write_warmup(path: Path, model_name: str) -> int:
-    """TFRecord of PredictionLog requests at several batch sizes; returns the record count."""
+def write_warmup(path: Path, model_name: str, batch_sizes: Sequence[int]) -> int:
+    """TFRecord of PredictionLog requests, one per batch size; returns the record count."""
     from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
 
+    if not batch_sizes or any(size <= 0 for size in batch_sizes):
+        raise ExportError(f"warmup batch sizes must be positive, got {list(batch_sizes)}")
     path.parent.mkdir(parents=True, exist_ok=True)
     count = 0
     with tf.io.TFRecordWriter(str(path)) as writer:
-        for size in WARMUP_BATCH_SIZES:
+        for size in batch_sizes:
             prompts = [CANARY_PROMPTS[i % len(CANARY_PROMPTS)] for i in range(size)]
             request = predict_pb2.PredictRequest(
                 model_spec=model_pb2.ModelSpec(name=model_name, signature_name=sig.SIGNATURE_NAME)
@@ -129,6 +132,7 @@ def export_version(
     model_name: str = sig.DEFAULT_MODEL_NAME,
     report: TrainReport | None = None,
     degrade_noise: float = 0.0,
+    warmup_batch_sizes: Sequence[int] = DEFAULT_WARMUP_BATCH_SIZES,
 ) -> Path:
     """Write `base_path/<version>` atomically (a temp dir renamed into place, as a deploy would)."""
     if version <= 0:
@@ -148,7 +152,7 @@ def export_version(
             str(staging),
             signatures={sig.SIGNATURE_NAME: generator.serve.get_concrete_function()},
         )
-        records = write_warmup(staging / sig.WARMUP_FILE, model_name)
+        records = write_warmup(staging / sig.WARMUP_FILE, model_name, warmup_batch_sizes)
         golden = golden_outputs(staging, model_name, version)
         (staging / sig.GOLDEN_FILE).write_text(json.dumps(golden, indent=2, ensure_ascii=False))
         meta = {
@@ -156,6 +160,7 @@ def export_version(
             "degrade_noise": degrade_noise,
             "train": asdict(report) if report else None,
             "warmup_records": records,
+            "warmup_batch_sizes": list(warmup_batch_sizes),
         }
         (staging / "assets.extra" / "tokenpulse_model.json").write_text(json.dumps(meta, indent=2))
         os.replace(staging, final)

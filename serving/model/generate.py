@@ -34,6 +34,19 @@ def _budgets(cfg: ModelConfig, lengths: tf.Tensor, max_new: tf.Tensor) -> tuple[
     return keep, lengths - keep, allowed
 
 
+def _empty_outputs() -> dict[str, tf.Tensor]:
+    """What `generate` returns for zero rows."""
+    none = tf.zeros([0], tf.int32)
+    return {
+        "text": tf.zeros([0], tf.string),
+        "prompt_tokens": none,
+        "output_tokens": none,
+        "finish_reason": tf.zeros([0], tf.string),
+        "mean_nll": tf.zeros([0], tf.float32),
+        "truncated_prompt_tokens": none,
+    }
+
+
 class Generator(tf.Module):
     """Wraps a trained GPT with the generation signature that TF Serving calls."""
 
@@ -43,8 +56,15 @@ class Generator(tf.Module):
 
     @tf.function(input_signature=list(SERVING_SPECS.values()))
     def serve(self, prompt, max_new_tokens, temperature, top_k, top_p, seed):
-        """The `serving_default` signature: one row per prompt, every input batched on dim 0."""
-        return self.generate(prompt, max_new_tokens, temperature, top_k, top_p, seed)
+        """The `serving_default` signature: one row per prompt, every input batched on dim 0.
+
+        An empty batch answers empty outputs, as a TF Serving model that accepts batch 0 does.
+        """
+        return tf.cond(
+            tf.size(prompt) > 0,
+            lambda: self.generate(prompt, max_new_tokens, temperature, top_k, top_p, seed),
+            _empty_outputs,
+        )
 
     def generate(self, prompt, max_new_tokens, temperature, top_k, top_p, seed):
         """Graph body of `serve` (also traced by tests and the benchmark)."""
@@ -119,7 +139,10 @@ class Generator(tf.Module):
         _, _, _, _, stopped, n_out, nll_sum, n_scored, out = tf.while_loop(
             cond, body, loop_vars, maximum_iterations=cfg.context
         )
-        generated = tf.transpose(out.stack())  # [B, steps]
+        # An empty TensorArray (steps 0: no row may generate, or an empty batch) cannot stack.
+        generated = tf.cond(
+            steps > 0, lambda: tf.transpose(out.stack()), lambda: tf.zeros([batch, 0], tf.int32)
+        )  # [B, steps]
         generated = tf.reshape(generated, [batch, steps])
         # Emitted tokens are contiguous from column 0: a row stops emitting once it is done.
         text = tokenizer.decode(generated, n_out)

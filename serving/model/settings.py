@@ -9,6 +9,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from serving.model.config import PRESETS
 from serving.model.signature import DEFAULT_MODEL_NAME
+from serving.model.warmup import SERVING_BATCHING_FILE
 
 
 class BuildSettings(BaseSettings):
@@ -24,6 +25,14 @@ class BuildSettings(BaseSettings):
     cache_dir: Path = Path(".cache/tokenpulse")
     progress: bool = True
     overwrite: bool = False
+    warmup_batch_sizes: list[int] | None = Field(
+        default=None,
+        description="batch sizes of the warmup records; default: what the batching file allows",
+    )
+    batching_parameters_file: Path | None = Field(
+        default=SERVING_BATCHING_FILE,
+        description="serving BatchingParameters; warmup records never exceed its max_batch_size",
+    )
 
     @field_validator("preset")
     @classmethod

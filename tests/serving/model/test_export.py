@@ -12,7 +12,7 @@ from tensorflow_serving.apis import prediction_log_pb2
 from serving.model import opcheck
 from serving.model import signature as sig
 from serving.model.config import get_preset
-from serving.model.export import CANARY_PROMPTS, ExportError, export_version
+from serving.model.export import CANARY_PROMPTS, ExportError, export_version, write_warmup
 from serving.model.transformer import GPT
 
 
@@ -46,6 +46,22 @@ def test_warmup_records_are_prediction_logs_at_several_batch_sizes(tiny_export: 
         sizes.append(dims.pop())
     assert 0 < len(sizes) <= sig.MAX_WARMUP_RECORDS
     assert {1, 8, 32} <= set(sizes)
+
+
+def record_batch_sizes(path: Path) -> list[int]:
+    sizes = []
+    for raw in tf.data.TFRecordDataset(str(path)):
+        request = prediction_log_pb2.PredictionLog.FromString(raw.numpy()).predict_log.request
+        sizes.append(len(tf.make_ndarray(request.inputs["prompt"])))
+    return sizes
+
+
+def test_warmup_records_use_the_batch_sizes_given(tmp_path: Path) -> None:
+    path = tmp_path / sig.WARMUP_FILE
+    assert write_warmup(path, "gen", (1, 3, 16)) == 3
+    assert record_batch_sizes(path) == [1, 3, 16]
+    with pytest.raises(ExportError, match="positive"):
+        write_warmup(path, "gen", ())
 
 
 def test_golden_canary_matches_the_exported_model(tiny_export: Path) -> None:
