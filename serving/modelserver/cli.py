@@ -35,10 +35,11 @@ def settings_from_args(args: argparse.Namespace) -> ModelServerSettings:
 
 def main(args: argparse.Namespace) -> int:
     """Build the settings (flags over env vars), then serve until a signal."""
-    from tokenpulse.logging import configure_logging, get_logger
+    from tokenpulse.logging import configure_logging, get_logger, import_tensorflow_quietly
 
     settings = settings_from_args(args)
     configure_logging("modelserver", settings.log_level)
+    import_tensorflow_quietly()  # before anything imports it, so its start-up chatter is dropped
     from serving.modelserver.server import StartupError, run
 
     try:
