@@ -53,7 +53,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
     async def Predict(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
         """Run the signature; request_count always, request_latency on success."""
         start = time.perf_counter()
-        name = request.model_spec.name
+        name = self.manager.metric_label(request.model_spec.name)
         try:
             response = await self._predict(request)
         except ServingError as exc:

@@ -20,7 +20,7 @@ from serving.modelserver.config_files import (
     resolve_base_path,
     validate_model_config_list,
 )
-from serving.modelserver.metrics import ServingMetrics
+from serving.modelserver.metrics import UNKNOWN_MODEL, ServingMetrics
 from serving.modelserver.servable import LoadError, Servable
 from serving.modelserver.status import (
     ServingError,
@@ -89,8 +89,13 @@ class ModelManager:
         warmup: Warmup | None = None,
         on_unload: Unloaded | None = None,
         allow_labels_for_unavailable: bool = False,
+        load_retries: int = 0,
+        load_retry_interval_s: float = 60.0,
     ) -> None:
         self._metrics = metrics
+        self._load_retries = load_retries
+        self._load_retry_interval_s = load_retry_interval_s
+        self._stopping = threading.Event()  # cuts a retry wait short at shutdown
         self._warmup = warmup
         self._on_unload = on_unload
         self._allow_unavailable_labels = allow_labels_for_unavailable
@@ -146,6 +151,13 @@ class ModelManager:
         """The configured model names."""
         with self._lock:
             return sorted(self._models)
+
+    def metric_label(self, name: str) -> str:
+        """`name` as a `model_name` label value: configured names and "" as they are, any
+        other name folded into one fixed value so requests cannot mint new series."""
+        with self._lock:
+            known = not name or name in self._models
+        return name if known else UNKNOWN_MODEL
 
     def available(self, name: str) -> list[int]:
         """AVAILABLE versions of a model."""
@@ -239,9 +251,38 @@ class ModelManager:
             model.states[version] = state
 
     def _load(self, name: str, model: _Model, version: int) -> None:
+        """Load one version, retrying a failed attempt like TF Serving's `--max_num_load_retries`
+        (a version copied non-atomically loads once its last file lands); LOADING meanwhile."""
         path = model.base_path / str(version)
-        log.info("loading servable", model=name, version=version, path=str(path))
         self._set_state(model, version, VersionState(LOADING))
+        attempt = 0
+        while True:
+            log.info("loading servable", model=name, version=version, path=str(path))
+            failure = self._load_once(name, model, version, path)
+            if failure is None:
+                return
+            code, message = failure
+            if attempt >= self._load_retries or self._stopping.is_set():
+                break
+            attempt += 1
+            log.warning(
+                "retrying servable load",
+                model=name,
+                version=version,
+                attempt=attempt,
+                of=self._load_retries,
+                error=message,
+            )
+            if self._stopping.wait(self._load_retry_interval_s):
+                break
+        with self._lock:
+            model.failed.add(version)
+            model.states[version] = VersionState(END, code, message)
+
+    def _load_once(
+        self, name: str, model: _Model, version: int, path: Path
+    ) -> tuple[str, str] | None:
+        """One load attempt (SavedModel, then warmup); the error code and message if it failed."""
         servable = Servable(name, version, path, self._metrics)
         try:
             servable.load()
@@ -254,14 +295,12 @@ class ModelManager:
             if self._on_unload is not None:
                 self._on_unload(servable)
             servable.unload()
-            with self._lock:
-                model.failed.add(version)
-                model.states[version] = VersionState(END, code, message)
-            return
+            return code, message
         with self._lock:
             model.ready[version] = servable
             model.states[version] = VersionState(AVAILABLE)
         log.info("servable available", model=name, version=version)
+        return None
 
     def _unload(self, name: str, model: _Model, version: int) -> None:
         with self._lock:
@@ -281,8 +320,13 @@ class ModelManager:
         for version in list(model.ready):
             self._unload(model.config.name, model, version)
 
+    def cancel_retries(self) -> None:
+        """Shutting down: a load waiting to retry gives up now."""
+        self._stopping.set()
+
     def shutdown(self) -> None:
         """Unload everything (waiting for in-flight requests)."""
+        self.cancel_retries()
         with self._apply:
             with self._lock:
                 models = list(self._models.values())
@@ -347,5 +391,6 @@ class Poller:
     def stop(self) -> None:
         """Stop polling and wait for the threads."""
         self._stop.set()
+        self._manager.cancel_retries()
         for thread in self._threads:
             thread.join(timeout=60)

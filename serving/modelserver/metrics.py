@@ -142,6 +142,10 @@ class Histogram(_Metric):
 
 
 LATENCY_US = exponential_buckets(10, 1.8, 33)
+# The `model_name` value that every request for a model not in the config is counted under.
+# TF Serving labels such requests with the requested name itself; here a client cannot grow the
+# page by inventing names.
+UNKNOWN_MODEL = "__unknown__"
 BATCH_SIZES = exponential_buckets(1, 2, 14)
 
 

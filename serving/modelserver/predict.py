@@ -10,11 +10,12 @@ import asyncio
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from serving.modelserver.batching import BatchQueue, BatchScheduler
+from serving.modelserver.batching import BatchQueue, BatchScheduler, task_size
 from serving.modelserver.metrics import ServingMetrics
 from serving.modelserver.servable import Servable, SignatureInfo, read_warmup_records
 from serving.modelserver.status import ServingError, invalid_argument
@@ -126,12 +127,13 @@ class Predictor:
             return
         start = time.perf_counter()
         records = read_warmup_records(path)
-        for record in records:
+        for number, record in enumerate(records, start=1):
             entry = prediction_log_pb2.PredictionLog.FromString(record)
             if entry.WhichOneof("log_type") != "predict_log":
                 raise invalid_argument("Unsupported log_type for warmup")
             request = entry.predict_log.request
             inputs = request_inputs(request)
+            self._check_warmup_size(path, number, inputs)
             self.run_sync(
                 request.model_spec.name, servable, request.model_spec.signature_name, inputs
             )
@@ -141,6 +143,21 @@ class Predictor:
         )
         self.metrics.model_warmup_records_read.inc(model_path, "OK", amount=len(records))
         log.info("warmup done", path=str(path), records=len(records))
+
+    def _check_warmup_size(self, path: Path, number: int, inputs: Tensors) -> None:
+        """A warmup record the batch queue would refuse fails the load with the way out."""
+        if self.scheduler is None:
+            return
+        limit = self.scheduler.params.max_batch_size
+        size = task_size(inputs)
+        if size > limit:
+            raise invalid_argument(
+                f"Task size {size} is larger than maximum input batch size {limit}: warmup "
+                f"record {number} of {path} has batch size {size}, above the batching "
+                f"parameters' max_batch_size {limit}. Re-export the version with warmup batch "
+                f"sizes up to {limit} (tokenpulse model build --warmup-batch-sizes, or pass the "
+                "serving batching file) or raise max_batch_size"
+            )
 
     def close(self) -> None:
         """Stop the non-batching pool."""

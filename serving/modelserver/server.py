@@ -46,6 +46,8 @@ def run(settings: ModelServerSettings) -> None:
         )
     except ConfigFileError as exc:
         raise StartupError(str(exc)) from exc
+    if params is not None:
+        _refuse_batch_splitting(params, settings.batching_parameters_file)
 
     metrics = ServingMetrics()
     scheduler = BatchScheduler(params, metrics) if params is not None else None
@@ -55,6 +57,8 @@ def run(settings: ModelServerSettings) -> None:
         warmup=predictor.warmup if settings.enable_model_warmup else None,
         on_unload=predictor.forget,
         allow_labels_for_unavailable=settings.allow_version_labels_for_unavailable_models,
+        load_retries=settings.max_num_load_retries,
+        load_retry_interval_s=settings.load_retry_interval_micros / 1e6,
     )
     poller = Poller(
         manager,
@@ -74,6 +78,23 @@ def run(settings: ModelServerSettings) -> None:
             scheduler.stop()
         predictor.close()
         log.info("model server stopped")
+
+
+def _refuse_batch_splitting(params: Any, path: Any) -> None:
+    """Large-batch splitting is not implemented; say so instead of ignoring the fields."""
+    from serving.modelserver.config_files import BatchingParameters
+
+    set_fields = [
+        name
+        for name in ("enable_large_batch_splitting", "max_execution_batch_size")
+        if getattr(params, name) != getattr(BatchingParameters, name)
+    ]
+    if set_fields:
+        raise StartupError(
+            f"{path}: {' and '.join(set_fields)} are not supported by this model server: it "
+            "never splits a task across batches, so a request larger than max_batch_size is "
+            "refused. Remove them, and raise max_batch_size if larger requests must pass"
+        )
 
 
 def _load_initial(
@@ -113,6 +134,7 @@ async def _serve(
 
     from serving.modelserver.grpc_api import add_services
     from serving.modelserver.rest import RestApi, build_app
+    from tokenpulse.http_limits import HttpLimits, start_site
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -130,13 +152,31 @@ async def _serve(
     await grpc_server.start()
     log.info("running gRPC ModelServer", address=f"{settings.host}:{settings.port}")
     runner = None
+    api = None
     if settings.rest_api_port:
         metrics_path = monitoring.prometheus_path if monitoring.prometheus_enable else None
-        api = RestApi(manager, predictor, metrics, settings.rest_api_timeout_in_ms)
+        api = RestApi(
+            manager,
+            predictor,
+            metrics,
+            settings.rest_api_timeout_in_ms,
+            settings.rest_api_max_body_bytes,
+        )
         runner = web.AppRunner(build_app(api, metrics_path), access_log=None)
         await runner.setup()
+        limits = HttpLimits(
+            header_timeout_s=settings.rest_api_header_timeout_seconds,
+            idle_timeout_s=settings.rest_api_idle_timeout_seconds,
+            max_connections=settings.rest_api_max_connections,
+        )
         try:
-            await web.TCPSite(runner, settings.host, settings.rest_api_port).start()
+            await start_site(
+                runner,
+                settings.host,
+                settings.rest_api_port,
+                limits,
+                on_event=lambda event: log.warning("rest connection refused", reason=event),
+            )
         except OSError as exc:
             await grpc_server.stop(None)
             raise StartupError(f"cannot bind REST port {settings.rest_api_port}") from exc
@@ -149,4 +189,6 @@ async def _serve(
     log.info("shutting down")
     if runner is not None:
         await runner.cleanup()
+    if api is not None:
+        api.close()
     await grpc_server.stop(5)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -91,7 +92,10 @@ def numpy_to_proto(array: np.ndarray, dtype: int) -> Any:
 
 
 def _debug(value: Any) -> str:
-    text = json.dumps(value, separators=(", ", ": "), allow_nan=True)
+    try:
+        text = json.dumps(value, separators=(", ", ": "), allow_nan=True)
+    except RecursionError:
+        return "<nested too deeply to print>"
     return text if len(text) <= 256 else text[:256]
 
 
@@ -190,6 +194,10 @@ def _fill(value: Any, level: int, shape: list[int], dtype: int, out: list[Any]) 
 def json_to_array(value: Any, dtype: int) -> np.ndarray:
     """One JSON value (scalar or nested lists) as a dense array of `dtype`."""
     shape = _shape_of(value)
+    if len(shape) > MAX_RANK:
+        raise invalid_argument(
+            f"JSON Value nests {len(shape)} lists; a tensor has at most rank {MAX_RANK}"
+        )
     flat: list[Any] = []
     _fill(value, 0, shape, dtype, flat)
     np_dtype = numpy_dtype(dtype)
@@ -203,6 +211,43 @@ def json_to_array(value: Any, dtype: int) -> np.ndarray:
         raise invalid_argument(f"value out of range for {dtype_name(dtype)}") from exc
 
 
+MAX_RANK = 254  # TensorShape::MaxDimensions()
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def parse_json(body: bytes) -> Any:
+    """A request body as JSON, refusing what TF Serving's parser refuses: an empty document, bad
+    UTF-8, unpaired surrogate escapes (`"\\ud800"`) and nesting too deep to parse."""
+    if not body:
+        raise invalid_argument("JSON Parse error: The document is empty")
+    try:
+        doc = json.loads(body)
+    except RecursionError as exc:
+        raise invalid_argument("JSON Parse error: The document is nested too deeply") from exc
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise invalid_argument(f"JSON Parse error: {exc}") from exc
+    # Valid UTF-8 cannot carry a surrogate; only a `\\uD8xx`-style escape can, so the walk runs
+    # only when the body holds one.
+    if re.search(rb"\\u[dD][89a-fA-F]", body) and _has_lone_surrogate(doc):
+        raise invalid_argument("JSON Parse error: The surrogate pair in string is invalid.")
+    return doc
+
+
+def _has_lone_surrogate(doc: Any) -> bool:
+    stack = [doc]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return True
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+    return False
+
+
 def parse_predict_body(
     body: bytes, input_dtypes_for: Any
 ) -> tuple[str, dict[str, np.ndarray], str]:
@@ -210,12 +255,7 @@ def parse_predict_body(
 
     `input_dtypes_for(signature_name)` returns {input alias: dtype enum} or raises ServingError.
     """
-    if not body:
-        raise invalid_argument("JSON Parse error: The document is empty")
-    try:
-        doc = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise invalid_argument(f"JSON Parse error: {exc}") from exc
+    doc = parse_json(body)
     if not isinstance(doc, dict):
         raise invalid_argument(f"JSON Value: {_debug(doc)} Is not object")
     signature_name = doc.get("signature_name", "")
@@ -405,5 +445,7 @@ def outputs_to_json(outputs: Mapping[str, np.ndarray], dtypes: Mapping[str, int]
 
 
 def error_json(message: str) -> str:
-    """TF Serving's error body (rapidjson PrettyWriter)."""
-    return '{\n    "error": ' + json.dumps(message, ensure_ascii=False) + "\n}"
+    """TF Serving's error body (rapidjson PrettyWriter); text that UTF-8 cannot carry (a lone
+    surrogate echoed from a request) becomes U+FFFD instead of failing the answer."""
+    text = json.dumps(_SURROGATE.sub("\ufffd", message), ensure_ascii=False)
+    return '{\n    "error": ' + text + "\n}"

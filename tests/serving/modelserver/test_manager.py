@@ -199,3 +199,65 @@ def test_flag_allows_new_labels_on_unavailable_versions(tmp_path: Path, tiny_exp
     with pytest.raises(ServingError, match="not currently available"):
         manager.apply_config(config(base, "version_labels { key: 'next' value: 3 }"))
     manager.shutdown()
+
+
+def test_a_version_copied_in_two_steps_turns_available_on_a_retry(
+    tmp_path: Path, tiny_export: Path
+) -> None:
+    import threading
+
+    metrics = ServingMetrics()
+    manager = ModelManager(metrics, load_retries=600, load_retry_interval_s=0.05)
+    base = tmp_path / "gen"
+    version = base / "1"
+    # variables and assets first; saved_model.pb only after the first load attempt failed
+    shutil.copytree(tiny_export, version, ignore=shutil.ignore_patterns("saved_model.pb"))
+    seen_while_retrying: list[str] = []
+
+    def finish_copy() -> None:
+        while metrics.load_attempt_count.value(str(version), "fail") < 2:
+            threading.Event().wait(0.02)
+        seen_while_retrying.append(manager.version_states("gen")[1].state)
+        shutil.copy2(tiny_export / "saved_model.pb", version / "saved_model.pb")
+
+    copier = threading.Thread(target=finish_copy)
+    copier.start()
+    manager.apply_config(config(base))
+    copier.join(timeout=60)
+    assert seen_while_retrying == ["LOADING"]
+    assert states(manager) == {1: "AVAILABLE"}
+    assert metrics.load_attempt_count.value(str(version), "success") == 1
+    manager.shutdown()
+
+
+def test_without_retries_a_failed_load_ends_at_once(tmp_path: Path, tiny_export: Path) -> None:
+    manager = ModelManager(ServingMetrics(), load_retries=0)
+    base = tmp_path / "gen"
+    shutil.copytree(tiny_export, base / "1", ignore=shutil.ignore_patterns("saved_model.pb"))
+    manager.apply_config(config(base))
+    state = manager.version_states("gen")[1]
+    assert state.state == "END" and "SavedModel load" in state.error_message
+
+
+def test_warmup_record_over_max_batch_size_fails_the_load_with_the_fix(
+    tmp_path: Path, tiny_export: Path
+) -> None:
+    from serving.modelserver.batching import BatchScheduler
+    from serving.modelserver.config_files import BatchingParameters
+
+    metrics = ServingMetrics()
+    scheduler = BatchScheduler(BatchingParameters(max_batch_size=16, num_batch_threads=1), metrics)
+    predictor = Predictor(metrics, scheduler)
+    manager = ModelManager(metrics, warmup=predictor.warmup, on_unload=predictor.forget)
+    base = tmp_path / "gen"
+    version = install_version(tiny_export, base, 1)
+    try:
+        manager.apply_config(config(base))
+        state = manager.version_states("gen")[1]
+    finally:
+        scheduler.stop()
+    assert state.state == "END"
+    message = state.error_message
+    assert "Task size 32 is larger than maximum input batch size 16" in message
+    assert f"warmup record 6 of {version / WARMUP_FILE}" in message
+    assert "--warmup-batch-sizes" in message

@@ -149,11 +149,11 @@ def test_requests_are_recorded_like_tf_serving(server: ModelServerProcess) -> No
 
     rc = ":tensorflow:serving:request_count"
     assert delta(f'{rc}{{model_name="gen",status="OK"}}') == 2
-    assert delta(f'{rc}{{model_name="nope",status="NOT_FOUND"}}') == 1
+    assert delta(f'{rc}{{model_name="__unknown__",status="NOT_FOUND"}}') == 1
     rl = ":tensorflow:serving:request_latency_count"
     assert delta(f'{rl}{{model_name="gen",API="predict",entrypoint="REST"}}') == 1
     assert delta(f'{rl}{{model_name="gen",API="",entrypoint="REST"}}') == 1
-    assert delta(f'{rl}{{model_name="nope",API="",entrypoint="REST"}}') == 0  # failures: no latency
+    assert delta(f'{rl}{{model_name="__unknown__",API="",entrypoint="REST"}}') == 0  # no latency
     rt = ':tensorflow:serving:runtime_latency_count{model_name="gen",API="Predict",runtime="TF1"}'
     assert delta(rt) == 1
 
@@ -163,3 +163,65 @@ def test_metrics_page_is_plain_text_and_other_paths_are_not_it(server: ModelServ
     assert resp.status_code == 200
     assert resp.headers["content-type"] == "text/plain"
     assert get(server, "/monitoring/prometheus/other").status_code != 200
+
+
+def test_unknown_model_names_do_not_grow_the_metrics_page(server: ModelServerProcess) -> None:
+    row = json.dumps({"instances": [default_row("x", 1)]}).encode()
+    with httpx.Client(base_url=server.rest_url, timeout=30) as client:
+        for i in range(1_000):
+            path = f"/v1/models/bogus-{i}" if i % 2 else f"/v1/models/bogus-{i}:predict"
+            resp = client.request("GET" if i % 2 else "POST", path, content=row)
+            assert resp.status_code == 404
+    text = server.metrics_text()
+    assert "bogus" not in text
+    series = [line for line in text.splitlines() if line and not line.startswith("#")]
+    assert len(series) < 1_000
+    assert counter(text, ':tensorflow:serving:request_count{model_name="__unknown__",') >= 1_000
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/models/gen:predict", b'{"instances": [{"prompt": "\\ud800"}]}'),
+        ("/v1/models/gen:predict", b'{"signature_name": "\\ud800", "instances": [1]}'),
+        ("/v1/models/gen:predict", b'{"inputs": ' + b"[" * 5_000 + b"]" * 5_000 + b"}"),
+        ("/v1/models/gen/versions/9223372036854775808:predict", b'{"instances": [1]}'),
+        ("/v1/models/gen/versions/" + "9" * 5_000 + ":predict", b'{"instances": [1]}'),
+    ],
+)
+def test_hostile_input_is_400_with_a_json_error(
+    server: ModelServerProcess, path: str, body: bytes
+) -> None:
+    resp = post(server, path, body)
+    assert resp.status_code == 400, resp.text
+    assert resp.headers["content-type"].startswith("application/json")
+    assert resp.json()["error"]
+
+
+def test_version_beyond_int64_is_400_like_tf_serving(server: ModelServerProcess) -> None:
+    resp = get(server, "/v1/models/gen/versions/9223372036854775808")
+    assert resp.status_code == 400
+    assert resp.json() == {"error": "Failed to convert version: 9223372036854775808 to numeric."}
+
+
+def test_body_over_the_limit_is_413_before_it_is_read(server: ModelServerProcess) -> None:
+    big = b'{"instances": ["' + b"x" * (16 * 1024 * 1024) + b'"]}'
+    resp = post(server, "/v1/models/gen:predict", big)
+    assert resp.status_code == 413
+    assert "exceeds the limit of 16777216 bytes" in resp.json()["error"]
+    assert post(server, "/v1/models/gen:predict", {"instances": [default_row("a", 1)]}).is_success
+
+
+def test_columnar_predict_with_an_empty_batch_is_200_and_empty(server: ModelServerProcess) -> None:
+    columns = {k: [] for k in default_row("x", 1)}
+    resp = post(server, "/v1/models/gen:predict", {"inputs": columns})
+    assert resp.status_code == 200, resp.text
+    outputs = resp.json()["outputs"]
+    assert set(outputs) == set(OUTPUTS)
+    assert all(value == [] for value in outputs.values())
+
+
+def test_zero_new_tokens_is_an_empty_generation(server: ModelServerProcess) -> None:
+    resp = post(server, "/v1/models/gen:predict", {"instances": [default_row("abc", 0)]})
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["predictions"][0]["output_tokens"] == 0

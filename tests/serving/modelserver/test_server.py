@@ -237,3 +237,96 @@ def test_rest_deadline_gives_504(tmp_path: Path, tiny_export: Path) -> None:
         )
     assert resp.status_code == 504
     assert "error" in resp.json()
+
+
+def test_batch_splitting_fields_are_refused_at_start_up(tmp_path: Path) -> None:
+    params = tmp_path / "batching.txt"
+    params.write_text(
+        "max_batch_size { value: 64 }\n"
+        "enable_large_batch_splitting { value: true }\n"
+        "max_execution_batch_size { value: 16 }\n"
+    )
+    result = start_and_fail(
+        [
+            "--model_base_path=/nonexistent",
+            "--enable_batching",
+            f"--batching_parameters_file={params}",
+        ]
+    )
+    assert result.returncode == 1
+    assert "enable_large_batch_splitting and max_execution_batch_size are not supported" in (
+        result.stderr
+    )
+
+
+@pytest.mark.slow
+def test_slow_idle_and_excess_rest_connections_are_closed_while_requests_succeed(
+    tmp_path: Path, tiny_export: Path
+) -> None:
+    import asyncio
+    import json
+
+    import aiohttp
+
+    base = tmp_path / "gen"
+    install_version(tiny_export, base, 1)
+    args = [
+        "--rest_api_header_timeout_seconds=4",
+        "--rest_api_idle_timeout_seconds=6",
+        "--rest_api_max_connections=220",
+    ]
+    with running_modelserver(base, enable_batching=False, extra_args=args) as server:
+        port = server.rest_port
+
+        async def open_held(n: int) -> list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
+            return [await asyncio.open_connection("127.0.0.1", port) for _ in range(n)]
+
+        async def drip(writer: asyncio.StreamWriter) -> None:
+            writer.write(b"GET /v1/models/gen HTTP/1.1\r\nHost: x\r\n")
+            for i in range(40):  # one more header line every 0.5 s: never a complete head
+                await asyncio.sleep(0.5)
+                if writer.is_closing():
+                    return
+                writer.write(f"X-Slow-{i}: y\r\n".encode())
+
+        async def answer(reader: asyncio.StreamReader) -> tuple[int, dict[str, Any]]:
+            raw = await asyncio.wait_for(reader.read(), 30)  # until the server closes
+            head, _, body = raw.partition(b"\r\n\r\n")
+            return int(head.split()[1]), json.loads(body)
+
+        async def scenario() -> None:
+            silent = await open_held(100)
+            slow = await open_held(100)
+            drips = [asyncio.create_task(drip(w)) for _, w in slow]
+            async with aiohttp.ClientSession() as session:
+                for _ in range(5):  # others are served while 200 connections are held
+                    async with session.get(f"{server.rest_url}/v1/models/gen") as resp:
+                        assert resp.status == 200
+            excess = await open_held(40)  # 240 > 220: the last ones are refused at once
+            refused = [await answer(r) for r, _ in excess]
+            assert (503, {"error": "too many open connections (limit 220)"}) in refused
+            for reader, _ in silent + slow:
+                status, body = await answer(reader)
+                assert status == 408 and "request head not received" in body["error"]
+            for task in drips:
+                task.cancel()
+            for _, w in silent + slow + excess:
+                w.close()
+            # a kept-alive connection idle past its timeout is closed without an answer (the
+            # refused connections linger briefly server-side, so retry while at the cap)
+            deadline = asyncio.get_running_loop().time() + 30
+            while True:
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.write(b"GET /v1/models/gen HTTP/1.1\r\nHost: x\r\n\r\n")
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
+                if b" 503 " not in head or asyncio.get_running_loop().time() > deadline:
+                    break
+                writer.close()
+                await asyncio.sleep(0.2)
+            assert b" 200 " in head.split(b"\r\n")[0]
+            length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+            await reader.readexactly(length)
+            assert await asyncio.wait_for(reader.read(), 30) == b""
+            writer.close()
+
+        asyncio.run(scenario())

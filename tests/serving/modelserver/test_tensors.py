@@ -126,6 +126,45 @@ def test_error_body_is_a_pretty_json_object() -> None:
     assert error_json('a "b"') == '{\n    "error": "a \\"b\\""\n}'
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"instances": [{"prompt": "\\ud800", "max_new_tokens": 1, "temperature": 0.5, '
+        b'"seed": 1}]}',
+        b'{"signature_name": "\\udc00x", "instances": ["a"]}',
+        b'{"inputs": {"\\uD83D": 1}}',
+    ],
+)
+def test_lone_surrogate_escapes_are_a_parse_error(body: bytes) -> None:
+    with pytest.raises(ServingError) as err:
+        parse_predict_body(body, lambda sig: DTYPES)
+    assert err.value.code == "INVALID_ARGUMENT"
+    assert err.value.message == "JSON Parse error: The surrogate pair in string is invalid."
+
+
+def test_paired_surrogate_escapes_are_one_character() -> None:
+    body = (
+        b'{"inputs": {"prompt": ["\\ud83d\\ude00"], "max_new_tokens": [1], '
+        b'"temperature": [0.5], "seed": [1]}}'
+    )
+    _, inputs, _ = parse_predict_body(body, lambda sig: DTYPES)
+    assert inputs["prompt"][0] == "\U0001f600".encode()
+
+
+@pytest.mark.parametrize("depth", [300, 1_001, 100_000])
+def test_deep_nesting_is_invalid_argument_not_a_crash(depth: int) -> None:
+    body = b'{"inputs": ' + b"[" * depth + b"1" + b"]" * depth + b"}"
+    with pytest.raises(ServingError) as err:
+        parse_predict_body(body, lambda sig: {"x": 1})
+    assert err.value.code == "INVALID_ARGUMENT"
+    assert "nest" in err.value.message
+
+
+def test_error_body_survives_text_utf8_cannot_carry() -> None:
+    body = error_json('Serving signature name: "\ud800" not found')
+    assert json.loads(body.encode())["error"] == 'Serving signature name: "\ufffd" not found'
+
+
 def test_numpy_to_proto_uses_val_fields() -> None:
     proto = numpy_to_proto(np.array([1.5, 2.5], np.float32), 1)
     assert list(proto.float_val) == [1.5, 2.5] and not proto.tensor_content
