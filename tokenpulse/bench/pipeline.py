@@ -1,0 +1,305 @@
+"""`tokenpulse bench pipeline`: the sample pipeline's throughput and delay, side by side in one run.
+
+1. Shipper throughput: one spool of records (written through the real sink: sampling, redaction,
+   record building) shipped by a `tokenpulse shipper` process into SQLite, then into the ES
+   stand-in (its own process, so its CPU is not the shipper's). Targets: >= 10,000 docs/s each.
+2. Gateway throughput with 100 % sampling against sampling off: two gateway processes against one
+   TF Serving stand-in, alternating phases at the same concurrency. Target: >= 97 %.
+3. End-to-end delay from response to acknowledgement (p50/p95 over every record): the sampling
+   gateway under steady load with a shipper feeding both stores. Target: p95 <= 5 s.
+Figures only; nothing here asserts on timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from tokenpulse.bench.harness import progress
+from tokenpulse.procs import free_port, stop_process
+
+DOCS_TARGET = 10_000.0
+RATIO_TARGET = 0.97
+P95_TARGET_S = 5.0
+_SAMPLE = re.compile(r"^(\w+)(?:\{([^}]*)\})? (\S+)$", re.M)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of `tokenpulse bench pipeline`."""
+    parser.add_argument("--records", type=int, default=20_000, help="records to ship (20000)")
+    parser.add_argument("--requests", type=int, default=1500, help="requests per phase (1500)")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating phases each (3)")
+    parser.add_argument("--concurrency", type=int, default=32, help="client concurrency (32)")
+    parser.add_argument("--delay-seconds", type=float, default=10.0, help="delay phase (10 s)")
+    parser.add_argument("--delay-rps", type=float, default=200.0, help="delay phase load (200)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _metrics(port: int) -> dict[tuple[str, str], float]:
+    """name, labels text -> value, from a /metrics page."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    return {(m.group(1), m.group(2) or ""): float(m.group(3)) for m in _SAMPLE.finditer(text)}
+
+
+def _wait(cond: Any, what: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with contextlib.suppress(OSError):
+            if cond():
+                return
+        if time.monotonic() > deadline:
+            raise SystemExit(f"bench pipeline: timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+@contextlib.contextmanager
+def _process(
+    cmd: list[str], env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield proc
+    finally:
+        stop_process(proc)
+
+
+@contextlib.contextmanager
+def _es_standin() -> Iterator[str]:
+    port = free_port()
+    cmd = [sys.executable, "-m", "tokenpulse.testing.es_standin", str(port)]
+    with _process(cmd):
+        url = f"http://127.0.0.1:{port}"
+        _wait(lambda: urllib.request.urlopen(url, timeout=1).status == 200, "the ES stand-in", 30)
+        yield url
+
+
+@contextlib.contextmanager
+def _shipper(spool: Path, state: Path, outputs: list[str], **extra: str) -> Iterator[int]:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENPULSE_SHIPPER_")}
+    cmd = [sys.executable, "-m", "tokenpulse.cli", "shipper", "--spool-dir", str(spool),
+           "--state-dir", str(state), "--outputs", *outputs, "--metrics-port", str(port),
+           "--log-level", "WARNING", "--poll-interval-s", "0.05"]  # fmt: skip
+    for flag, value in extra.items():
+        cmd += [f"--{flag.replace('_', '-')}", value]
+    with _process(cmd, env):
+        _wait(lambda: bool(_metrics(port)), "the shipper's /metrics", 60)
+        yield port
+
+
+def _shipped(port: int, output: str) -> float:
+    return _metrics(port).get(("tokenpulse_shipper_records_shipped_total",
+                               f'output="{output}"'), 0.0)  # fmt: skip
+
+
+def _fill_spool(spool: Path, n: int) -> float:
+    """Write `n` kept records through the real sink; the sink's own records/s."""
+    from log_pipeline.corpus import pii_corpus
+    from log_pipeline.sampler import SamplingRules
+    from log_pipeline.settings import SinkSettings
+    from log_pipeline.sink import SpoolSink
+    from serving.gateway.sink import Sample
+    from serving.gateway.stats import OutputSignals, RequestStats
+
+    sink = SpoolSink(SinkSettings.model_validate({"spool_dir": spool}), rng=random.Random(0))
+    sink.sampler.rules = SamplingRules.model_validate(
+        {"head_rate": 1.0, "caps": {"per_key_per_minute": 0}}
+    )
+    texts = [t.text for t in pii_corpus(seed=5, size=500)]
+    now = time.time()
+    start = time.perf_counter()
+    for i in range(n):
+        stats = RequestStats(request_id=f"bench-{i}", route="generate", model="gen", version="1",
+                             key_id="bench", total_s=0.05, upstream_s=0.04,
+                             outputs=[OutputSignals(40, 16, "stop", False, 0.1, 2.0)])  # fmt: skip
+        sink.write(Sample(stats, (texts[i % 500],), (texts[(i * 7) % 500][:120],),
+                          {"max_new_tokens": 16}, now))  # fmt: skip
+    elapsed = time.perf_counter() - start
+    sink.close()
+    return n / elapsed
+
+
+def _ship_rate(spool: Path, tmp: Path, output: str, n: int, extra: dict[str, str]) -> float:
+    """docs/s of one shipper process into one output, from its first ack to its last."""
+    copy = tmp / f"spool-{output}"
+    shutil.copytree(spool, copy)
+    with _shipper(copy, tmp / f"state-{output}", [output], **extra) as port:
+        _wait(lambda: _shipped(port, output) > 0, f"first {output} ack", 60)
+        t0, first = time.perf_counter(), _shipped(port, output)
+        _wait(lambda: _shipped(port, output) >= n, f"{n} {output} acks", 600)
+        return (n - first) / (time.perf_counter() - t0)
+
+
+def _quantile(buckets: list[tuple[float, float]], q: float) -> float:
+    """histogram_quantile over cumulative (le, count) pairs, linear inside a bucket."""
+    total = buckets[-1][1]
+    if total == 0:
+        return float("nan")
+    rank, prev_le, prev_count = q * total, 0.0, 0.0
+    for le, count in buckets:
+        if count >= rank:
+            if le == float("inf"):
+                return prev_le
+            return prev_le + (le - prev_le) * (rank - prev_count) / max(count - prev_count, 1e-9)
+        prev_le, prev_count = le, count
+    return prev_le
+
+
+def _delay_buckets(port: int, output: str) -> list[tuple[float, float]]:
+    found = []
+    for (name, labels), value in _metrics(port).items():
+        if (
+            name == "tokenpulse_shipper_delivery_delay_seconds_bucket"
+            and f'output="{output}"' in labels
+        ):
+            le = re.search(r'le="([^"]+)"', labels)
+            if le:
+                found.append((float(le.group(1)), value))
+    return sorted(found)
+
+
+async def _load(urls: list[str], key: str, n: int, concurrency: int, rps: float = 0.0) -> float:
+    """Send `n` requests to each url in turn; the seconds each took (summed per url)."""
+    import aiohttp
+
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    body = json.dumps({"prompt": "call me at 415-555-2671 about the order", "max_new_tokens": 3})
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as s:
+        counter = iter(range(n))
+        start = time.perf_counter()
+
+        async def worker() -> None:
+            for i in counter:
+                if rps:
+                    await asyncio.sleep(max(0.0, start + i / rps - time.perf_counter()))
+                async with s.post(urls[0], data=body, headers=headers) as resp:
+                    await resp.read()
+                    if resp.status != 200:
+                        raise SystemExit(f"bench pipeline: gateway answered {resp.status}")
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return time.perf_counter() - start
+
+
+def _gateways(tmp: Path, upstream: str, args: argparse.Namespace, say: Any) -> dict[str, Any]:
+    from serving.gateway.keys import add_key
+    from tokenpulse.testing.launch import running_gateway
+
+    keys_file = tmp / "keys.json"
+    key = add_key(keys_file, "bench", requests_per_minute=1e9, tokens_per_minute=1e9)
+    rules = tmp / "keep-all.toml"
+    rules.write_text("head_rate = 1.0\n[caps]\nper_key_per_minute = 0\n")
+    spool = tmp / "gateway-spool"
+    sink_env = {"TOKENPULSE_SINK_SPOOL_DIR": str(spool), "TOKENPULSE_SINK_RULES_FILE": str(rules)}
+    out: dict[str, Any] = {}
+    with (
+        running_gateway(upstream, keys_file, access_log=False, log_level="WARNING") as off,
+        running_gateway(upstream, keys_file, env=sink_env,
+                        sample_sink="log_pipeline.sink:make_sink", access_log=False,
+                        log_level="WARNING") as on,
+    ):  # fmt: skip
+        say("gateway throughput: sampling off vs 100 %")
+        asyncio.run(_load([f"{off.url}/v1/generate"], key, 100, args.concurrency))
+        asyncio.run(_load([f"{on.url}/v1/generate"], key, 100, args.concurrency))
+        spent = {"off": 0.0, "on": 0.0}
+        for _ in range(args.rounds):
+            for name, gw in (("off", off), ("on", on)):
+                url = f"{gw.url}/v1/generate"
+                spent[name] += asyncio.run(_load([url], key, args.requests, args.concurrency))
+        n = args.rounds * args.requests
+        out["gateway_rps_sampling_off"] = n / spent["off"]
+        out["gateway_rps_sampling_100"] = n / spent["on"]
+        out["gateway_throughput_ratio"] = spent["off"] / spent["on"]
+        say("end-to-end delay: sampling gateway + shipper into both stores")
+        state, db = tmp / "state-e2e", str(tmp / "e2e.db")
+        both = ["sqlite", "elasticsearch"]
+        with (
+            _es_standin() as es_url,
+            _shipper(spool, state, both, es_url=es_url, sqlite_path=db) as port,
+        ):
+            backlog = 100 + n  # warm-up and throughput records of the sampling gateway, first
+            for output in both:
+                _wait(lambda o=output: _shipped(port, o) >= backlog, f"{output} backlog", 120)
+            before = {o: _delay_buckets(port, o) for o in both}
+            n_delay = int(args.delay_seconds * args.delay_rps)
+            asyncio.run(_load([f"{on.url}/v1/generate"], key, n_delay, 8, rps=args.delay_rps))
+            for output in both:
+                done = backlog + n_delay
+                _wait(lambda o=output, d=done: _shipped(port, o) >= d, f"{output} caught up", 120)
+                after = _delay_buckets(port, output)
+                buckets = [
+                    (le, c - c0) for (le, c), (_, c0) in zip(after, before[output], strict=True)
+                ]
+                out[f"delay_{output}_p50_s"] = _quantile(buckets, 0.50)
+                out[f"delay_{output}_p95_s"] = _quantile(buckets, 0.95)
+            out["delay_records"] = n_delay
+    return out
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the three measurements and print the figures."""
+    from tokenpulse.testing.tfserving_standin import TfServingStandin
+
+    say = progress("pipeline", quiet=False)
+    result: dict[str, Any] = {"records": args.records}
+    with tempfile.TemporaryDirectory(prefix="tp-bench-pipeline-") as name:
+        tmp = Path(name)
+        spool = tmp / "spool"
+        say(f"writing {args.records} records through the sink")
+        result["sink_records_per_s"] = _fill_spool(spool, args.records)
+        say("shipper -> sqlite")
+        db = {"sqlite_path": str(tmp / "bench.db"), "batch_records": "2000"}
+        result["shipper_sqlite_docs_per_s"] = _ship_rate(spool, tmp, "sqlite", args.records, db)
+        with _es_standin() as es_url:
+            say("shipper -> ES stand-in")
+            extra = {"es_url": es_url, "batch_records": "2000"}
+            result["shipper_es_docs_per_s"] = _ship_rate(
+                spool, tmp, "elasticsearch", args.records, extra
+            )
+        with TfServingStandin() as upstream:
+            result.update(_gateways(tmp, upstream.url, args, say))
+    result["targets"] = {"docs_per_s": DOCS_TARGET, "gateway_ratio": RATIO_TARGET,
+                         "delay_p95_s": P95_TARGET_S}  # fmt: skip
+    if args.json:
+        print(json.dumps(result))
+    else:
+        _report(result)
+    return 0
+
+
+def _report(r: dict[str, Any]) -> None:
+    def mark(ok: bool) -> str:
+        return "ok" if ok else "MISSED"
+
+    print(f"records                         {r['records']}")
+    print(f"sink (sample+redact+spool)      {r['sink_records_per_s']:10.0f} records/s")
+    for out, key in (
+        ("SQLite", "shipper_sqlite_docs_per_s"),
+        ("ES stand-in", "shipper_es_docs_per_s"),
+    ):
+        print(f"shipper -> {out:<20} {r[key]:10.0f} docs/s   "
+              f"(target >= {DOCS_TARGET:.0f}: {mark(r[key] >= DOCS_TARGET)})")  # fmt: skip
+    print(f"gateway, sampling off           {r['gateway_rps_sampling_off']:10.1f} req/s")
+    print(f"gateway, sampling 100 %         {r['gateway_rps_sampling_100']:10.1f} req/s")
+    ratio = r["gateway_throughput_ratio"]
+    print(f"throughput ratio                {ratio:10.3f}      "
+          f"(target >= {RATIO_TARGET}: {mark(ratio >= RATIO_TARGET)})")  # fmt: skip
+    for out in ("sqlite", "elasticsearch"):
+        p50, p95 = r[f"delay_{out}_p50_s"], r[f"delay_{out}_p95_s"]
+        print(f"delay to {out:<14} p50 {p50:6.3f} s  p95 {p95:6.3f} s "
+              f"(target p95 <= {P95_TARGET_S:.0f} s: {mark(p95 <= P95_TARGET_S)})")  # fmt: skip
