@@ -35,6 +35,7 @@ BENCHES: dict[str, tuple[str, str]] = {
     "batching": ("tokenpulse.bench.batching", "model server with dynamic batching on vs off"),
     "gateway": ("tokenpulse.bench.gateway", "gateway overhead vs calling the model server"),
     "exporter": ("tokenpulse.bench.exporter", "exporter scrape latency and RSS"),
+    "pipeline": ("tokenpulse.bench.pipeline", "shipper docs/s, delivery delay, sampling cost"),
 }
 
 
