@@ -75,9 +75,13 @@ def _http_ok(url: str) -> bool:
 
 
 def _model_available(rest: str) -> bool:
-    body = _get_json(f"{rest}/v1/models/gen")
-    states = body.get("model_version_status", []) if isinstance(body, dict) else []
-    return any(s.get("state") == "AVAILABLE" for s in states)
+    from tokenpulse.tfserving.errors import TfServingBadResponse
+    from tokenpulse.tfserving.status import available_versions, parse_model_status
+
+    try:
+        return bool(available_versions(parse_model_status(_get_json(f"{rest}/v1/models/gen"))))
+    except TfServingBadResponse:
+        return False
 
 
 def ensure_model(settings: UpSettings) -> None:

@@ -9,15 +9,7 @@ from google.protobuf import json_format
 from serving.modelserver.manager import VersionState
 from serving.modelserver.servable import Servable
 from serving.modelserver.status import CODE_NUMBER
-
-STATE_NUMBER = {
-    "UNKNOWN": 0,
-    "START": 10,
-    "LOADING": 20,
-    "AVAILABLE": 30,
-    "UNLOADING": 40,
-    "END": 50,
-}
+from tokenpulse.tfserving.status import STATE_NUMBER
 
 
 def status_response(states: dict[int, VersionState]) -> Any:

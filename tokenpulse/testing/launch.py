@@ -93,15 +93,14 @@ def http_ok(url: str, timeout_s: float = 2.0) -> bool:
 
 def available_versions(rest_url: str, model_name: str) -> list[int]:
     """The model's AVAILABLE versions per the REST status document ([] when unreachable)."""
-    doc = get_json(f"{rest_url}/v1/models/{model_name}")
-    entries = doc.get("model_version_status") if isinstance(doc, dict) else None
-    if not isinstance(entries, list):
+    from tokenpulse.tfserving.errors import TfServingBadResponse
+    from tokenpulse.tfserving.status import available_versions as available
+    from tokenpulse.tfserving.status import parse_model_status
+
+    try:
+        return sorted(available(parse_model_status(get_json(f"{rest_url}/v1/models/{model_name}"))))
+    except TfServingBadResponse:
         return []
-    return sorted(
-        int(v["version"])
-        for v in entries
-        if isinstance(v, dict) and v.get("state") == "AVAILABLE" and str(v.get("version")).isdigit()
-    )
 
 
 @contextlib.contextmanager

@@ -99,3 +99,16 @@ def test_metadata_without_the_nested_map_is_a_bad_response() -> None:
     flat = {"model_spec": {"name": "gen"}, "metadata": {"signature_def": {"serving_default": {}}}}
     with pytest.raises(TfServingBadResponse, match="signature_def.signature_def"):
         parse_model_metadata(flat)
+
+
+def test_status_document_is_what_the_model_server_writes_from_protobuf() -> None:
+    import json
+
+    from serving.modelserver.manager import VersionState
+    from serving.modelserver.protos import status_json
+
+    states = {1: VersionState("END", "NOT_FOUND", "gone"), 2: VersionState("AVAILABLE")}
+    written = json.loads(status_json("gen", states))
+    statuses = parse_model_status(written)
+    assert statuses == [VersionStatus(2, "AVAILABLE"), VersionStatus(1, "END", "NOT_FOUND", "gone")]
+    assert status_document(statuses) == written
