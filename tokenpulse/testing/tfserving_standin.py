@@ -31,6 +31,7 @@ from typing import Any
 from aiohttp import web
 
 from serving.model.signature import INPUTS, SIGNATURE_NAME
+from tokenpulse.tfserving.status import VersionStatus, status_document
 
 _PREDICT = re.compile(r"^/v1/models/([^/:]+)(?:/versions/(\d+)|/labels/([^/:]+))?:predict$")
 
@@ -91,20 +92,14 @@ class TfServingStandin:
             return web.Response(text="{not json", content_type="application/json")
         if s.status_mode == "wrong_shape":
             return web.json_response({"model_version_status": "nope"})
-        versions = sorted(s.versions.get(model, {}).items(), reverse=True)
+        versions = s.versions.get(model, {})
         if not versions:
             return _error(404, f"Could not find any versions of model {model}")
-        entries = []
-        for version, state in versions:
-            code, message = s.errors.get((model, version), ("OK", ""))
-            entries.append(
-                {
-                    "version": str(version),
-                    "state": state,
-                    "status": {"error_code": code, "error_message": message},
-                }
-            )
-        return web.json_response({"model_version_status": entries})
+        statuses = [
+            VersionStatus(version, state, *s.errors.get((model, version), ("OK", "")))
+            for version, state in versions.items()
+        ]
+        return web.json_response(status_document(statuses))
 
     def _resolve(self, model: str, version: str | None, label: str | None) -> int | None:
         if version is not None:
