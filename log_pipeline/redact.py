@@ -49,31 +49,55 @@ class _Rule:
     pattern: re.Pattern[str]
     valid: Callable[[str], bool] | None = None
     group: int = 0  # the group holding the value (the rest of the match stays)
+    gate: re.Pattern[str] | None = None  # a cheap search that must hit before the full pattern
+
+
+_HAS_DIGITS = re.compile(r"\d[\d .()+-]{8,}\d")  # ten digits with separators, at least
 
 
 _RULES = (
-    _Rule("bearer", re.compile(r"(?i)\bbearer\s+([A-Za-z0-9\-._~+/]{8,}=*)"), group=1),
+    _Rule(
+        "bearer",
+        re.compile(r"(?i)\bbearer\s+([A-Za-z0-9\-._~+/]{8,}=*)"),
+        group=1,
+        gate=re.compile(r"(?i)bearer"),
+    ),
     _Rule(
         "api_key",
         re.compile(
             r"\b(?:sk-[A-Za-z0-9_-]{16,}|tp_[A-Za-z0-9_-]{16,}|AKIA[0-9A-Z]{16}"
             r"|gh[pousr]_[A-Za-z0-9]{20,}|xox[abpr]-[A-Za-z0-9-]{10,}|AIza[0-9A-Za-z_-]{35})"
         ),
+        gate=re.compile(r"sk-|tp_|AKIA|gh[pousr]_|xox|AIza"),
     ),
     _Rule(
-        "secret", re.compile(rf"(?i)\b{_SECRET_WORDS}\s*[=:]\s*[\"']?([^\s\"',;]{{6,}})"), group=1
+        "secret",
+        re.compile(rf"(?i)\b{_SECRET_WORDS}\s*[=:]\s*[\"']?([^\s\"',;]{{6,}})"),
+        group=1,
+        gate=re.compile(r"[=:]"),
     ),
     _Rule(
         "email",
         re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b"),
+        gate=re.compile("@"),
     ),
-    _Rule("card", re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])"), valid=luhn_ok),
+    _Rule(
+        "card",
+        re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])"),
+        valid=luhn_ok,
+        gate=_HAS_DIGITS,
+    ),
     _Rule(
         "ipv6",
         re.compile(r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:])"),
         valid=_ipv6_ok,
+        gate=re.compile(r"[0-9A-Fa-f]?:[0-9A-Fa-f]{0,4}:"),
     ),
-    _Rule("ipv4", re.compile(rf"(?<![\w.]){_OCTET}(?:\.{_OCTET}){{3}}(?![\w.])")),
+    _Rule(
+        "ipv4",
+        re.compile(rf"(?<![\w.]){_OCTET}(?:\.{_OCTET}){{3}}(?![\w.])"),
+        gate=re.compile(r"\d\.\d{1,3}\.\d"),
+    ),
     _Rule(
         "phone",
         re.compile(
@@ -81,6 +105,7 @@ _RULES = (
             r"\d{3,4}[ .-]\d{3,4}(?![\w-])(?![ .-]\d)"
         ),
         valid=_phone_ok,
+        gate=_HAS_DIGITS,
     ),
 )
 KINDS = tuple(r.kind for r in _RULES)
@@ -90,6 +115,8 @@ def redact(text: str, counts: Counter[str] | None = None) -> tuple[str, Counter[
     """The text with every match replaced by `[REDACTED:<kind>]`, and the counts per kind."""
     counts = Counter() if counts is None else counts
     for rule in _RULES:
+        if rule.gate is not None and rule.gate.search(text) is None:
+            continue
 
         def sub(m: re.Match[str], rule: _Rule = rule) -> str:
             value = m.group(rule.group)

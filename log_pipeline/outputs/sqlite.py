@@ -81,28 +81,23 @@ class SqliteOutput:
         """Insert every item in one transaction; ids already present count as duplicates."""
         try:
             db = self._db()
-            results = []
             db.execute("BEGIN IMMEDIATE")
             try:
-                for item in items:
-                    s = item.doc.get("genai_sample", {})
-                    cur = db.execute(
-                        "INSERT OR IGNORE INTO samples (id, ts, model, version, finish_reason, "
-                        "mean_nll, reasons, key_id, status, doc) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                        (*row_of(item.doc), item.raw.decode()),
-                    )
-                    if cur.rowcount == 1:
-                        db.execute(
-                            "INSERT INTO samples_fts (rowid, prompt, output) VALUES (?,?,?)",
-                            (
-                                cur.lastrowid,
-                                s.get("prompt", {}).get("text", ""),
-                                s.get("output", {}).get("text", ""),
-                            ),
-                        )
-                        results.append(OK)
-                    else:
-                        results.append(DUPLICATE)
+                # rowids only grow, so the rows this batch added are those above the old maximum
+                top = db.execute("SELECT coalesce(max(rowid), 0) FROM samples").fetchone()[0]
+                db.executemany(
+                    "INSERT OR IGNORE INTO samples (id, ts, model, version, finish_reason, "
+                    "mean_nll, reasons, key_id, status, doc) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    [(*row_of(item.doc), item.raw.decode()) for item in items],
+                )
+                db.execute(
+                    "INSERT INTO samples_fts (rowid, prompt, output) SELECT rowid, "
+                    "coalesce(json_extract(doc, '$.genai_sample.prompt.text'), ''), "
+                    "coalesce(json_extract(doc, '$.genai_sample.output.text'), '') "
+                    "FROM samples WHERE rowid > ?",
+                    (top,),
+                )
+                new = {r[0] for r in db.execute("SELECT id FROM samples WHERE rowid > ?", (top,))}
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -110,6 +105,13 @@ class SqliteOutput:
         except (sqlite3.Error, OSError) as exc:
             self.close()  # reopen next time: the file may have been replaced or repaired
             raise RetryableError("server_error", f"sqlite store {self.path}: {exc}") from exc
+        results = []
+        for item in items:
+            if item.id in new:
+                new.discard(item.id)  # a repeat inside one batch is a duplicate
+                results.append(OK)
+            else:
+                results.append(DUPLICATE)
         return results
 
     def close(self) -> None:

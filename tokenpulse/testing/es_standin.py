@@ -58,6 +58,7 @@ class EsStandin:
         self.saved_objects: dict[str, dict[str, Any]] = {}  # "<type>/<id>" -> object
         self.requests = 0
         self.bulk_requests = 0
+        self._day = ""
         self.item_attempts: collections.Counter[str] = collections.Counter()  # _id -> bulk items
         self.created = 0  # documents created (a resend that answers 409 is not counted)
         self._lock = threading.Lock()
@@ -235,6 +236,7 @@ class EsStandin:
         if request.method not in ("PUT", "POST"):
             return _error(405, "method_not_allowed", request.method)
         self.bulk_requests += 1
+        self._day = f"{datetime.now(UTC):%Y.%m.%d}"
         lines = [ln for ln in (await request.read()).split(b"\n") if ln.strip()]
         default = request.match_info.get("target", "")
         items, errors = [], False
@@ -253,7 +255,7 @@ class EsStandin:
         index = meta.get("_index", default)
         doc_id = meta.get("_id", "")
         self.item_attempts[doc_id] += 1
-        backing = f".ds-{index}-{datetime.now(UTC):%Y.%m.%d}-000001"
+        backing = f".ds-{index}-{self._day}-000001"
         base = {"_index": backing, "_id": doc_id}
         f = self.faults
         if f.item_429.get(doc_id, 0) > 0:
