@@ -140,7 +140,7 @@ TOKENS_WINDOW = "30m"
 TOKENS_FOR = "30m"
 
 # Canary: the exporter's golden prompts per version. A mismatch means the version's greedy output
-# changed since export (numerics, a bad load); failure means it did not answer. 3 runs of the
+# changed since export (numerics, a bad load); failure means it did not answer. 5 runs of the
 # default 60 s canary interval: one flaky run does not page.
 CANARY_FOR = "5m"
 # A canary-labelled version whose golden-prompt mean NLL is this many nats above the stable
