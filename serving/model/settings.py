@@ -17,14 +17,19 @@ class BuildSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="TOKENPULSE_MODEL_", extra="ignore")
 
-    preset: str = "default"
-    base_path: Path
-    version: int = Field(gt=0)
-    model_name: str = DEFAULT_MODEL_NAME
-    degrade_noise: float = Field(default=0.0, ge=0.0, le=10.0)
-    cache_dir: Path = Path(".cache/tokenpulse")
-    progress: bool = True
-    overwrite: bool = False
+    preset: str = Field("default", description=f"model size: {' | '.join(PRESETS)}")
+    base_path: Path = Field(description="model base path; the version goes to BASE/<version>")
+    version: int = Field(gt=0, description="version number to export")
+    model_name: str = Field(DEFAULT_MODEL_NAME, description="name written into warmup records")
+    degrade_noise: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=10.0,
+        description="export a deliberately degraded version (noise on the weights)",
+    )
+    cache_dir: Path = Field(Path(".cache/tokenpulse"), description="trained checkpoint cache")
+    progress: bool = Field(True, description="show training progress")
+    overwrite: bool = Field(False, description="replace an existing version directory")
     warmup_batch_sizes: list[int] | None = Field(
         default=None,
         description="batch sizes of the warmup records; default: what the batching file allows",
@@ -47,11 +52,11 @@ class GenerateSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="TOKENPULSE_MODEL_", extra="ignore")
 
-    base_path: Path
-    version: int | None = Field(default=None, gt=0)
-    prompt: str
-    max_new_tokens: int = Field(default=64, ge=0)
-    temperature: float = Field(default=0.8, ge=0.0)
-    top_k: int = Field(default=0, ge=0)
-    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
-    seed: int = 0
+    base_path: Path = Field(description="model base path holding numbered versions")
+    version: int | None = Field(default=None, gt=0, description="version to load; none: latest")
+    prompt: str = Field(description="text to continue")
+    max_new_tokens: int = Field(default=64, ge=0, description="tokens to generate at most")
+    temperature: float = Field(default=0.8, ge=0.0, description="sampling temperature; 0: greedy")
+    top_k: int = Field(default=0, ge=0, description="sample from the k likeliest; 0: all")
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0, description="nucleus sampling mass")
+    seed: int = Field(0, description="sampling seed")
