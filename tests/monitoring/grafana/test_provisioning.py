@@ -1,0 +1,43 @@
+"""Grafana provisioning files agree with the components, the compose file and the push command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from log_pipeline.settings import ShipperSettings
+from monitoring.grafana.settings import PushSettings
+from monitoring.mixin import config
+
+ROOT = Path(__file__).resolve().parents[3]
+PROVISIONING = ROOT / "monitoring" / "grafana" / "provisioning"
+
+
+def _load(kind: str) -> dict:
+    (path,) = (PROVISIONING / kind).glob("*.yaml")
+    doc = yaml.safe_load(path.read_text())
+    assert doc["apiVersion"] == 1
+    return doc
+
+
+def test_prometheus_and_elasticsearch_datasources():
+    sources = {d["type"]: d for d in _load("datasources")["datasources"]}
+    assert set(sources) == {"prometheus", "elasticsearch"}
+    prom = sources["prometheus"]
+    assert prom["isDefault"] and prom["access"] == "proxy"
+    assert prom["jsonData"]["timeInterval"] == config.SCRAPE_INTERVAL
+    es = sources["elasticsearch"]
+    assert es["jsonData"]["index"] == ShipperSettings.model_fields["es_data_stream"].default
+    assert es["secureJsonData"]["basicAuthPassword"] == "$ELASTIC_PASSWORD"  # from the env
+
+
+def test_dashboard_provider_reads_the_mounted_dashboards_into_the_push_folder():
+    (provider,) = _load("dashboards")["providers"]
+    assert provider["type"] == "file" and provider["allowUiUpdates"] is False
+    assert provider["folderUid"] == PushSettings.model_fields["folder_uid"].default
+    grafana = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]["grafana"]
+    mounts = {v.split(":")[1]: v.split(":")[0] for v in grafana["volumes"]}
+    assert mounts[provider["options"]["path"]] == "./dashboards"
+    assert mounts["/etc/grafana/provisioning"] == "./monitoring/grafana/provisioning"
+    assert "ELASTIC_PASSWORD" in grafana["environment"]
