@@ -1,0 +1,59 @@
+"""Bulk item classification (Filebeat's rules) and the request body."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from log_pipeline.outputs import Item, Outcome, RetryableError
+from log_pipeline.outputs.elasticsearch import ElasticsearchOutput, classify_item, make_client
+from tokenpulse.testing.es_standin import EsStandin
+
+
+@pytest.mark.parametrize(
+    ("item", "outcome", "failure"),
+    [
+        ({"create": {"status": 201}}, Outcome.OK, ""),
+        ({"create": {"status": 409, "error": {"type": "version_conflict_engine_exception"}}},
+         Outcome.DUPLICATE, ""),
+        ({"create": {"status": 429, "error": {"type": "es_rejected_execution_exception"}}},
+         Outcome.RETRY, "rejected_429"),
+        ({"create": {"status": 503, "error": {"type": "unavailable"}}}, Outcome.RETRY,
+         "server_error"),
+        ({"create": {"status": 400, "error": {"type": "document_parsing_exception",
+                                               "reason": "bad"}}}, Outcome.PERMANENT, "permanent"),
+        ({"create": {"status": 400, "error": {"type": "strict_dynamic_mapping_exception"}}},
+         Outcome.PERMANENT, "permanent"),
+        ({"create": {}}, Outcome.RETRY, "bad_response"),
+        ("nonsense", Outcome.RETRY, "bad_response"),
+    ],
+)  # fmt: skip
+def test_classify(item: object, outcome: Outcome, failure: str) -> None:
+    result = classify_item(item)
+    assert (result.outcome, result.failure) == (outcome, failure)
+
+
+def test_permanent_reason_names_type_and_reason() -> None:
+    item = {"create": {"status": 400, "error": {"type": "document_parsing_exception",
+                                                 "reason": "failed to parse [x]"}}}  # fmt: skip
+    assert classify_item(item).reason == "400 document_parsing_exception: failed to parse [x]"
+
+
+def test_body_is_create_with_the_record_id() -> None:
+    out = ElasticsearchOutput(make_client("http://127.0.0.1:9"), "genai-samples-default")
+    raw = b'{"@timestamp":"2026-01-01T00:00:00.000Z","event":{"id":"abc"}}'
+    body = out.body([Item("abc", json.loads(raw), raw)])
+    assert body == b'{"create":{"_id":"abc"}}\n' + raw + b"\n"
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_the_client_never_retries_by_itself(status: int) -> None:
+    raw = b'{"@timestamp":"2026-01-01T00:00:00.000Z","event":{"id":"abc"}}'
+    with EsStandin() as es:
+        es.faults.request_status, es.faults.request_status_count = status, 1
+        out = ElasticsearchOutput(make_client(es.url), "genai-samples-default")
+        with pytest.raises(RetryableError):
+            out.send([Item("abc", json.loads(raw), raw)])
+        assert es.bulk_requests == 0 and es.requests == 1  # one request, answered by the fault
+        assert out.send([Item("abc", json.loads(raw), raw)])[0].outcome is Outcome.OK
