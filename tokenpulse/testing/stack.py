@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import threading
 import time
@@ -48,7 +47,6 @@ from tokenpulse.procs import free_port
 from tokenpulse.testing.launch import (
     ExporterProcess,
     GatewayProcess,
-    LaunchError,
     ModelServerProcess,
     http_ok,
     running_exporter,
@@ -237,10 +235,7 @@ def _keys(workdir: Path) -> tuple[Path, str]:
 
 @contextlib.contextmanager
 def _binary(argv: list[str], ready_url: str, what: str, log: Path) -> Iterator[None]:
-    with running_process(
-        argv, lambda: http_ok(ready_url), what=what, error=LaunchError, env=dict(os.environ),
-        log_path=log, start_timeout_s=60.0, stop_timeout_s=15.0,
-    ):  # fmt: skip
+    with running_process(argv, lambda: http_ok(ready_url), what=what, log_path=log):
         yield
 
 
