@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from log_pipeline.sampler import DEFAULT_RULES_FILE
 from log_pipeline.spool import FsyncPolicy
+
+
+def _http_url(value: str) -> str:
+    if value and not value.startswith(("http://", "https://")):
+        raise ValueError("URLs start with http:// or https://")
+    return value.rstrip("/")
+
+
+# empty, or an http(s) URL without a trailing slash
+HttpUrlText = Annotated[str, AfterValidator(_http_url)]
 
 DEFAULT_SPOOL = Path("run/spool")
 DEFAULT_SQLITE = Path("run/samples.db")
@@ -45,7 +56,9 @@ class ShipperSettings(BaseSettings):
         default_factory=lambda: ["sqlite"], min_length=1, description="sqlite and/or elasticsearch"
     )
     sqlite_path: Path = Field(DEFAULT_SQLITE, description="embedded store file")
-    es_url: str = Field("", description="Elasticsearch URL (required with output elasticsearch)")
+    es_url: HttpUrlText = Field(
+        "", description="Elasticsearch URL (required with output elasticsearch)"
+    )
     es_api_key: str = Field("", description="Elasticsearch API key (prefer the env var)")
     es_data_stream: str = Field("genai-samples-default", description="data stream to write")
     es_timeout_s: float = Field(30.0, gt=0, description="per-request timeout")
@@ -65,13 +78,6 @@ class ShipperSettings(BaseSettings):
             raise ValueError(f"unknown output(s) {unknown}; use sqlite and/or elasticsearch")
         return list(dict.fromkeys(value))
 
-    @field_validator("es_url")
-    @classmethod
-    def _url(cls, value: str) -> str:
-        if value and not value.startswith(("http://", "https://")):
-            raise ValueError("es_url must start with http:// or https://")
-        return value.rstrip("/")
-
     @model_validator(mode="after")
     def _es_needs_url(self) -> ShipperSettings:
         if "elasticsearch" in self.outputs and not self.es_url:
@@ -88,19 +94,12 @@ class EsSetupSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="TOKENPULSE_ES_", extra="forbid")
 
-    es_url: str = Field(description="Elasticsearch URL")
+    es_url: HttpUrlText = Field(description="Elasticsearch URL")
     es_api_key: str = Field("", description="Elasticsearch API key (prefer the env var)")
-    kibana_url: str = Field("", description="Kibana URL (empty: skip the saved objects)")
+    kibana_url: HttpUrlText = Field("", description="Kibana URL (empty: skip the saved objects)")
     kibana_api_key: str = Field("", description="Kibana API key (default: the ES one)")
     data_stream: str = Field("genai-samples-default", description="data stream to create")
     timeout_s: float = Field(30.0, gt=0, description="per-request timeout")
-
-    @field_validator("es_url", "kibana_url")
-    @classmethod
-    def _url(cls, value: str) -> str:
-        if value and not value.startswith(("http://", "https://")):
-            raise ValueError("URLs start with http:// or https://")
-        return value.rstrip("/")
 
 
 class SamplesSettings(BaseSettings):
@@ -109,13 +108,8 @@ class SamplesSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TOKENPULSE_SAMPLES_", extra="forbid")
 
     sqlite_path: Path = Field(DEFAULT_SQLITE, description="embedded store (used without es-url)")
-    es_url: str = Field("", description="search Elasticsearch instead of the embedded store")
+    es_url: HttpUrlText = Field(
+        "", description="search Elasticsearch instead of the embedded store"
+    )
     es_api_key: str = Field("", description="Elasticsearch API key (prefer the env var)")
     es_index: str = Field("genai-samples-*", description="index pattern to search")
-
-    @field_validator("es_url")
-    @classmethod
-    def _url(cls, value: str) -> str:
-        if value and not value.startswith(("http://", "https://")):
-            raise ValueError("es_url must start with http:// or https://")
-        return value.rstrip("/")
