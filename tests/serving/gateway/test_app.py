@@ -173,3 +173,25 @@ def test_unknown_paths_and_wrong_methods_get_json_errors(
     wrong = httpx.get(f"{gw.url}/v1/generate")
     assert wrong.status_code == 405 and "POST" in wrong.headers["Allow"]
     assert wrong.json()["error"]["message"].startswith("GET /v1/generate")
+
+
+def _series(gw: GatewayProcess) -> int:
+    text = httpx.get(f"{gw.url}/metrics").text
+    return sum(1 for line in text.splitlines() if line and not line.startswith("#"))
+
+
+def test_bogus_model_names_do_not_grow_the_metrics_page(
+    served: tuple[GatewayProcess, str],
+) -> None:
+    gw, key = served
+    with httpx.Client(base_url=gw.url, headers=auth(key)) as client:
+        for route, body in (("generate", {"prompt": "hi"}), ("completions", {"prompt": "hi"})):
+            client.post(f"/v1/{route}", json={**body, "model": "warm-up"})
+        before = _series(gw)
+        for i in range(1000):
+            route, field = ("generate", "prompt") if i % 2 else ("completions", "prompt")
+            resp = client.post(f"/v1/{route}", json={field: "hi", "model": f"bogus-{i}"})
+            assert resp.status_code == 404
+    assert _series(gw) == before
+    assert metric_value(gw.url, "tokenpulse_gateway_requests_total", model="__unknown__") >= 1000
+    assert "bogus-" not in httpx.get(f"{gw.url}/metrics").text

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from pydantic import ValidationError
 
 from serving.gateway.keys import KeysFileError, KeyStore, add_key, hash_key, load_keys
+from serving.gateway.settings import GatewaySettings
 from tests.serving.gateway.helpers import auth
 from tests.support.gateway import running_gateway
 from tokenpulse.testing.tfserving_standin import TfServingStandin
@@ -91,6 +93,7 @@ def test_401_and_403_over_http(
             resp = httpx.post(url, json=body, headers=headers)
             assert resp.status_code == 401, resp.text
             assert resp.json()["error"]["code"] == "invalid_api_key"
+            assert resp.headers["WWW-Authenticate"] == "Bearer"
         resp = httpx.post(url, json=body, headers=auth(keys["other"]))
         assert resp.status_code == 403
         assert resp.json()["error"]["code"] == "model_not_allowed"
@@ -116,6 +119,37 @@ def test_keys_added_while_running_are_picked_up(
             time.sleep(0.05)
         assert httpx.post(url, json=body, headers=auth(new)).status_code == 200
         keys_file.write_text("{broken")  # a bad edit keeps the loaded keys
-        time.sleep(0.3)
+        for _ in range(100):
+            if "cannot read keys file" in gw.stderr():
+                break
+            time.sleep(0.05)
         assert httpx.post(url, json=body, headers=auth(keys["demo"])).status_code == 200
         assert "cannot read keys file" in gw.stderr()
+
+
+def test_a_removed_key_stops_working_without_waiting_for_the_status_poll(
+    standin: TfServingStandin, keys_file: Path, keys: dict[str, str]
+) -> None:
+    body = {"prompt": "hi", "max_new_tokens": 2}
+    # the status poll never comes round during the test: only the keys watcher can notice
+    with running_gateway(standin.url, keys_file, status_poll_interval_s=600) as gw:
+        url = f"{gw.url}/v1/generate"
+        assert httpx.post(url, json=body, headers=auth(keys["limited"])).status_code == 200
+        doc = json.loads(keys_file.read_text())
+        doc["keys"] = [k for k in doc["keys"] if k["id"] != "limited"]
+        keys_file.write_text(json.dumps(doc))
+        statuses = []
+        for _ in range(100):
+            statuses.append(httpx.post(url, json=body, headers=auth(keys["limited"])).status_code)
+            if statuses[-1] == 401:
+                break
+            time.sleep(0.05)
+        assert statuses[-1] == 401
+        assert httpx.post(url, json=body, headers=auth(keys["demo"])).status_code == 200
+
+
+def test_keys_check_interval_cannot_exceed_one_second(keys_file: Path) -> None:
+    keys_file.write_text('{"keys": []}')
+    GatewaySettings(keys_file=keys_file, keys_poll_interval_s=1.0)
+    with pytest.raises(ValidationError, match="keys_poll_interval_s"):
+        GatewaySettings(keys_file=keys_file, keys_poll_interval_s=5.0)

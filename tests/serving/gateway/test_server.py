@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import socket
 import subprocess
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 
-from tests.serving.gateway.helpers import auth
+from tests.serving.gateway.helpers import auth, metric_value
 from tests.support.gateway import running_gateway
 from tokenpulse.testing.tfserving_standin import TfServingStandin
 
@@ -42,3 +46,74 @@ def test_a_serving_gateway_has_no_tensorflow_mapped(
             assert resp.status_code == 200
         maps = Path(f"/proc/{gw.pid}/maps").read_text()
     assert "tensorflow" not in maps and "libtensorflow" not in maps
+
+
+async def _answers(port: int, silent: int, trickling: int) -> list[bytes]:
+    """Open connections that never finish a request head; return what each got before closing."""
+    conns = [await asyncio.open_connection("127.0.0.1", port) for _ in range(silent + trickling)]
+
+    async def trickle(writer: asyncio.StreamWriter) -> None:
+        writer.write(b"POST /v1/generate HTTP/1.1\r\nHost: x\r\n")
+        for n in range(200):  # one header line every 0.1 s, never the blank line
+            if writer.is_closing():
+                return
+            writer.write(f"X-Slow-{n}: 1\r\n".encode())
+            await asyncio.sleep(0.1)
+
+    tasks = [asyncio.create_task(trickle(w)) for _, w in conns[silent:]]
+    answers = await asyncio.gather(*(asyncio.wait_for(r.read(), 15) for r, _ in conns))
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    for _, writer in conns:
+        writer.close()
+    return answers
+
+
+def test_slow_and_silent_connections_are_closed_while_requests_are_served(
+    standin: TfServingStandin, keys_file: Path, keys: dict[str, str]
+) -> None:
+    with running_gateway(standin.url, keys_file, header_timeout_s=1.0, access_log=False) as gw:
+        with ThreadPoolExecutor(1) as pool:
+            held = pool.submit(asyncio.run, _answers(gw.port, silent=150, trickling=150))
+            statuses = [
+                httpx.post(
+                    f"{gw.url}/v1/generate", json={"prompt": "hi"}, headers=auth(keys["demo"])
+                ).status_code
+                for _ in range(20)
+            ]
+            answers = held.result()
+        rejected = metric_value(
+            gw.url, "tokenpulse_gateway_connections_rejected_total", reason="header_timeout"
+        )
+    assert statuses == [200] * 20
+    for answer in answers:
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 408 ")
+        assert json.loads(body)["error"]["code"] == "request_timeout"
+    assert rejected == 300
+
+
+def test_connections_over_the_cap_get_503(
+    standin: TfServingStandin, keys_file: Path, keys: dict[str, str]
+) -> None:
+    with running_gateway(standin.url, keys_file, max_connections=3) as gw:
+        with socket.create_connection(("127.0.0.1", gw.port)) as a:
+            with socket.create_connection(("127.0.0.1", gw.port)) as b:
+                with socket.create_connection(("127.0.0.1", gw.port)) as c:
+                    with socket.create_connection(("127.0.0.1", gw.port)) as over:
+                        over.settimeout(15)
+                        answer = b"".join(iter(lambda: over.recv(4096), b""))
+                del a, b, c
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 503 ")
+        assert json.loads(body)["error"]["message"] == "too many open connections (limit 3)"
+        # slots are free again once those connections closed
+        for _ in range(50):
+            resp = httpx.post(
+                f"{gw.url}/v1/generate", json={"prompt": "hi"}, headers=auth(keys["demo"])
+            )
+            if resp.status_code == 200:
+                break
+            time.sleep(0.1)
+        assert resp.status_code == 200
