@@ -22,6 +22,7 @@ from typing import Any
 
 from tokenpulse.bench.harness import latency_ms, progress
 from tokenpulse.testing.launch import running_modelserver
+from tokenpulse.tfserving.predict import parse_predictions, predict_path, row_request
 
 PROMPTS = [
     "The service was",
@@ -118,7 +119,7 @@ async def _one(session: Any, url: str, body: bytes) -> tuple[float, int, bool]:
             ok = resp.status == 200
     except Exception:  # a failed request is counted, not fatal
         return time.perf_counter() - start, 0, False
-    tokens = json.loads(doc)["predictions"][0]["output_tokens"] if ok else 0
+    tokens = parse_predictions(json.loads(doc), 1)[0]["output_tokens"] if ok else 0
     return time.perf_counter() - start, tokens, ok
 
 
@@ -153,7 +154,7 @@ def _summarise(
 async def _closed(url: str, args: argparse.Namespace, conc: int, batching: bool) -> LoadResult:
     import aiohttp
 
-    target = f"{url}/v1/models/{args.model_name}:predict"
+    target = f"{url}{predict_path(args.model_name)}"
     samples: list[tuple[float, int, bool]] = []
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
         # one untimed round so connections and caches are warm
@@ -175,7 +176,7 @@ async def _closed(url: str, args: argparse.Namespace, conc: int, batching: bool)
 async def _open(url: str, args: argparse.Namespace, rate: float, batching: bool) -> LoadResult:
     import aiohttp
 
-    target = f"{url}/v1/models/{args.model_name}:predict"
+    target = f"{url}{predict_path(args.model_name)}"
     tasks = []
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
         start = time.perf_counter()
@@ -192,7 +193,7 @@ async def _open(url: str, args: argparse.Namespace, rate: float, batching: bool)
 
 
 def _body(i: int, args: argparse.Namespace) -> bytes:
-    return json.dumps({"instances": [_row(i, args.max_new_tokens)]}).encode()
+    return json.dumps(row_request([_row(i, args.max_new_tokens)])).encode()
 
 
 class InProcess:
@@ -230,7 +231,7 @@ async def _paired_ms(url: str, args: argparse.Namespace, local: InProcess) -> di
     load on the host hits both sides alike."""
     import aiohttp
 
-    target = f"{url}/v1/models/{args.model_name}:predict"
+    target = f"{url}{predict_path(args.model_name)}"
     local_s: list[float] = []
     server_s: list[float] = []
     async with aiohttp.ClientSession() as session:

@@ -30,6 +30,7 @@ from tokenpulse.testing.launch import (
     running_gateway,
     running_modelserver,
 )
+from tokenpulse.tfserving.predict import predict_path, row_request
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "serving" / "config"
 PROMPTS = ["The service was", "Once upon a time", "Monitoring tells us", "A model server"]
@@ -172,11 +173,10 @@ def _run(args: argparse.Namespace, upstream: str, cpus: set[int] | None = None) 
                 pin(os.getpid(), cpus)
             row = default_row
             direct = Target(
-                f"{upstream}/v1/models/{args.model_name}/versions/{version}:predict",
+                f"{upstream}{predict_path(args.model_name, version)}",
                 {"Content-Type": "application/json"},
-                lambda p: {"signature_name": SIGNATURE_NAME,
-                           "instances": [row(p, args.max_new_tokens)]},
-            )  # fmt: skip
+                lambda p: row_request([row(p, args.max_new_tokens)], SIGNATURE_NAME),
+            )
             through = Target(
                 f"{gw.url}/v1/generate",
                 {"Content-Type": "application/json", "Authorization": f"Bearer {key}"},

@@ -37,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from tokenpulse.procs import free_port, stop_process
+from tokenpulse.tfserving import status as tfs_status
+from tokenpulse.tfserving.errors import TfServingBadResponse
 
 MODELSERVER_START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 15.0
@@ -92,13 +94,10 @@ def http_ok(url: str, timeout_s: float = 2.0) -> bool:
 
 
 def available_versions(rest_url: str, model_name: str) -> list[int]:
-    """The model's AVAILABLE versions per the REST status document ([] when unreachable)."""
-    from tokenpulse.tfserving.errors import TfServingBadResponse
-    from tokenpulse.tfserving.status import available_versions as available
-    from tokenpulse.tfserving.status import parse_model_status
-
+    """The model's AVAILABLE versions, newest first ([] when unreachable or not a status)."""
+    doc = get_json(f"{rest_url}{tfs_status.status_path(model_name)}")
     try:
-        return sorted(available(parse_model_status(get_json(f"{rest_url}/v1/models/{model_name}"))))
+        return tfs_status.available_versions(tfs_status.parse_model_status(doc))
     except TfServingBadResponse:
         return []
 
@@ -166,8 +165,8 @@ class ModelServerProcess(Launched):
 
     def model_status(self, model_name: str | None = None) -> dict[str, Any]:
         """The REST model status document, as TF Serving returns it."""
-        name = model_name or self.model_name
-        with urllib.request.urlopen(f"{self.rest_url}/v1/models/{name}", timeout=5) as resp:
+        path = tfs_status.status_path(model_name or self.model_name)
+        with urllib.request.urlopen(f"{self.rest_url}{path}", timeout=5) as resp:
             return dict(json.loads(resp.read()))
 
     def metrics_text(self) -> str:

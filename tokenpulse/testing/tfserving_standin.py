@@ -30,7 +30,9 @@ from typing import Any
 
 from aiohttp import web
 
-from serving.model.signature import INPUTS, SIGNATURE_NAME
+from serving.model.signature import INPUTS
+from tokenpulse.tfserving.errors import error_body
+from tokenpulse.tfserving.predict import DEFAULT_SIGNATURE
 from tokenpulse.tfserving.status import VersionStatus, status_document
 
 _PREDICT = re.compile(r"^/v1/models/([^/:]+)(?:/versions/(\d+)|/labels/([^/:]+))?:predict$")
@@ -59,7 +61,7 @@ class StandinState:
 
 
 def _error(status: int, message: str) -> web.Response:
-    return web.json_response({"error": message}, status=status)
+    return web.json_response(error_body(message), status=status)
 
 
 class TfServingStandin:
@@ -149,7 +151,7 @@ class TfServingStandin:
         rows = doc.get("instances") if isinstance(doc, dict) else None
         if (
             not isinstance(rows, list)
-            or doc.get("signature_name", SIGNATURE_NAME) != SIGNATURE_NAME
+            or doc.get("signature_name", DEFAULT_SIGNATURE) != DEFAULT_SIGNATURE
         ):
             return _error(400, "Missing 'inputs' or 'instances' key, or an unknown signature")
         for row in rows:
