@@ -94,6 +94,18 @@ def test_rules_reference_only_series_the_components_export(stack: Stack) -> None
     assert referenced - exported == set(), "rules wait on series that nothing exports"
 
 
+def test_runbook_promql_runs_on_the_live_prometheus(stack: Stack) -> None:
+    from tests.alerts.test_house_style import runbook_promql
+
+    queries = runbook_promql()
+    assert len(queries) > 60
+    for alert, expr in queries:
+        try:
+            stack.query(expr)
+        except Exception as exc:  # noqa: BLE001 - name the runbook line that broke
+            pytest.fail(f"{alert}: {expr!r}: {exc}")
+
+
 def test_every_rule_evaluates_without_error(stack: Stack) -> None:
     rules = stack.rule_health()
     assert len(rules) > 70

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -51,6 +52,33 @@ def test_runbook_has_four_sections_with_their_content(name: str) -> None:
     assert uids and set(uids) <= set(config.DASHBOARD_UIDS.values()), "a dashboard panel"
     assert "Saved sample search:" in diagnosis and "tokenpulse samples search" in diagnosis
     assert "```sh\n" in mitigation, "mitigation gives the commands"
+
+
+def _panel_titles(panels: list[dict]) -> set[str]:
+    out = set()
+    for panel in panels:
+        out.add(panel.get("title", ""))
+        out |= _panel_titles(panel.get("panels", []))
+    return out
+
+
+@pytest.mark.parametrize("name", sorted({r["alert"] for r in ALERTS}))
+def test_runbook_dashboard_panels_exist(name: str) -> None:
+    text = (RUNBOOKS / f"{name}.md").read_text()
+    m = re.search(r"uid `([a-z0-9-]+)`\), panels (.*)\.\n", text)
+    assert m is not None, 'Dashboard: ... (uid `X`), panels "A", "B".'
+    board = json.loads((ROOT / "dashboards" / f"{m[1]}.json").read_text())
+    missing = set(re.findall(r'"([^"]+)"', m[2])) - _panel_titles(board["panels"])
+    assert missing == set(), f"panels not on dashboard {m[1]}"
+
+
+def runbook_promql() -> list[tuple[str, str]]:
+    """(alert, expression) for every PromQL line of every runbook's Diagnosis."""
+    out = []
+    for path in sorted(RUNBOOKS.glob("*.md")):
+        for block in re.findall(r"```promql\n(.*?)```", path.read_text(), re.S):
+            out += [(path.stem, line) for line in block.splitlines() if line.strip()]
+    return out
 
 
 def test_no_runbook_without_an_alert() -> None:
