@@ -50,8 +50,7 @@ _BOOLS |= {"false": False, "False": False, "f": False, "0": False}
 
 @dataclass(frozen=True)
 class Field:
-    """One field of a schema: a scalar kind (`string`, `int64`, `uint32`, `bool`, `enum`) or a
-    message type; `oneof` names the oneof it belongs to."""
+    """One field of a schema: a scalar kind (string, int64, uint32, bool, enum) or `message`."""
 
     kind: str
     repeated: bool = False
@@ -166,10 +165,8 @@ class _Parser:
         if tok.kind != "punct" or tok.text != char:
             raise ConfigError(f"expected '{char}', got {tok.text!r}", tok.line, tok.column)
 
-    def message(
-        self, mtype: MessageType, closer: str | None, into: Message | None = None
-    ) -> Message:
-        msg = into if into is not None else Message(mtype)
+    def message(self, mtype: MessageType, closer: str | None) -> Message:
+        msg = Message(mtype)
         while True:
             tok = self.peek()
             if tok is None:
