@@ -57,9 +57,10 @@ def test_elasticsearch_down_for_a_stretch_while_traffic_flows(tmp_path: Path) ->
             wait_until(lambda: metric(sh, FAILED, output="elasticsearch", reason="connection") >= 2,
                        "connection failures counted")  # fmt: skip
             assert metric(sh, "tokenpulse_shipper_output_up", output="elasticsearch") == 0
-            assert metric(sh, "tokenpulse_shipper_backlog_bytes", output="elasticsearch") > 0 or (
-                shipped(sh, "elasticsearch") == 0
-            )
+            for name in ("backlog_bytes", "oldest_unshipped_age_seconds"):
+                wait_until(lambda n=name: metric(sh, f"tokenpulse_shipper_{n}",
+                                                 output="elasticsearch") > 0, name)  # fmt: skip
+            assert shipped(sh, "elasticsearch") == 0
             write_samples(spool, [make_sample(i) for i in range(60, 100)])  # still down
             es.accept()
             wait_until(lambda: len(es.docs(STREAM)) == 100, "every record after the outage")
