@@ -9,7 +9,7 @@ import pytest
 from exporter.tfserving.models import ModelEntry, load_model_entries
 from tokenpulse.tfserving.errors import ConfigError
 
-REFERENCE_EXAMPLE = """
+DOCUMENTED_FORMS = """
 # Both quoting styles, angle brackets and a comment: all accepted by TF Serving.
 model_config_list { config <
   name: 'gen' base_path: '/models/gen' model_platform: 'tensorflow'
@@ -20,7 +20,7 @@ model_config_list { config <
 
 def test_reads_names_base_paths_labels_and_configured_versions(tmp_path: Path) -> None:
     cfg = tmp_path / "models.config"
-    cfg.write_text(REFERENCE_EXAMPLE)
+    cfg.write_text(DOCUMENTED_FORMS)
     [entry] = load_model_entries(cfg)
     assert entry == ModelEntry(
         "gen", Path("/models/gen"), {"stable": 42, "canary": 43}, (42, 43, 44)
