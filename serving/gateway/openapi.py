@@ -15,7 +15,8 @@ from serving.gateway.probes import Health, Readiness
 from serving.gateway.settings import GatewaySettings
 
 _ERRORS = {
-    "400": "Malformed JSON or invalid UTF-8 (or, on completions, a bad parameter).",
+    "400": "Malformed JSON or invalid UTF-8, a prompt longer than the model's window, an "
+    "X-Request-Timeout out of range (or, on completions, a bad parameter).",
     "401": "No API key, or an unknown one.",
     "403": "The key may not use this model.",
     "404": "Unknown model or version label.",
