@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
@@ -14,6 +12,7 @@ from prometheus_client import CollectorRegistry
 from exporter.nvml.backend import MemoryInfo, ProcessMemory
 from exporter.nvml.fake import FakeGpu, FakeNvmlBackend, GiB
 from exporter.registry import Collector
+from tokenpulse.testing.launch import wait_until as wait_for  # noqa: F401 - the exporter tests' name
 
 FIXED_TIME = 1_767_225_600.0  # 2026-01-01T00:00:00Z: fixed clock for golden files
 
@@ -90,18 +89,6 @@ def write_golden(
     }
     path.write_text(json.dumps(doc))
     return path
-
-
-def wait_for(predicate: Callable[[], object], timeout_s: float = 30.0, what: str = "condition"):
-    """Poll `predicate` until it returns something truthy; fail the test after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def scrape(url: str) -> str:

@@ -75,6 +75,24 @@ class Launched:
         return self.log_path.read_text(errors="replace")
 
 
+def wait_until(
+    predicate: Callable[[], Any],
+    timeout_s: float = 30.0,
+    what: str = "condition",
+    every_s: float = 0.05,
+) -> Any:
+    """Poll until `predicate()` is truthy and return that value; AssertionError naming `what`
+    after `timeout_s` (for tests and benches waiting on a running component)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:g}s waiting for {what}")
+        time.sleep(every_s)
+
+
 def get_json(url: str, timeout_s: float = 2.0) -> Any:
     """GET a JSON document; None when the server is unreachable or the body is not JSON."""
     try:

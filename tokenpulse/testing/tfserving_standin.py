@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +30,7 @@ from typing import Any
 from aiohttp import web
 
 from serving.model.signature import INPUTS
+from tokenpulse.testing.background import BackgroundServer
 from tokenpulse.tfserving.errors import error_body
 from tokenpulse.tfserving.predict import DEFAULT_SIGNATURE
 from tokenpulse.tfserving.status import VersionStatus, status_document
@@ -70,15 +70,17 @@ class TfServingStandin:
     def __init__(self, state: StandinState | None = None) -> None:
         self.state = state or StandinState()
         self.calls: Counter[str] = Counter()  # "status", "predict:v<version>"
-        self.port = 0
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._runner: web.AppRunner | None = None
-        self._thread: threading.Thread | None = None
+        self._server = BackgroundServer(self._app, name="tfserving-standin")
+
+    @property
+    def port(self) -> int:
+        """The port it listens on (kept across stop() and start())."""
+        return self._server.port
 
     @property
     def url(self) -> str:
         """Base REST URL."""
-        return f"http://127.0.0.1:{self.port}"
+        return self._server.url
 
     def predict_calls(self) -> int:
         """Predict calls received so far."""
@@ -170,37 +172,11 @@ class TfServingStandin:
 
     def start(self) -> None:
         """Listen (on the previous port when restarting)."""
-        ready = threading.Event()
-        loop = self._loop = asyncio.new_event_loop()
-
-        async def boot() -> None:
-            self._runner = web.AppRunner(self._app(), access_log=None)
-            await self._runner.setup()
-            site = web.TCPSite(self._runner, "127.0.0.1", self.port, reuse_address=True)
-            await site.start()
-            self.port = self._runner.addresses[0][1]
-            ready.set()
-
-        def serve() -> None:
-            loop.run_until_complete(boot())
-            loop.run_forever()
-
-        self._thread = threading.Thread(target=serve, daemon=True, name="tfserving-standin")
-        self._thread.start()
-        if not ready.wait(10):
-            raise RuntimeError("the TF Serving stand-in did not start")
+        self._server.start()
 
     def stop(self) -> None:
         """Stop listening: connections are refused until start() again."""
-        if self._loop is None or self._runner is None:
-            return
-        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        if self._thread is not None:
-            self._thread.join(10)
-        self._loop.close()
-        self._loop = None
-        self._runner = None
+        self._server.stop()
 
     def __enter__(self) -> TfServingStandin:
         self.start()

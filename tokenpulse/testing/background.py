@@ -1,0 +1,89 @@
+"""An aiohttp application served from a background thread on 127.0.0.1: the stand-ins' lifecycle.
+
+    server = BackgroundServer(make_app, name="tfserving-standin")
+    server.start()   # listens on a free port (or `port`); server.url
+    server.stop()    # connections are refused from now on
+    server.start()   # listens again on the same port
+
+Tests drive protocol stand-ins this way: a stand-in builds its `web.Application` and keeps its own
+state; this class owns the event loop, the thread and the socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+
+from aiohttp import web
+
+START_TIMEOUT_S = 10.0
+
+
+class BackgroundServer:
+    """Serve `make_app()` until stop(); restartable on the same port; a context manager."""
+
+    def __init__(
+        self, make_app: Callable[[], web.Application], port: int = 0, name: str = "stand-in"
+    ) -> None:
+        self.port = port
+        self._make_app = make_app
+        self._name = name
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        """Base URL, e.g. http://127.0.0.1:41234."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        """Listen (on the previous port when restarting); RuntimeError if that does not happen."""
+        ready = threading.Event()
+        failure: list[BaseException] = []
+        loop = self._loop = asyncio.new_event_loop()
+
+        async def boot() -> None:
+            self._runner = web.AppRunner(self._make_app(), access_log=None)
+            await self._runner.setup()
+            site = web.TCPSite(self._runner, "127.0.0.1", self.port, reuse_address=True)
+            await site.start()
+            self.port = self._runner.addresses[0][1]
+
+        def serve() -> None:
+            asyncio.set_event_loop(loop)
+            try:
+                loop.run_until_complete(boot())
+            except Exception as exc:  # reported to start()'s caller below
+                failure.append(exc)
+                return
+            finally:
+                ready.set()
+            loop.run_forever()
+
+        self._thread = threading.Thread(target=serve, daemon=True, name=self._name)
+        self._thread.start()
+        if not ready.wait(START_TIMEOUT_S) or failure:
+            self._loop = None
+            why = failure[0] if failure else f"not listening after {START_TIMEOUT_S:g}s"
+            raise RuntimeError(f"{self._name} did not start: {why}")
+
+    def stop(self) -> None:
+        """Stop listening and end the thread (a no-op when not started)."""
+        if self._loop is None or self._runner is None:
+            return
+        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._thread is not None:
+            self._thread.join(10)
+        self._loop.close()
+        self._loop = None
+        self._runner = None
+
+    def __enter__(self) -> BackgroundServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
