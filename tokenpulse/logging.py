@@ -6,17 +6,14 @@ structlog is configured once, at import, with processors that read the current s
 logger bound at import time still follows `configure_logging`.
 
 TensorFlow's C++ start-up chatter (`E0000 ... cuInit`, oneDNN and CPU-feature lines) is written
-by TensorFlow itself, not through Python logging: `configure_logging` sets TF_CPP_MIN_LOG_LEVEL
-before TensorFlow is imported so that it shows only at DEBUG.
+by TensorFlow itself, not through Python logging: `configure_logging` keeps it out unless the
+level is DEBUG (see tokenpulse.native_logs); call it before anything imports TensorFlow.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import re
 import sys
-import tempfile
 import threading
 from collections.abc import MutableMapping
 from typing import Annotated, Any
@@ -24,16 +21,9 @@ from typing import Annotated, Any
 import structlog
 from pydantic import AfterValidator
 
+from tokenpulse.native_logs import quiet_tensorflow
+
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
-# TF_CPP_MIN_LOG_LEVEL: 0 shows INFO and up, 3 only FATAL. The cuInit line is an ERROR on every
-# machine without a GPU, so anything short of DEBUG keeps TensorFlow's C++ log quiet.
-_TF_CPP_LEVEL = {"DEBUG": "0", "INFO": "3", "WARNING": "3", "ERROR": "3"}
-# glog/absl lines at INFO or WARNING ("I0000 00:00:1796098437.25  123 file.cc:31] ...") and the
-# notice absl prints before them.
-_NATIVE_CHATTER = re.compile(
-    r"^(?:[IW]\d{4} \d\d:\d\d:[\d.]+\s+\d+ \S+:\d+\] "
-    r"|WARNING: All log messages before absl::InitializeLog\(\) is called)"
-)
 _FIRST_KEYS = ("@timestamp", "level", "component", "logger_name", "message")
 
 
@@ -178,7 +168,7 @@ class _Handler(logging.Handler):
 def configure_logging(component: str, level: str = "INFO", stream: Any = None) -> None:
     """Log `component`'s lines at `level` and above to `stream` (default stderr)."""
     name = check_level(level)
-    os.environ["TF_CPP_MIN_LOG_LEVEL"] = _TF_CPP_LEVEL[name]
+    quiet_tensorflow(name)
     _out.component, _out.level, _out.stream = component, logging.getLevelName(name), stream
     _out.render = _renderers(stream or sys.stderr)
     root = logging.getLogger()
@@ -186,35 +176,6 @@ def configure_logging(component: str, level: str = "INFO", stream: Any = None) -
         root.removeHandler(old)
     root.addHandler(_Handler())
     root.setLevel(name)
-
-
-def import_tensorflow_quietly() -> None:
-    """Import TensorFlow and start its devices, dropping native INFO/WARNING lines (not at DEBUG).
-
-    Some of them (`cudart_stub.cc ... Could not find cuda drivers`, absl's "All log messages
-    before absl::InitializeLog()") ignore TF_CPP_MIN_LOG_LEVEL, so fd 2 is captured meanwhile;
-    anything else written there (errors included) is passed on.
-    """
-    if "tensorflow" in sys.modules or _out.level <= logging.DEBUG:
-        import tensorflow  # noqa: F401
-
-        return
-    sys.stderr.flush()
-    with tempfile.TemporaryFile() as captured:
-        saved = os.dup(2)
-        os.dup2(captured.fileno(), 2)
-        try:
-            import tensorflow as tf
-
-            tf.config.list_physical_devices()  # device start-up logs too (cuInit, cudart)
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            captured.seek(0)
-            for line in captured.read().decode(errors="replace").splitlines():
-                if not _NATIVE_CHATTER.match(line):
-                    sys.stderr.write(line + "\n")
-            sys.stderr.flush()
 
 
 def get_logger(name: str) -> Any:

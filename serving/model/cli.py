@@ -26,12 +26,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     """Validate the settings, then call the importable run function."""
     from serving.model.settings import BuildSettings, GenerateSettings
-    from tokenpulse.logging import configure_logging, import_tensorflow_quietly
+    from tokenpulse.logging import configure_logging
 
     model = BuildSettings if args.model_command == "build" else GenerateSettings
     settings = settings_from_args(model, args)
     configure_logging("model")
-    import_tensorflow_quietly()  # before anything imports it, so its start-up chatter is dropped
     try:
         if args.model_command == "build":
             from serving.model.build import run_build

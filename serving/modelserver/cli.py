@@ -35,11 +35,10 @@ def settings_from_args(args: argparse.Namespace) -> ModelServerSettings:
 
 def main(args: argparse.Namespace) -> int:
     """Build the settings (flags over env vars), then serve until a signal."""
-    from tokenpulse.logging import configure_logging, get_logger, import_tensorflow_quietly
+    from tokenpulse.logging import configure_logging, get_logger
 
     settings = settings_from_args(args)
     configure_logging("modelserver", settings.log_level)
-    import_tensorflow_quietly()  # before anything imports it, so its start-up chatter is dropped
     from serving.modelserver.server import StartupError, run
 
     try:

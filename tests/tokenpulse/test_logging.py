@@ -13,6 +13,7 @@ import threading
 
 import pytest
 
+from tokenpulse import native_logs
 from tokenpulse.logging import check_level, configure_logging, get_logger
 
 
@@ -91,18 +92,24 @@ def test_levels_are_checked_and_map_onto_tensorflow_cpp_logging() -> None:
     assert check_level("debug") == "DEBUG"
     with pytest.raises(ValueError, match="log level must be one of DEBUG, INFO, WARNING, ERROR"):
         configure_logging("demo", "chatty")
+    hooks = [type(f).__name__ for f in sys.meta_path]
     configure_logging("demo", "DEBUG", stream=io.StringIO())
     assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == "0"
+    assert [type(f).__name__ for f in sys.meta_path] == [
+        h for h in hooks if h != "_QuietTensorFlowFinder"
+    ]
     configure_logging("demo", "INFO", stream=io.StringIO())
     assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == "3"
+    if "tensorflow" not in sys.modules:  # the first TF import will be quiet, once
+        assert [type(f).__name__ for f in sys.meta_path].count("_QuietTensorFlowFinder") == 1
+    native_logs.uninstall()
 
 
 @pytest.mark.slow
 def test_tensorflow_start_up_chatter_stays_out_at_info() -> None:
     code = (
-        "from tokenpulse.logging import configure_logging, get_logger, import_tensorflow_quietly\n"
+        "from tokenpulse.logging import configure_logging, get_logger\n"
         "configure_logging('demo', 'INFO')\n"
-        "import_tensorflow_quietly()\n"
         "import tensorflow as tf\n"
         "tf.reduce_sum(tf.ones([4, 4]))\n"
         "get_logger('tests').info('done')\n"
