@@ -18,7 +18,13 @@ from typing import cast
 
 from prometheus_client import CollectorRegistry, start_http_server
 
-from log_pipeline.metrics import SinkMetrics
+from log_pipeline.metrics import (
+    KEEP_REASONS,
+    REDACTION_KINDS,
+    SAMPLER_DROP_REASONS,
+    SPOOL_DROP_REASONS,
+    SinkMetrics,
+)
 from log_pipeline.record import build_records
 from log_pipeline.redact import redact_all
 from log_pipeline.sampler import Sampler, load_rules
@@ -55,6 +61,11 @@ class SpoolSink:
             fsync_interval_s=settings.fsync_interval_s,
         )
         self.metrics.cap.set(settings.cap_bytes)
+        m = self.metrics  # label children resolved once: the writer touches them per record
+        self._kept = {r: m.kept.labels(r) for r in KEEP_REASONS}
+        self._skipped = {r: m.skipped.labels(r) for r in SAMPLER_DROP_REASONS}
+        self._dropped = {r: m.dropped.labels(r) for r in SPOOL_DROP_REASONS}
+        self._redacted = {k: m.redactions.labels(k) for k in REDACTION_KINDS}
         self._queue: queue.Queue[object] = queue.Queue(settings.queue_size)
         self._thread = threading.Thread(target=self._run, name="sample-spool-writer", daemon=True)
         self._thread.start()
@@ -69,7 +80,7 @@ class SpoolSink:
         try:
             self._queue.put_nowait(sample)
         except queue.Full:
-            self.metrics.dropped.labels("queue_full").inc()
+            self._dropped["queue_full"].inc()
             return False
         self.metrics.queue_depth.set(self._queue.qsize())
         return True
@@ -97,7 +108,7 @@ class SpoolSink:
                 try:
                     self.write(sample)
                 except Exception:  # noqa: BLE001 - one bad sample must not stop the writer
-                    self.metrics.dropped.labels("write_error").inc()
+                    self._dropped["write_error"].inc()
                     log.exception("sample not written", request_id=sample.stats.request_id)
             self.metrics.queue_depth.set(self._queue.qsize())
             if not stopping and len(batch) < _BATCH:
@@ -120,7 +131,7 @@ class SpoolSink:
         started = time.perf_counter()
         decision = self.sampler.decide(sample.stats)
         if not decision.keep:
-            self.metrics.skipped.labels(decision.skipped).inc()
+            self._skipped[decision.skipped].inc()
             return False
         counts: Counter[str] = Counter()
         prompts = redact_all(sample.prompts, counts)
@@ -135,15 +146,15 @@ class SpoolSink:
         try:
             self.writer.append(data)
         except SpoolFull:
-            self.metrics.dropped.labels("disk_cap").inc(len(records))
+            self._dropped["disk_cap"].inc(len(records))
             return False
         except OSError:
-            self.metrics.dropped.labels("write_error").inc(len(records))
+            self._dropped["write_error"].inc(len(records))
             log.exception("spool append failed", request_id=sample.stats.request_id)
             return False
-        self.metrics.kept.labels(decision.reasons[0]).inc()
+        self._kept[decision.reasons[0]].inc()
         for kind, n in counts.items():
-            self.metrics.redactions.labels(kind).inc(n)
+            self._redacted[kind].inc(n)
         self.metrics.written.inc(len(records))
         self.metrics.written_bytes.inc(len(data))
         self.metrics.write_duration.observe(time.perf_counter() - started)
