@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 from log_pipeline.outputs import Output
 from log_pipeline.settings import ShipperSettings
 from log_pipeline.shipper import Shipper
+from tokenpulse.testing import launch
 
 STREAM = "genai-samples-default"
 
@@ -41,13 +41,8 @@ def shipping(settings: ShipperSettings, outputs: list[Output] | None = None) -> 
 
 
 def wait_until(cond: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
-    """Poll until `cond()` holds; fail with `what` if it never does (a deadlock guard, not a
-    performance assertion)."""
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
+    """Poll until `cond()` holds (a deadlock guard, not a performance assertion)."""
+    launch.wait_until(cond, timeout_s, what, every_s=0.02)
 
 
 def sqlite_ids(path: Path) -> list[str]:

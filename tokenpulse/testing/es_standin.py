@@ -28,6 +28,8 @@ from typing import Any
 
 from aiohttp import web
 
+from tokenpulse.testing.background import BackgroundServer
+
 PRODUCT = {"X-Elastic-Product": "Elasticsearch"}
 
 
@@ -42,14 +44,12 @@ class Faults:
     delay_s: float = 0.0
     no_product_header: bool = False
     garbage: bool = False  # 200 with a body that is not JSON
-    refusing: bool = False
 
 
 class EsStandin:
     """The stand-in server on a background thread: `start()`, `.url`, `.faults`, `stop()`."""
 
     def __init__(self, port: int = 0, version: str = "9.1.0", api_key: str = "") -> None:
-        self.port = port
         self.version = version
         self.api_key = api_key
         self.faults = Faults()
@@ -62,36 +62,25 @@ class EsStandin:
         self.item_attempts: collections.Counter[str] = collections.Counter()  # _id -> bulk items
         self.created = 0  # documents created (a resend that answers 409 is not counted)
         self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._runner: web.AppRunner | None = None
-        self._site: web.TCPSite | None = None
-        self._thread: threading.Thread | None = None
+        self._server = BackgroundServer(self._app, port, name="es-standin")
 
     # lifecycle ----------------------------------------------------------------------------------
     @property
+    def port(self) -> int:
+        """The port (0 until started)."""
+        return self._server.port
+
+    @property
     def url(self) -> str:
         """Base URL."""
-        return f"http://127.0.0.1:{self.port}"
+        return self._server.url
 
     def start(self) -> EsStandin:
         """Listen on 127.0.0.1 (a free port unless one was given)."""
-        ready = threading.Event()
-        self._loop = asyncio.new_event_loop()
-
-        def serve() -> None:
-            assert self._loop is not None  # noqa: S101 - set just above
-            asyncio.set_event_loop(self._loop)
-            self._loop.run_until_complete(self._setup())
-            ready.set()
-            self._loop.run_forever()
-
-        self._thread = threading.Thread(target=serve, name="es-standin", daemon=True)
-        self._thread.start()
-        if not ready.wait(10):
-            raise RuntimeError("es stand-in did not start")
+        self._server.start()
         return self
 
-    async def _setup(self) -> None:
+    def _app(self) -> web.Application:
         app = web.Application(client_max_size=256 << 20, middlewares=[self._middleware])
         r = app.router
         r.add_get("/", self._info)
@@ -107,46 +96,19 @@ class EsStandin:
         r.add_route("*", "/{target}/_count", self._count)
         r.add_get("/api/status", self._kibana_status)
         r.add_post("/api/saved_objects/_import", self._kibana_import)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        await self._listen()
-
-    async def _listen(self) -> None:
-        assert self._runner is not None  # noqa: S101 - set in _setup
-        self._site = web.TCPSite(self._runner, "127.0.0.1", self.port, reuse_address=True)
-        await self._site.start()
-        server = self._site._server
-        if self.port == 0 and server is not None:
-            self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
-
-    def _call(self, coro: Any) -> None:
-        assert self._loop is not None  # noqa: S101 - started
-        asyncio.run_coroutine_threadsafe(coro, self._loop).result(10)
+        return app
 
     def refuse(self) -> None:
-        """Stop listening and cut open connections: clients see refused/reset connections."""
-        self.faults.refusing = True
-        if self._site is not None:
-            self._call(self._site.stop())
-            self._site = None
+        """Stop listening and close open connections: clients see refused connections."""
+        self._server.stop()
 
     def accept(self) -> None:
-        """Listen again on the same port."""
-        self.faults.refusing = False
-        if self._site is None:
-            self._call(self._listen())
+        """Listen again on the same port (the documents stay)."""
+        self._server.start()
 
     def stop(self) -> None:
-        """Shut down the server and its thread."""
-        if self._loop is None:
-            return
-        if self._runner is not None:
-            self._call(self._runner.cleanup())
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        if self._thread is not None:
-            self._thread.join(10)
-        self._loop.close()
-        self._loop = None
+        """Shut down."""
+        self._server.stop()
 
     def __enter__(self) -> EsStandin:
         return self.start()
@@ -165,9 +127,6 @@ class EsStandin:
     async def _middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
         self.requests += 1
         f = self.faults
-        if f.refusing and request.transport is not None:
-            request.transport.close()  # a kept-alive connection made before refuse(): cut it
-            return web.Response(status=503)  # never reaches the client
         if f.delay_s:
             await asyncio.sleep(f.delay_s)
         if self.api_key and not request.path.startswith("/api/"):
