@@ -36,6 +36,7 @@ BENCHES: dict[str, tuple[str, str]] = {
     "gateway": ("tokenpulse.bench.gateway", "gateway overhead vs calling the model server"),
     "exporter": ("tokenpulse.bench.exporter", "exporter scrape latency and RSS"),
     "pipeline": ("tokenpulse.bench.pipeline", "shipper docs/s, delivery delay, sampling cost"),
+    "bodies": ("tokenpulse.bench.bodies", "model server RSS and stalls around one large body"),
 }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import gc
 from typing import Any
 
 
@@ -26,6 +27,8 @@ def _libc() -> Any:
 
 
 def release_free_memory() -> bool:
-    """Ask glibc to return free heap pages to the OS; True when it released some."""
+    """Collect garbage cycles, then ask glibc to return free heap pages to the OS; True when it
+    released some."""
+    gc.collect()
     libc = _libc()
     return bool(libc.malloc_trim(0)) if libc is not None else False

@@ -73,6 +73,9 @@ class RestApi:
         self.metrics = metrics
         self.timeout_s = timeout_ms / 1000 if timeout_ms > 0 else None
         self.max_body_bytes = max_body_bytes
+        # with batching on, more rows than max_batch_size are refused before they are converted
+        scheduler = predictor.scheduler
+        self._max_rows = scheduler.params.max_batch_size if scheduler is not None else None
         self._json_pool = ThreadPoolExecutor(max_workers=JSON_THREADS, thread_name_prefix="json")
 
     async def handle_v1(self, request: web.Request) -> web.Response:
@@ -96,6 +99,9 @@ class RestApi:
                 int((time.perf_counter() - start) * 1e6), model_label, info["api"], "REST"
             )
         self.metrics.request_count.inc(model_label, code)
+        if "large_body" in info:
+            # the request's objects are garbage now (an error's traceback kept them until here)
+            await asyncio.get_running_loop().run_in_executor(self._json_pool, release_free_memory)
         return web.Response(status=status, body=body.encode(errors="replace"), content_type=JSON)
 
     async def _dispatch(self, request: web.Request, path: str, info: dict[str, str]) -> str:
@@ -120,7 +126,7 @@ class RestApi:
             info["api"] = verb
             _check_version_and_label(version, label)
             if verb == "predict":
-                return await self._predict(request, name, version, label)
+                return await self._predict(request, name, version, label, info)
             if verb in ("classify", "regress"):
                 raise ServingError("UNIMPLEMENTED", f"{verb} is not supported by this model server")
             raise invalid_argument(f"Malformed request: {method} {path}")
@@ -140,17 +146,26 @@ class RestApi:
             servable.release()
 
     async def _predict(
-        self, request: web.Request, name: str, version: int | None, label: str | None
+        self,
+        request: web.Request,
+        name: str,
+        version: int | None,
+        label: str | None,
+        info: dict[str, str],
     ) -> str:
         body = await self._read_body(request)
-        large = len(body) >= LARGE_BODY_BYTES
+        if len(body) >= LARGE_BODY_BYTES:
+            info["large_body"] = "yes"
         loop = asyncio.get_running_loop()
         servable = self.manager.resolve(name, version, label)
         try:
             # Decoding a big body takes long enough to stall every other request if it ran on
             # the event loop; the small pool also bounds how many bodies are decoded at once.
             signature, inputs, fmt = await loop.run_in_executor(
-                self._json_pool, parse_predict_body, body, partial(_input_dtypes, servable)
+                self._json_pool,
+                partial(parse_predict_body, max_rows=self._max_rows),
+                body,
+                partial(_input_dtypes, servable),
             )
             del body
             sig = servable.signature(signature)
@@ -169,8 +184,6 @@ class RestApi:
             )
         finally:
             servable.release()
-            if large:
-                await loop.run_in_executor(self._json_pool, release_free_memory)
 
     async def _read_body(self, request: web.Request) -> bytes:
         """The body, refused before it is read when its declared length is over the limit."""

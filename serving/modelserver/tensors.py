@@ -249,11 +249,13 @@ def _has_lone_surrogate(doc: Any) -> bool:
 
 
 def parse_predict_body(
-    body: bytes, input_dtypes_for: Any
+    body: bytes, input_dtypes_for: Any, *, max_rows: int | None = None
 ) -> tuple[str, dict[str, np.ndarray], str]:
     """A REST predict body -> (signature_name, inputs, format 'row'|'columnar').
 
     `input_dtypes_for(signature_name)` returns {input alias: dtype enum} or raises ServingError.
+    `max_rows` (the batching max_batch_size) refuses longer `instances` lists with the batch
+    queue's own error before they are converted into tensors.
     """
     doc = parse_json(body)
     if not isinstance(doc, dict):
@@ -282,6 +284,10 @@ def parse_predict_body(
             )
         if not instances:
             raise invalid_argument(f"JSON Value: {_debug(doc)} No values in 'instances' array")
+        if max_rows is not None and len(instances) > max_rows:
+            raise invalid_argument(
+                f"Task size {len(instances)} is larger than maximum input batch size {max_rows}"
+            )
         return signature_name, _from_instances(instances, dtypes), "row"
     if "inputs" in doc:
         return signature_name, _from_inputs(doc["inputs"], dtypes), "columnar"

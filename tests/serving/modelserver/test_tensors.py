@@ -169,3 +169,12 @@ def test_numpy_to_proto_uses_val_fields() -> None:
     proto = numpy_to_proto(np.array([1.5, 2.5], np.float32), 1)
     assert list(proto.float_val) == [1.5, 2.5] and not proto.tensor_content
     assert [d.size for d in proto.tensor_shape.dim] == [2]
+
+
+def test_more_rows_than_the_batch_limit_are_refused_before_conversion() -> None:
+    body = json.dumps({"instances": [row()] * 40}).encode()
+    with pytest.raises(
+        ServingError, match="Task size 40 is larger than maximum input batch size 32"
+    ):
+        parse_predict_body(body, lambda sig: DTYPES, max_rows=32)
+    assert parse_predict_body(body, lambda sig: DTYPES, max_rows=40)[1]["seed"].shape == (40,)
