@@ -97,3 +97,28 @@ def test_bad_settings_exit_2_with_one_line_and_no_traceback(
     assert done.returncode == 2
     assert done.stderr.startswith("tokenpulse modelserver: error: ") and words in done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+def test_load_retry_flags_have_tf_serving_names_and_defaults() -> None:
+    s = settings_from_args(parse("--model_base_path=/m"))
+    assert (s.max_num_load_retries, s.load_retry_interval_micros) == (5, 60_000_000)
+    s = settings_from_args(
+        parse("--model_base_path=/m", "--max_num_load_retries=2", "--load_retry_interval_micros=10")
+    )
+    assert (s.max_num_load_retries, s.load_retry_interval_micros) == (2, 10)
+
+
+def test_rest_limits_are_flags_and_refuse_nonsense() -> None:
+    s = settings_from_args(
+        parse(
+            "--model_base_path=/m",
+            "--rest_api_max_body_bytes=1024",
+            "--rest_api_header_timeout_seconds=2.5",
+            "--rest_api_idle_timeout_seconds=30",
+            "--rest_api_max_connections=64",
+        )
+    )
+    assert s.rest_api_max_body_bytes == 1024 and s.rest_api_max_connections == 64
+    assert (s.rest_api_header_timeout_seconds, s.rest_api_idle_timeout_seconds) == (2.5, 30.0)
+    with pytest.raises(SettingsError, match="rest_api_max_connections"):
+        settings_from_args(parse("--model_base_path=/m", "--rest_api_max_connections=0"))
