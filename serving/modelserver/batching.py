@@ -221,6 +221,8 @@ def _settle(
 
 
 def _padded_size(allowed: tuple[int, ...], size: int) -> int:
+    if size == 0:
+        return 0  # a batch of empty tasks: nothing to pad, and no row to pad with
     for candidate in allowed:
         if candidate >= size:
             return candidate
@@ -254,8 +256,10 @@ def _merge(tasks: list[_Task], padding: int, pad_variable: bool) -> Tensors:
                 "all tensors with the same name have equal dimensions starting with the first dim."
             )
         if padding:
-            # TF repeats the first row of the last task's tensor.
-            parts.append(np.repeat(parts[-1][:1], padding, axis=0))
+            # TF repeats the first row of the last task's tensor (the last with a row: an empty
+            # task has none to repeat).
+            last = next(p for p in reversed(parts) if len(p))
+            parts.append(np.repeat(last[:1], padding, axis=0))
         merged[name] = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
     return merged
 

@@ -190,3 +190,22 @@ def test_a_failing_call_fails_every_task_of_its_batch() -> None:
         assert queue.pending() == 0
     finally:
         scheduler.stop()
+
+
+def test_empty_tasks_are_answered_empty_and_never_break_padding() -> None:
+    scheduler, _ = make(max_batch_size=8, allowed_batch_sizes=(2, 4, 8))
+    model = GatedModel()
+    queue = scheduler.add_queue("m", model)
+    try:
+        first = queue.submit(rows(1))
+        assert model.started.wait(5)
+        # queued while the thread is busy: merged as [5, 6, 7] + [] and padded to 4
+        full, empty = queue.submit(rows(5, 6, 7)), queue.submit(rows())
+        model.gate.set()
+        assert first.result(5)["y"].tolist() == [2]
+        assert full.result(5)["y"].tolist() == [10, 12, 14]
+        assert empty.result(5)["y"].shape == (0,)
+        assert model.calls == [2, 4]
+        assert queue.submit(rows()).result(5)["s"].shape == (0,)  # an empty batch alone
+    finally:
+        scheduler.stop()
