@@ -14,7 +14,10 @@ $(STAMP): pyproject.toml requirements.lock
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON)"; exit 1; }
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -r requirements.lock
+	# grafana-client's niquests needs urllib3-future, whose wheel overwrites urllib3 in place
+	# (breaking requests and elastic-transport). Built from source with URLLIB3_NO_OVERRIDE it
+	# installs beside urllib3 as `urllib3_future`, which niquests uses as is.
+	URLLIB3_NO_OVERRIDE=1 $(BIN)/pip install -q --no-binary urllib3-future -r requirements.lock
 	$(BIN)/pip install -q --no-deps -e .
 	@touch $(STAMP)
 
@@ -26,7 +29,8 @@ debs:
 model: venv
 	$(BIN)/tokenpulse model build --preset $(PRESET) --base-path $(MODELS)/gen --version 1
 
-up: venv debs
+up: venv
+	@bash scripts/ensure-debs.sh stack
 	$(BIN)/tokenpulse up --preset $(PRESET)
 
 test: venv debs

@@ -1,0 +1,98 @@
+"""Settings of `tokenpulse up`: where the stack keeps its files, its ports, its alerting pace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from monitoring.mixin import config as mixin
+
+DURATION = r"^\d+(ms|s|m|h)$"
+
+# setting name -> the component that listens there (for the port check and its messages)
+PORT_FIELDS = (
+    "grpc_port",
+    "rest_port",
+    "gateway_port",
+    "exporter_port",
+    "shipper_port",
+    "prometheus_port",
+    "alertmanager_port",
+    "oncall_port",
+)
+
+
+class UpSettings(BaseSettings):
+    """Every knob of the local stack; each is also TOKENPULSE_UP_<NAME>."""
+
+    model_config = SettingsConfigDict(env_prefix="TOKENPULSE_UP_", extra="ignore")
+
+    models_dir: Path = Field(Path("models"), description="model base paths live in DIR/<model>")
+    preset: str = Field("default", description="model preset built when no version exists")
+    run_dir: Path = Field(
+        Path("run"), description="keys, generated configs, logs, spool, stores, TSDB"
+    )
+    grpc_port: int = Field(8500, ge=1, le=65535, description="model server gRPC port")
+    rest_port: int = Field(8501, ge=1, le=65535, description="model server REST port")
+    gateway_port: int = Field(8080, ge=1, le=65535, description="gateway (public API) port")
+    exporter_port: int = Field(9410, ge=1, le=65535, description="exporter /metrics port")
+    shipper_port: int = Field(9411, ge=1, le=65535, description="log shipper /metrics port")
+    prometheus_port: int = Field(9090, ge=1, le=65535, description="Prometheus port")
+    alertmanager_port: int = Field(9093, ge=1, le=65535, description="Alertmanager port")
+    oncall_port: int = Field(9095, ge=1, le=65535, description="on-call receiver port")
+    canary_weight: float = Field(
+        0.05, ge=0.0, le=1.0, description="share of requests the gateway sends to the canary"
+    )
+    canary_degrade_noise: float = Field(
+        0.0, ge=0.0, description="noise on the canary's weights when up builds it (a drill)"
+    )
+    canary_interval_s: float = Field(
+        30.0, gt=0, description="seconds between the exporter's golden-prompt canary runs"
+    )
+    gpu_backend: Literal["real", "fake"] = Field(
+        "real", description="exporter GPU source: real (NVML) or fake (a simulated node)"
+    )
+    es_url: str = Field(
+        "",
+        validation_alias=AliasChoices("es_url", "TOKENPULSE_UP_ES_URL", "ES_URL"),
+        description="ship samples to this Elasticsearch as well (env ES_URL); empty: SQLite only",
+    )
+    rules: Literal["normal", "compressed"] = Field(
+        "normal", description="alert rules: normal, or compressed (windows /60, for drills)"
+    )
+    scrape_interval: str = Field(
+        mixin.SCRAPE_INTERVAL, pattern=DURATION, description="Prometheus scrape interval"
+    )
+    evaluation_interval: str = Field(
+        mixin.EVALUATION_INTERVAL, pattern=DURATION, description="Prometheus rule evaluation"
+    )
+    group_wait: str = Field(
+        mixin.AM_GROUP_WAIT, pattern=DURATION, description="Alertmanager group_wait"
+    )
+    group_interval: str = Field(
+        mixin.AM_GROUP_INTERVAL, pattern=DURATION, description="Alertmanager group_interval"
+    )
+    restart_delay_s: float = Field(
+        150.0,
+        ge=0,
+        description="seconds before a component that exited is started again (long enough for "
+        "its outage page to arrive first)",
+    )
+    start_timeout_s: float = Field(300.0, gt=0, description="seconds each component may take")
+    exit_after_ready: bool = Field(
+        False, description="start everything, print how to use it, then stop (smoke test)"
+    )
+
+    @field_validator("es_url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if value and not value.startswith(("http://", "https://")):
+            raise ValueError("es_url must start with http:// or https://")
+        return value.rstrip("/")
+
+    def path(self, name: str) -> Path:
+        """A file or folder under the run directory, absolute."""
+        return (self.run_dir / name).resolve()
