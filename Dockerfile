@@ -5,7 +5,8 @@ FROM python:3.11-slim
 WORKDIR /app
 COPY requirements.lock pyproject.toml ./
 RUN python -c "import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies'], sep='\n')" > /tmp/runtime.txt \
-    && pip install --no-cache-dir -r /tmp/runtime.txt -c requirements.lock \
+    && URLLIB3_NO_OVERRIDE=1 pip install --no-cache-dir --no-binary urllib3-future \
+        -r /tmp/runtime.txt -c requirements.lock \
     && rm /tmp/runtime.txt
 COPY README.md ./
 COPY tokenpulse ./tokenpulse
