@@ -1,5 +1,8 @@
-"""urllib3 stays urllib3: grafana-client's niquests brings urllib3-future, whose wheel replaces
-urllib3 in place and breaks requests and elastic-transport; `make venv` builds it to install beside."""
+"""urllib3 stays urllib3.
+
+grafana-client's niquests brings urllib3-future, whose wheel replaces urllib3 in place and breaks
+requests and elastic-transport; `make venv` builds it from source to install beside urllib3.
+"""
 
 from __future__ import annotations
 
