@@ -19,6 +19,13 @@ def deadletter_path(state_dir: Path, output: str) -> Path:
     return state_dir / f"deadletter-{output}.jsonl"
 
 
+def _record(item: Item) -> object:
+    try:
+        return item.doc
+    except ValueError:  # not JSON after all: keep the line as text, never lose it
+        return item.raw.decode("utf-8", "replace")
+
+
 class DeadLetters:
     """Appends rejected records with their reasons."""
 
@@ -33,7 +40,7 @@ class DeadLetters:
         now = time.time()
         lines = b"".join(
             json.dumps(
-                {"dead_lettered_at": now, "id": item.id, "reason": reason, "record": item.doc},
+                {"dead_lettered_at": now, "id": item.id, "reason": reason, "record": _record(item)},
                 ensure_ascii=False,
             ).encode()
             + b"\n"

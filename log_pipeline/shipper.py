@@ -14,7 +14,6 @@ import threading
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from prometheus_client import CollectorRegistry, start_http_server
 
@@ -36,11 +35,11 @@ from tokenpulse.logging import configure_logging, get_logger
 log = get_logger(__name__)
 
 
-def record_time(doc: dict[str, Any]) -> float:
-    """The record's @timestamp (when the response went out) as unix seconds."""
+def record_time(timestamp: str) -> float:
+    """A record's @timestamp (when the response went out) as unix seconds (now if unreadable)."""
     try:
-        return datetime.fromisoformat(doc["@timestamp"].replace("Z", "+00:00")).timestamp()
-    except (KeyError, ValueError, AttributeError):
+        return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
         return time.time()
 
 
@@ -142,7 +141,7 @@ class OutputWorker:
                 m.shipped.labels(out).inc()
                 if res.outcome is Outcome.DUPLICATE:
                     m.duplicates.labels(out).inc()
-                m.delay.labels(out).observe(max(0.0, now - record_time(item.doc)))
+                m.delay.labels(out).observe(max(0.0, now - record_time(item.timestamp)))
             elif res.outcome is Outcome.RETRY:
                 m.failed.labels(out, res.failure or "server_error").inc()
                 retry.append(item)
@@ -177,7 +176,7 @@ def backlog(spool_dir: Path, pos: Position) -> tuple[int, float]:
             for line in read_lines(path, start, final=False, max_bytes=65536):
                 item = parse_line(getattr(line, "data", b""))
                 if item is not None:
-                    oldest = max(0.0, time.time() - record_time(item.doc))
+                    oldest = max(0.0, time.time() - record_time(item.timestamp))
                     break
     return total, oldest
 

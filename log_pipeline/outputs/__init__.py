@@ -6,6 +6,7 @@ request failed (the shipper retries it with backoff for as long as it takes).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
@@ -41,13 +42,29 @@ class RetryableError(Exception):
         self.failure = failure
 
 
-@dataclass(frozen=True, slots=True)
 class Item:
-    """One record to deliver: its id, the parsed record and the raw JSON line."""
+    """One record to deliver: its id, its @timestamp, the raw JSON line, and the parsed record on
+    first use (the Elasticsearch path never needs it: the line goes out as it is)."""
 
-    id: str
-    doc: dict[str, Any]
-    raw: bytes
+    __slots__ = ("_doc", "id", "raw", "timestamp")
+
+    def __init__(
+        self, id: str, doc: dict[str, Any] | None, raw: bytes, timestamp: str = ""
+    ) -> None:
+        self.id = id
+        self.raw = raw
+        self._doc = doc
+        self.timestamp = timestamp or (str(doc.get("@timestamp", "")) if doc else "")
+
+    @property
+    def doc(self) -> dict[str, Any]:
+        """The parsed record; ValueError when the line is not a JSON object."""
+        if self._doc is None:
+            doc = json.loads(self.raw)
+            if not isinstance(doc, dict):
+                raise ValueError("record is not a JSON object")
+            self._doc = doc
+        return self._doc
 
 
 class Output(Protocol):

@@ -10,7 +10,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from log_pipeline.outputs import DUPLICATE, OK, Item, ItemResult, RetryableError
+from log_pipeline.outputs import DUPLICATE, OK, Item, ItemResult, Outcome, RetryableError
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS samples (
@@ -79,6 +79,12 @@ class SqliteOutput:
 
     def send(self, items: list[Item]) -> list[ItemResult]:
         """Insert every item in one transaction; ids already present count as duplicates."""
+        rows, bad = [], {}
+        for item in items:
+            try:
+                rows.append((*row_of(item.doc), item.raw.decode()))
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                bad[item.id] = ItemResult(Outcome.PERMANENT, f"not a record: {exc}", "permanent")
         try:
             db = self._db()
             db.execute("BEGIN IMMEDIATE")
@@ -88,7 +94,7 @@ class SqliteOutput:
                 db.executemany(
                     "INSERT OR IGNORE INTO samples (id, ts, model, version, finish_reason, "
                     "mean_nll, reasons, key_id, status, doc) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                    [(*row_of(item.doc), item.raw.decode()) for item in items],
+                    rows,
                 )
                 db.execute(
                     "INSERT INTO samples_fts (rowid, prompt, output) SELECT rowid, "
@@ -107,7 +113,9 @@ class SqliteOutput:
             raise RetryableError("server_error", f"sqlite store {self.path}: {exc}") from exc
         results = []
         for item in items:
-            if item.id in new:
+            if item.id in bad:
+                results.append(bad[item.id])
+            elif item.id in new:
                 new.discard(item.id)  # a repeat inside one batch is a duplicate
                 results.append(OK)
             else:

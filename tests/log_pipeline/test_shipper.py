@@ -178,3 +178,25 @@ def test_stop_mid_retry_keeps_the_checkpoint_before_the_batch(tmp_path: Path) ->
                        "a failed attempt")  # fmt: skip
         assert load_checkpoint(checkpoint_path(settings.state(), "elasticsearch")) is None
     assert threading.active_count() < 50
+
+
+def test_a_corrupt_record_with_a_valid_head_is_dead_lettered_not_retried(tmp_path: Path) -> None:
+    spool = tmp_path / "spool"
+    write_samples(spool, [make_sample(i) for i in range(5)])
+    segment = list_segments(spool)[0]
+    lines = segment.read_bytes().splitlines(keepends=True)
+    lines[2] = lines[2][:120] + b"\x00garbage}\n"  # the head parses, the rest is not JSON
+    segment.write_bytes(b"".join(lines))
+    bad_id = record_id("req-2", 0)
+    with EsStandin() as es:
+        settings = shipper_settings(spool, outputs=["sqlite", "elasticsearch"], es_url=es.url)
+        with shipping(settings) as sh:
+            dead = "tokenpulse_shipper_records_dead_lettered_total"
+            for out in ("sqlite", "elasticsearch"):
+                wait_until(lambda o=out: shipped(sh, o) == 4, f"{out}: the four good records")
+                wait_until(lambda o=out: metric(sh, dead, output=o) == 1, f"{out}: one letter")
+        assert set(es.docs(STREAM)) == _ids(5) - {bad_id}
+    assert sorted(sqlite_ids(settings.sqlite_path)) == sorted(_ids(5) - {bad_id})
+    for out in ("sqlite", "elasticsearch"):
+        (letter,) = read_deadletters(deadletter_path(settings.state(), out))
+        assert letter["id"] == bad_id and "garbage" in str(letter["record"])

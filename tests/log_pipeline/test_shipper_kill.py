@@ -10,24 +10,27 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from log_pipeline.record import record_id
 from tests.log_pipeline.conftest import make_sample, write_samples
 from tests.log_pipeline.support import STREAM, sqlite_ids, wait_until
-from tokenpulse.procs import stop_process
+from tokenpulse.procs import free_port, stop_process
 from tokenpulse.testing.es_standin import EsStandin
 
 TOTAL = 250
 CHUNK = 40
 
 
-def _start(spool: Path, db: Path, es_url: str, log: Path) -> subprocess.Popen[bytes]:
+def _start(
+    spool: Path, db: Path, es_url: str, log: Path, metrics_port: int = 0
+) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENPULSE_SHIPPER_")}
     cmd = [sys.executable, "-m", "tokenpulse.cli", "shipper", "--spool-dir", str(spool),
            "--outputs", "sqlite", "elasticsearch", "--es-url", es_url, "--sqlite-path", str(db),
            "--batch-records", "7", "--poll-interval-s", "0.02", "--backoff-initial-s", "0.01",
-           "--backoff-max-s", "0.2", "--metrics-port", "0"]  # fmt: skip
+           "--backoff-max-s", "0.2", "--metrics-port", str(metrics_port)]  # fmt: skip
     return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=log.open("ab"))
 
 
@@ -37,6 +40,7 @@ def test_sigkill_five_times_loses_and_duplicates_nothing(tmp_path: Path) -> None
     spool, db, log = tmp_path / "spool", tmp_path / "samples.db", tmp_path / "shipper.log"
     expected = {record_id(f"req-{i}", 0) for i in range(TOTAL)}
     written = 0
+    port = free_port()
     with EsStandin() as es:
         es.faults.delay_s = 0.005  # bulk requests in flight long enough to be killed inside
         proc = _start(spool, db, es.url, log)
@@ -53,10 +57,12 @@ def test_sigkill_five_times_loses_and_duplicates_nothing(tmp_path: Path) -> None
                 time.sleep(rng.uniform(0.0, 0.15))
                 proc.send_signal(signal.SIGKILL)
                 proc.wait(10)
-                proc = _start(spool, db, es.url, log)
+                proc = _start(spool, db, es.url, log, metrics_port=port if kill == 4 else 0)
             write_samples(spool, [make_sample(i) for i in range(written, TOTAL)])
             wait_until(lambda: len(sqlite_ids(db)) == TOTAL and len(es.docs(STREAM)) == TOTAL,
                        "every record in both stores", timeout_s=120)  # fmt: skip
+            page = httpx.get(f"http://127.0.0.1:{port}/metrics").text  # the last run's own page
+            assert 'tokenpulse_shipper_output_up{output="elasticsearch"} 1.0' in page
         finally:
             stop_process(proc)
         ids = sqlite_ids(db)
