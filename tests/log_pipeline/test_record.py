@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from log_pipeline import assets
+from log_pipeline.reader import parse_line
 from log_pipeline.record import build_records, record_id
 from tests.log_pipeline.conftest import make_sample
 
@@ -66,3 +68,12 @@ def test_envelope_values() -> None:
     assert ok["gen_ai"]["response"]["finish_reasons"] == ["stop"]
     assert ok["genai_sample"]["redaction"] == {"total": 1, "kinds": {"email": 1}}
     assert failed["error"]["type"] == "upstream_error"
+
+
+def test_spool_lines_start_with_the_head_the_shipper_reads() -> None:
+    for rec in _records():
+        line = json.dumps(rec, ensure_ascii=False, separators=(",", ":")).encode()
+        item = parse_line(line)
+        assert item is not None and item._doc is None  # read from the head, no full parse
+        assert (item.id, item.timestamp) == (rec["event"]["id"], rec["@timestamp"])
+        assert item.doc == rec
