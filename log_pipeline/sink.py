@@ -67,9 +67,12 @@ class SpoolSink:
         self._dropped = {r: m.dropped.labels(r) for r in SPOOL_DROP_REASONS}
         self._redacted = {k: m.redactions.labels(k) for k in REDACTION_KINDS}
         self._queue: queue.Queue[object] = queue.Queue(settings.queue_size)
+        # the writer belongs to the writer thread; the lock only makes a direct write() from
+        # another thread (tests, benches) safe against the thread's housekeeping
+        self._writer_lock = threading.Lock()
+        self._fsyncs_seen = 0
         self._thread = threading.Thread(target=self._run, name="sample-spool-writer", daemon=True)
         self._thread.start()
-        self._fsyncs_seen = 0
 
     async def handle(self, sample: Sample) -> None:
         """Queue the sample for the writer thread; never blocks."""
@@ -113,12 +116,14 @@ class SpoolSink:
             self.metrics.queue_depth.set(self._queue.qsize())
             if not stopping and len(batch) < _BATCH:
                 time.sleep(_BATCH_WAIT_S)  # let a few samples gather; adds at most this delay
-        self.writer.close()
+        with self._writer_lock:
+            self.writer.close()
         self._housekeeping()
 
     def _housekeeping(self) -> None:
         try:
-            self.writer.tick()
+            with self._writer_lock:
+                self.writer.tick()
         except OSError:
             log.exception("spool housekeeping failed")
         self.metrics.fsyncs.inc(self.writer.stats.fsyncs - self._fsyncs_seen)
@@ -144,7 +149,8 @@ class SpoolSink:
             for r in records
         )
         try:
-            self.writer.append(data)
+            with self._writer_lock:
+                self.writer.append(data)
         except SpoolFull:
             self._dropped["disk_cap"].inc(len(records))
             return False

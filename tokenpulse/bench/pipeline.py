@@ -109,8 +109,9 @@ def _shipped(port: int, output: str) -> float:
                                f'output="{output}"'), 0.0)  # fmt: skip
 
 
-def _fill_spool(spool: Path, n: int) -> float:
-    """Write `n` kept records through the real sink; records per CPU-second of that work."""
+def _fill_spool(spool: Path, n: int) -> tuple[float, int]:
+    """Write `n` kept records through the real sink; records per CPU-second of that work, and
+    how many records the spool holds."""
     from log_pipeline.corpus import pii_corpus
     from log_pipeline.sampler import SamplingRules
     from log_pipeline.settings import SinkSettings
@@ -133,7 +134,8 @@ def _fill_spool(spool: Path, n: int) -> float:
                           {"max_new_tokens": 16}, now))  # fmt: skip
     elapsed = time.thread_time() - start
     sink.close()
-    return n / elapsed
+    written = sink.registry.get_sample_value("tokenpulse_spool_records_written_total") or 0.0
+    return n / elapsed, int(written)
 
 
 def _ship_rate(
@@ -274,7 +276,9 @@ def main(args: argparse.Namespace) -> int:
         tmp = Path(name)
         spool = tmp / "spool"
         say(f"writing {args.records} records through the sink")
-        result["sink_records_per_cpu_s"] = _fill_spool(spool, args.records)
+        result["sink_records_per_cpu_s"], written = _fill_spool(spool, args.records)
+        if written != args.records:
+            raise SystemExit(f"bench pipeline: the sink wrote {written} of {args.records} records")
         say("shipper -> sqlite")
         db = {"sqlite_path": str(tmp / "bench.db"), "batch_records": "2000"}
         rate, per_cpu = _ship_rate(spool, tmp, "sqlite", args.records, db)
