@@ -6,6 +6,9 @@ tests/e2e/test_up_stack.py.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -16,11 +19,13 @@ import pytest
 import yaml
 
 from tokenpulse.procs import free_port
+from tokenpulse.testing.launch import Launched, running_process
 from tokenpulse.tfserving.config import parse_model_server_config
 from tokenpulse.up import banner as up_banner
 from tokenpulse.up import components, files
 from tokenpulse.up.ports import PortError, check_ports
 from tokenpulse.up.settings import PORT_FIELDS, UpSettings
+from tokenpulse.up.supervise import Stack
 
 
 def _settings(tmp_path: Path, **kw: object) -> UpSettings:
@@ -152,3 +157,39 @@ def test_banner_lists_every_component_and_what_to_do_next(tmp_path: Path) -> Non
     assert len(links) == len(up_banner.KEY_GRAPHS)
     query = urllib.parse.parse_qs(urllib.parse.urlsplit(links[0]).query)
     assert query["g0.expr"] == [up_banner.KEY_GRAPHS[0][1]]
+
+
+def test_shipper_writes_to_elasticsearch_too_when_es_url_is_set(tmp_path, monkeypatch) -> None:
+    argvs: list[list[str]] = []
+    monkeypatch.setattr(components, "_process", lambda s, name, argv, url: argvs.append(argv))
+    components.by_name("shipper").start(_settings(tmp_path))
+    components.by_name("shipper").start(_settings(tmp_path, es_url="http://127.0.0.1:9200"))
+    sqlite_only, both = argvs
+    assert sqlite_only[sqlite_only.index("--outputs") + 1 :] == ["sqlite"]
+    assert both[both.index("--outputs") + 1 :] == [
+        "sqlite", "elasticsearch", "--es-url=http://127.0.0.1:9200",
+    ]  # fmt: skip
+
+
+def test_a_component_that_exits_is_restarted_after_the_delay_and_all_stop(tmp_path) -> None:
+    def sleeper(s: UpSettings) -> contextlib.AbstractContextManager[Launched]:
+        return running_process(["sleep", "600"], lambda: True, what="sleeper")
+
+    comp = components.Component("sleeper", sleeper, lambda s: "", lambda s: "")
+    said: list[str] = []
+    stack = Stack(_settings(tmp_path, restart_delay_s=0), said.append, (comp,))
+    try:
+        stack.start_all()
+        first = stack.pids()["sleeper"]
+        os.kill(first, signal.SIGKILL)
+        stack.running[0].child.process.wait()
+        stack.watch_once()
+        second = stack.pids()["sleeper"]
+        assert second != first and os.path.exists(f"/proc/{second}")
+        assert any("sleeper (pid" in m and "exited with -9" in m for m in said)
+        assert said[-1] == f"sleeper restarted (pid {second})"
+    finally:
+        assert stack.stop_all() == 1
+    assert stack.running == []
+    with pytest.raises(ProcessLookupError):
+        os.kill(second, 0)

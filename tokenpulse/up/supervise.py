@@ -68,11 +68,12 @@ class Stack:
 
     settings: UpSettings
     say: Callable[[str], None]
+    components: tuple[Component, ...] = COMPONENTS
     running: list[Running] = field(default_factory=list)
 
     def start_all(self) -> None:
         """Start the components in order, each healthy before the next one starts."""
-        for component in COMPONENTS:
+        for component in self.components:
             self.say(f"starting {component.name} ...")
             started = time.monotonic()
             r = start(component, self.settings)
