@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from log_pipeline.outputs.sqlite import connect, load_doc
 from log_pipeline.record import iso_utc
+from log_pipeline.settings import EsAuth
 
 _RELATIVE = re.compile(r"^(\d+)([smhd])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -153,10 +154,10 @@ def es_query(f: Filters) -> dict[str, Any]:
 class EsStore:
     """Search in Elasticsearch."""
 
-    def __init__(self, url: str, index: str, api_key: str = "") -> None:
+    def __init__(self, url: str, index: str, auth: EsAuth | None = None) -> None:
         from log_pipeline.outputs.elasticsearch import make_client
 
-        self.client = make_client(url, api_key, timeout_s=30.0)
+        self.client = make_client(url, auth, timeout_s=30.0)
         self.index = index
 
     def _hits(self, query: dict[str, Any], size: int) -> list[dict[str, Any]]:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import AfterValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from log_pipeline.sampler import DEFAULT_RULES_FILE
@@ -20,6 +22,57 @@ def _http_url(value: str) -> str:
 
 # empty, or an http(s) URL without a trailing slash
 HttpUrlText = Annotated[str, AfterValidator(_http_url)]
+
+
+@dataclass(frozen=True)
+class EsAuth:
+    """How to sign in to Elasticsearch (and Kibana): an API key, a user and password, or nothing."""
+
+    api_key: str = ""
+    username: str = ""
+    password: str = ""
+
+    def client_kwargs(self) -> dict[str, object]:
+        """Keyword arguments of `elasticsearch.Elasticsearch` for this sign-in."""
+        if self.api_key:
+            return {"api_key": self.api_key}
+        if self.username:
+            return {"basic_auth": (self.username, self.password)}
+        return {}
+
+    def header(self) -> dict[str, str]:
+        """The `Authorization` header for plain HTTP calls (Kibana)."""
+        if self.api_key:
+            return {"Authorization": f"ApiKey {self.api_key}"}
+        if self.username:
+            pair = f"{self.username}:{self.password}".encode()
+            return {"Authorization": f"Basic {base64.b64encode(pair).decode()}"}
+        return {}
+
+
+class EsAuthSettings(BaseSettings):
+    """Elasticsearch sign-in fields shared by the shipper, `es setup` and `samples`."""
+
+    es_api_key: str = Field("", description="Elasticsearch API key (prefer the env var)")
+    es_username: str = Field(
+        "", description="Elasticsearch user, with es-password (not with a key)"
+    )
+    es_password: SecretStr = Field(
+        SecretStr(""), description="password of es-username (prefer the env var)"
+    )
+
+    @model_validator(mode="after")
+    def _one_sign_in(self) -> EsAuthSettings:
+        if self.es_api_key and self.es_username:
+            raise ValueError("give es_api_key or es_username/es_password, not both")
+        if self.es_username and not self.es_password.get_secret_value():
+            raise ValueError("es_username needs es_password")
+        return self
+
+    def es_auth(self) -> EsAuth:
+        """The sign-in these settings describe."""
+        return EsAuth(self.es_api_key, self.es_username, self.es_password.get_secret_value())
+
 
 DEFAULT_SPOOL = Path("run/spool")
 DEFAULT_SQLITE = Path("run/samples.db")
@@ -43,7 +96,7 @@ class SinkSettings(BaseSettings):
     )
 
 
-class ShipperSettings(BaseSettings):
+class ShipperSettings(EsAuthSettings):
     """`tokenpulse shipper` (env prefix `TOKENPULSE_SHIPPER_`)."""
 
     model_config = SettingsConfigDict(env_prefix="TOKENPULSE_SHIPPER_", extra="forbid")
@@ -59,7 +112,6 @@ class ShipperSettings(BaseSettings):
     es_url: HttpUrlText = Field(
         "", description="Elasticsearch URL (required with output elasticsearch)"
     )
-    es_api_key: str = Field("", description="Elasticsearch API key (prefer the env var)")
     es_data_stream: str = Field("genai-samples-default", description="data stream to write")
     es_timeout_s: float = Field(30.0, gt=0, description="per-request timeout")
     batch_records: int = Field(1000, ge=1, description="records per delivery request")
@@ -89,20 +141,19 @@ class ShipperSettings(BaseSettings):
         return self.state_dir or self.spool_dir / "state"
 
 
-class EsSetupSettings(BaseSettings):
+class EsSetupSettings(EsAuthSettings):
     """`tokenpulse es setup` (env prefix `TOKENPULSE_ES_`)."""
 
     model_config = SettingsConfigDict(env_prefix="TOKENPULSE_ES_", extra="forbid")
 
     es_url: HttpUrlText = Field(description="Elasticsearch URL")
-    es_api_key: str = Field("", description="Elasticsearch API key (prefer the env var)")
     kibana_url: HttpUrlText = Field("", description="Kibana URL (empty: skip the saved objects)")
-    kibana_api_key: str = Field("", description="Kibana API key (default: the ES one)")
+    kibana_api_key: str = Field("", description="Kibana API key (default: the ES sign-in)")
     data_stream: str = Field("genai-samples-default", description="data stream to create")
     timeout_s: float = Field(30.0, gt=0, description="per-request timeout")
 
 
-class SamplesSettings(BaseSettings):
+class SamplesSettings(EsAuthSettings):
     """`tokenpulse samples` (env prefix `TOKENPULSE_SAMPLES_`): which store to search."""
 
     model_config = SettingsConfigDict(env_prefix="TOKENPULSE_SAMPLES_", extra="forbid")
@@ -111,5 +162,4 @@ class SamplesSettings(BaseSettings):
     es_url: HttpUrlText = Field(
         "", description="search Elasticsearch instead of the embedded store"
     )
-    es_api_key: str = Field("", description="Elasticsearch API key (prefer the env var)")
     es_index: str = Field("genai-samples-*", description="index pattern to search")

@@ -19,7 +19,7 @@ from elasticsearch import (
 )
 
 from log_pipeline import assets
-from log_pipeline.settings import EsSetupSettings
+from log_pipeline.settings import EsAuth, EsSetupSettings
 from tokenpulse.logging import get_logger
 
 log = get_logger(__name__)
@@ -34,7 +34,7 @@ def _es_call(what: str, url: str, fn: Any, **kwargs: Any) -> Any:
         return fn(**kwargs)
     except AuthenticationException as exc:
         raise SetupError(
-            f"elasticsearch at {url}: authentication failed (check the API key)"
+            f"elasticsearch at {url}: authentication failed (check the credentials)"
         ) from exc
     except AuthorizationException as exc:
         raise SetupError(f"elasticsearch at {url}: not allowed to {what}: {exc.message}") from exc
@@ -80,16 +80,14 @@ def setup_elasticsearch(client: Elasticsearch, url: str, data_stream: str) -> li
             created]  # fmt: skip
 
 
-def setup_kibana(url: str, api_key: str = "", timeout_s: float = 30.0) -> int:
+def setup_kibana(url: str, auth: EsAuth | None = None, timeout_s: float = 30.0) -> int:
     """Import the saved objects (overwrite); the number imported."""
-    headers = {"kbn-xsrf": "true"}
-    if api_key:
-        headers["Authorization"] = f"ApiKey {api_key}"
+    headers = {"kbn-xsrf": "true", **(auth or EsAuth()).header()}
     try:
         with httpx.Client(base_url=url, headers=headers, timeout=timeout_s) as http:
             status = http.get("/api/status")
             if status.status_code in (401, 403):
-                raise SetupError(f"kibana at {url}: authentication failed (check the API key)")
+                raise SetupError(f"kibana at {url}: authentication failed (check the credentials)")
             status.raise_for_status()
             number = str(status.json().get("version", {}).get("number", "0"))
             if int(number.split(".")[0]) < assets.KIBANA_MIN_MAJOR:
@@ -104,7 +102,7 @@ def setup_kibana(url: str, api_key: str = "", timeout_s: float = 30.0) -> int:
                 files={"file": ("genai-samples.ndjson", body, "application/ndjson")},
             )
             if resp.status_code in (401, 403):
-                raise SetupError(f"kibana at {url}: authentication failed (check the API key)")
+                raise SetupError(f"kibana at {url}: authentication failed (check the credentials)")
             resp.raise_for_status()
             result = resp.json()
     except httpx.HTTPError as exc:
@@ -122,14 +120,13 @@ def run(settings: EsSetupSettings) -> list[str]:
     """Install everything the settings point at; the steps done."""
     from log_pipeline.outputs.elasticsearch import make_client
 
-    client = make_client(settings.es_url, settings.es_api_key, settings.timeout_s)
+    client = make_client(settings.es_url, settings.es_auth(), settings.timeout_s)
     try:
         steps = setup_elasticsearch(client, settings.es_url, settings.data_stream)
     finally:
         client.close()
     if settings.kibana_url:
-        count = setup_kibana(
-            settings.kibana_url, settings.kibana_api_key or settings.es_api_key, settings.timeout_s
-        )
+        auth = EsAuth(api_key=settings.kibana_api_key) if settings.kibana_api_key else None
+        count = setup_kibana(settings.kibana_url, auth or settings.es_auth(), settings.timeout_s)
         steps.append(f"kibana: {count} saved objects")
     return steps

@@ -206,7 +206,7 @@ def build_outputs(settings: ShipperSettings) -> list[Output]:
         else:
             from log_pipeline.outputs.elasticsearch import ElasticsearchOutput, make_client
 
-            client = make_client(settings.es_url, settings.es_api_key, settings.es_timeout_s)
+            client = make_client(settings.es_url, settings.es_auth(), settings.es_timeout_s)
             outputs.append(ElasticsearchOutput(client, settings.es_data_stream))
     return outputs
 

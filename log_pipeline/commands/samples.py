@@ -54,7 +54,7 @@ def main(args: argparse.Namespace) -> int:
     settings = settings_from_args(SamplesSettings, args)
     try:
         store: Store = (
-            EsStore(settings.es_url, settings.es_index, settings.es_api_key)
+            EsStore(settings.es_url, settings.es_index, settings.es_auth())
             if settings.es_url
             else SqliteStore(settings.sqlite_path)
         )

@@ -15,13 +15,14 @@ from elastic_transport import ConnectionTimeout, SerializationError, TransportEr
 from elasticsearch import ApiError, Elasticsearch, UnsupportedProductError
 
 from log_pipeline.outputs import DUPLICATE, OK, Item, ItemResult, Outcome, RetryableError
+from log_pipeline.settings import EsAuth
 
 
-def make_client(url: str, api_key: str = "", timeout_s: float = 30.0) -> Elasticsearch:
+def make_client(url: str, auth: EsAuth | None = None, timeout_s: float = 30.0) -> Elasticsearch:
     """A 9.x client with retries off (the caller retries with backoff)."""
     return Elasticsearch(
         url,
-        api_key=api_key or None,
+        **(auth or EsAuth()).client_kwargs(),  # type: ignore[arg-type]
         request_timeout=timeout_s,
         max_retries=0,
         retry_on_status=(),

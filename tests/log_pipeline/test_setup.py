@@ -25,7 +25,14 @@ Runner = Callable[..., Done]
 @pytest.fixture
 def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Runner:
     """`tokenpulse es setup ARGS` in this process (the env cannot leak settings in)."""
-    for name in ("ES_URL", "ES_API_KEY", "KIBANA_URL", "KIBANA_API_KEY"):
+    for name in (
+        "ES_URL",
+        "ES_API_KEY",
+        "ES_USERNAME",
+        "ES_PASSWORD",
+        "KIBANA_URL",
+        "KIBANA_API_KEY",
+    ):
         monkeypatch.delenv(f"TOKENPULSE_ES_{name}", raising=False)
 
     def _run(*args: str) -> Done:
@@ -58,6 +65,29 @@ def test_authentication_failure_is_one_clear_line(run: Runner) -> None:
         done = run("--es-url", es.url, "--es-api-key", "wrong")
     assert done.returncode == 1
     assert "authentication failed" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_user_and_password_sign_in_to_elasticsearch_and_kibana(
+    run: Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compose deployment runs with security on and signs in as `elastic`."""
+    with EsStandin(basic_auth="elastic:s3cret") as es:
+        monkeypatch.setenv("TOKENPULSE_ES_ES_PASSWORD", "s3cret")
+        done = run("--es-url", es.url, "--kibana-url", es.url, "--es-username", "elastic")
+        assert done.returncode == 0, done.stderr
+        assert len(es.saved_objects) == len(assets.kibana_objects())
+        monkeypatch.setenv("TOKENPULSE_ES_ES_PASSWORD", "wrong")
+        done = run("--es-url", es.url, "--es-username", "elastic")
+    assert done.returncode == 1
+    assert "authentication failed" in done.stderr and "Traceback" not in done.stderr
+    assert "wrong" not in done.stderr
+
+
+def test_key_and_user_together_or_user_without_password_exit_2(run: Runner) -> None:
+    done = run("--es-url", "http://127.0.0.1:9", "--es-api-key", "k", "--es-username", "u")
+    assert done.returncode == 2 and "not both" in done.stderr
+    done = run("--es-url", "http://127.0.0.1:9", "--es-username", "u")
+    assert done.returncode == 2 and "needs es_password" in done.stderr
 
 
 def test_version_mismatch_is_one_clear_line(run: Runner) -> None:

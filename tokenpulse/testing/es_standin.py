@@ -16,6 +16,7 @@ The production path is a real Elasticsearch and Kibana (docker-compose.yml).
 from __future__ import annotations
 
 import asyncio
+import base64
 import collections
 import fnmatch
 import functools
@@ -49,9 +50,12 @@ class Faults:
 class EsStandin:
     """The stand-in server on a background thread: `start()`, `.url`, `.faults`, `stop()`."""
 
-    def __init__(self, port: int = 0, version: str = "9.1.0", api_key: str = "") -> None:
+    def __init__(
+        self, port: int = 0, version: str = "9.1.0", api_key: str = "", basic_auth: str = ""
+    ) -> None:
         self.version = version
         self.api_key = api_key
+        self.basic_auth = basic_auth  # "user:password" that Elasticsearch and Kibana accept
         self.faults = Faults()
         self.streams: dict[str, dict[str, dict[str, Any]]] = {}
         self.resources: dict[str, dict[str, Any]] = {}  # "<kind>/<name>" -> body
@@ -132,6 +136,10 @@ class EsStandin:
         if self.api_key and not request.path.startswith("/api/"):
             if request.headers.get("Authorization") != f"ApiKey {self.api_key}":
                 return _error(401, "security_exception", "unable to authenticate with api key")
+        if self.basic_auth:
+            wanted = "Basic " + base64.b64encode(self.basic_auth.encode()).decode()
+            if request.headers.get("Authorization") != wanted:
+                return _error(401, "security_exception", "unable to authenticate user")
         accept = request.headers.get("Accept", "")
         major = int(self.version.split(".")[0])
         if "compatible-with=" in accept and int(accept.rsplit("=", 1)[1]) > major:

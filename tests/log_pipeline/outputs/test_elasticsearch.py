@@ -57,3 +57,20 @@ def test_the_client_never_retries_by_itself(status: int) -> None:
             out.send([Item("abc", json.loads(raw), raw)])
         assert es.bulk_requests == 0 and es.requests == 1  # one request, answered by the fault
         assert out.send([Item("abc", json.loads(raw), raw)])[0].outcome is Outcome.OK
+
+
+def test_user_and_password_reach_a_secured_elasticsearch() -> None:
+    from log_pipeline.settings import EsAuth
+
+    raw = b'{"@timestamp":"2026-01-01T00:00:00.000Z","event":{"id":"abc"}}'
+    with EsStandin(basic_auth="elastic:s3cret") as es:
+        wrong = ElasticsearchOutput(make_client(es.url, EsAuth(username="elastic", password="x")),
+                                    "genai-samples-default")  # fmt: skip
+        with pytest.raises(RetryableError, match="401"):  # kept and retried, never dropped
+            wrong.send([Item("abc", json.loads(raw), raw)])
+        right = ElasticsearchOutput(
+            make_client(es.url, EsAuth(username="elastic", password="s3cret")),
+            "genai-samples-default",
+        )
+        assert right.send([Item("abc", json.loads(raw), raw)])[0].outcome is Outcome.OK
+        assert es.created == 1
