@@ -1,44 +1,252 @@
-"""docker-compose.yml: valid for docker-compose, and every command matches the project's CLI."""
+"""docker-compose.yml: valid for docker-compose, and every command, file, port, variable and
+credential it references exists and agrees with the local stack's configuration."""
 
 from __future__ import annotations
 
+import importlib
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
+from pydantic_settings import BaseSettings
 
 from tokenpulse.cli import build_parser
+from tokenpulse.tfserving import config as tfs_config
 
 ROOT = Path(__file__).resolve().parents[1]
+ONE_SHOTS = {"model-build", "setup", "es-users"}
+PROJECT_SERVICES = {"model-build", "gateway", "exporter", "shipper", "setup", "oncall-receiver"}
+
+
+def _mounts(service: dict) -> list[dict]:
+    """A service's volumes as dicts (`docker-compose config` prints short syntax as strings)."""
+    out = []
+    for mount in service.get("volumes", []):
+        if isinstance(mount, str):
+            source, target, *_ = mount.split(":")
+            kind = "bind" if source.startswith("/") else "volume"
+            mount = {"type": kind, "source": source, "target": target}
+        out.append(mount)
+    return out
+
+
+def _env_file(tmp_path: Path) -> Path:
+    """.env.example with every required secret filled in, as an operator would."""
+    lines = []
+    for line in (ROOT / ".env.example").read_text().splitlines():
+        if re.fullmatch(r"[A-Z_]+=", line):
+            line += "x" * 32
+        lines.append(line)
+    path = tmp_path / "compose.env"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _config(*files: str, env_file: Path | None) -> subprocess.CompletedProcess[str]:
+    if shutil.which("docker-compose") is None:
+        pytest.fail("docker-compose is not installed (make test installs it)")
+    argv = ["docker-compose"]
+    if env_file is not None:
+        argv += ["--env-file", str(env_file)]
+    for name in files:
+        argv += ["-f", name]
+    return subprocess.run([*argv, "config"], cwd=ROOT, capture_output=True, text=True)
 
 
 @pytest.fixture(scope="module")
-def compose() -> dict:
-    if shutil.which("docker-compose") is None:
-        pytest.fail("docker-compose is not installed (make test installs it)")
-    out = subprocess.run(
-        ["docker-compose", "-f", "docker-compose.yml", "-f", "docker-compose.gpu.yml", "config"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+def compose(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    env_file = _env_file(tmp_path_factory.mktemp("compose"))
+    out = _config("docker-compose.yml", "docker-compose.gpu.yml", env_file=env_file)
+    assert out.returncode == 0, out.stderr
     return yaml.safe_load(out.stdout)
+
+
+@pytest.fixture(scope="module")
+def raw() -> dict:
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def test_valid_alone_and_with_the_gpu_overlay(tmp_path: Path) -> None:
+    env_file = _env_file(tmp_path)
+    assert _config("docker-compose.yml", env_file=env_file).returncode == 0
+    gpu = _config("docker-compose.yml", "docker-compose.gpu.yml", env_file=env_file)
+    assert gpu.returncode == 0, gpu.stderr
+
+
+def test_a_missing_secret_fails_with_a_message_naming_it(tmp_path: Path) -> None:
+    env_file = tmp_path / "empty.env"
+    env_file.write_text("")
+    out = _config("docker-compose.yml", env_file=env_file)
+    assert out.returncode != 0
+    assert "set ELASTIC_PASSWORD in .env" in out.stderr
+
+
+def test_every_variable_it_reads_is_documented_in_env_example(raw: dict) -> None:
+    text = (ROOT / "docker-compose.yml").read_text()
+    used = set(re.findall(r"(?<!\$)\$\{([A-Z_]+)", text))
+    documented = set(re.findall(r"^([A-Z_]+)=", (ROOT / ".env.example").read_text(), re.M))
+    assert used <= documented, used - documented
+    assert ".env" in (ROOT / ".gitignore").read_text().split()
+
+
+SETTINGS_MODULES = [
+    "serving.gateway.settings",
+    "exporter.settings",
+    "log_pipeline.settings",
+    "monitoring.oncall.server",
+    "serving.model.settings",
+]
+
+
+def test_every_tokenpulse_variable_is_a_setting_of_the_component(compose: dict) -> None:
+    """A misspelt TOKENPULSE_* variable would be ignored silently: each must name a field."""
+    known: set[str] = set()
+    for module_name in SETTINGS_MODULES:
+        module = importlib.import_module(module_name)
+        for obj in vars(module).values():
+            if isinstance(obj, type) and issubclass(obj, BaseSettings) and obj is not BaseSettings:
+                prefix = obj.model_config.get("env_prefix", "")
+                known |= {f"{prefix}{name}".upper() for name in obj.model_fields}
+    for name, service in compose["services"].items():
+        for var in service.get("environment", {}):
+            if var.startswith("TOKENPULSE_"):
+                assert var in known, (name, var)
 
 
 def test_services_and_gpu_reservations(compose: dict) -> None:
     services = compose["services"]
-    assert {"model-build", "tfserving", "gateway", "exporter"} <= set(services)
+    wanted = {"tfserving", "prometheus", "alertmanager", "grafana", "elasticsearch", "kibana"}
+    assert wanted | PROJECT_SERVICES <= set(services)
     assert services["tfserving"]["image"].startswith("tensorflow/serving:")
-    devices = services["tfserving"]["deploy"]["resources"]["reservations"]["devices"]
-    assert devices[0]["capabilities"] == ["gpu"]
+    for name in ("tfserving", "exporter"):
+        devices = services[name]["deploy"]["resources"]["reservations"]["devices"]
+        assert "gpu" in devices[0]["capabilities"]
+
+
+def test_tf_serving_is_internal_and_only_the_gateway_is_public(compose: dict) -> None:
+    services = compose["services"]
+    assert "ports" not in services["tfserving"]
+    assert set(services["tfserving"]["networks"]) == {"internal"}
+    assert compose["networks"]["internal"]["internal"] is True
+    for name, service in services.items():
+        for port in service.get("ports", []):
+            if name == "gateway":
+                assert port["target"] == 8080
+            else:  # operator UIs: the host's loopback only
+                assert isinstance(port, str) and port.startswith("127.0.0.1:"), (name, port)
+
+
+def test_operations_health_restart_limits_volumes(compose: dict) -> None:
+    for name, service in compose["services"].items():
+        assert "mem_limit" in service, name
+        if name in ONE_SHOTS:
+            assert service.get("restart") == "no", name
+            continue
+        assert service.get("restart") == "unless-stopped", name
+        assert "healthcheck" in service, name
+    stateful = {
+        "prometheus": "/prometheus",
+        "alertmanager": "/alertmanager",
+        "grafana": "/var/lib/grafana",
+        "elasticsearch": "/usr/share/elasticsearch/data",
+    }
+    for name, target in stateful.items():
+        mounts = _mounts(compose["services"][name])
+        assert any(m["type"] == "volume" and m["target"] == target for m in mounts), name
+
+
+def test_keys_file_is_a_long_syntax_bind_so_docker_never_creates_a_directory(raw: dict) -> None:
+    mounts = raw["services"]["gateway"]["volumes"]
+    target = "/secrets/gateway-keys.json"
+    keys = [m for m in mounts if isinstance(m, dict) and m["target"] == target]
+    assert keys and keys[0]["type"] == "bind" and keys[0]["read_only"] is True
+    assert "/secrets/gateway-keys.json" in raw["services"]["gateway"]["command"]
+
+
+def test_every_bind_mounted_repo_file_exists(compose: dict) -> None:
+    operator_provided = {ROOT / "run" / "gateway-keys.json"}
+    for name, service in compose["services"].items():
+        for mount in _mounts(service):
+            if mount["type"] != "bind":
+                continue
+            source = Path(mount["source"])
+            if source in operator_provided:
+                continue
+            assert source.exists(), (name, source)
+
+
+def test_alertmanager_secret_files_are_the_ones_the_secrets_readme_lists(compose: dict) -> None:
+    config = (ROOT / "monitoring" / "alertmanager" / "alertmanager.yml").read_text()
+    wanted = set(re.findall(r"_file: /etc/alertmanager/secrets/([\w.-]+)", config))
+    readme = (ROOT / "secrets" / "alertmanager" / "README.md").read_text()
+    assert wanted and all(f"`{name}`" in readme for name in wanted)
+    mounts = _mounts(compose["services"]["alertmanager"])
+    assert any(m["target"] == "/etc/alertmanager/secrets" for m in mounts)
+
+
+def _listen_port(command: list[str], flag: str) -> int:
+    for i, word in enumerate(command):
+        if word.startswith(flag + "="):
+            return int(word.split("=", 1)[1].rsplit(":", 1)[-1])
+        if word == flag:
+            return int(command[i + 1])
+    raise AssertionError(f"{flag} not in {command}")
+
+
+def test_prometheus_scrapes_each_service_where_it_listens(compose: dict) -> None:
+    prom = yaml.safe_load((ROOT / "monitoring" / "prometheus" / "prometheus.yml").read_text())
+    services = compose["services"]
+    listening = {
+        "tfserving": _listen_port(services["tfserving"]["command"], "--rest_api_port"),
+        "gateway": _listen_port(services["gateway"]["command"], "--port"),
+        "exporter": _listen_port(services["exporter"]["command"], "--web.listen-address"),
+        "shipper": _listen_port(services["shipper"]["command"], "--metrics-port"),
+        "alertmanager": 9093,
+    }
+    targets = {
+        t for job in prom["scrape_configs"] for sc in job["static_configs"] for t in sc["targets"]
+    }
+    for host, port in listening.items():
+        assert f"{host}:{port}" in targets, (host, port)
+    assert prom["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == [
+        "alertmanager:9093"
+    ]
+    # the rule glob matches the generated files once ./alerts is mounted at /etc/prometheus/rules
+    mounts = {m["target"]: Path(m["source"]) for m in _mounts(services["prometheus"])}
+    for pattern in prom["rule_files"]:
+        inside = Path(pattern)
+        host_dir = mounts[str(inside.parent)]
+        assert list(host_dir.glob(inside.name)), pattern
+
+
+def test_grafana_provisioning_points_at_the_compose_services(compose: dict) -> None:
+    datasources = yaml.safe_load(
+        (ROOT / "monitoring/grafana/provisioning/datasources/tokenpulse.yaml").read_text()
+    )
+    urls = {d["type"]: d["url"] for d in datasources["datasources"]}
+    assert urls["prometheus"] == "http://prometheus:9090"
+    assert urls["elasticsearch"] == "http://elasticsearch:9200"
+    mounts = {m["target"]: Path(m["source"]) for m in _mounts(compose["services"]["grafana"])}
+    assert list(mounts["/var/lib/grafana/dashboards"].glob("*.json"))
+
+
+def test_alertmanager_ticket_webhook_resolves_to_a_service(compose: dict) -> None:
+    config = yaml.safe_load((ROOT / "monitoring/alertmanager/alertmanager.yml").read_text())
+    receiver = compose["services"]["oncall-receiver"]
+    names = {"oncall-receiver", *receiver["networks"]["internal"].get("aliases", [])}
+    port = _listen_port(receiver["command"], "--port")
+    for r in config["receivers"]:
+        for hook in r.get("webhook_configs", []):
+            host, _, rest = hook["url"].removeprefix("http://").partition(":")
+            assert host in names and rest.startswith(str(port)), hook["url"]
 
 
 def test_tf_serving_flags_are_ones_the_local_server_accepts_too(compose: dict) -> None:
     flags = compose["services"]["tfserving"]["command"]
-    local = build_parser().parse_args(["modelserver", *flags])  # same flags, same meaning
+    local = build_parser(["modelserver", *flags]).parse_args(["modelserver", *flags])
     assert local.command == "modelserver"
     for flag in flags:
         name = flag.split("=", 1)[0]
@@ -47,7 +255,23 @@ def test_tf_serving_flags_are_ones_the_local_server_accepts_too(compose: dict) -
             assert (ROOT / path).is_file(), path
 
 
-@pytest.mark.parametrize("service", ["model-build", "gateway", "exporter"])
+def test_container_models_config_matches_the_local_one_but_for_base_path() -> None:
+    local = tfs_config.parse_model_server_config(
+        (ROOT / "serving/config/models.config").read_text()
+    )
+    container = tfs_config.parse_model_server_config(
+        (ROOT / "serving/config/models.container.config").read_text()
+    )
+    assert [c.name for c in local.models] == [c.name for c in container.models]
+    for mine, theirs in zip(local.models, container.models, strict=True):
+        assert theirs.base_path.startswith("/models/")
+        assert theirs.base_path.removeprefix("/") == mine.base_path
+        assert mine.version_policy == theirs.version_policy
+        assert mine.version_labels == theirs.version_labels
+
+
+@pytest.mark.parametrize("service", sorted(PROJECT_SERVICES))
 def test_project_commands_parse_with_the_cli(compose: dict, service: str) -> None:
-    args = build_parser().parse_args(compose["services"][service]["command"])
-    assert args.command in {"model", "gateway", "exporter"}
+    command = compose["services"][service]["command"]
+    args = build_parser(command).parse_args(command)
+    assert args.command == command[0]
