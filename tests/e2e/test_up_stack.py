@@ -188,10 +188,20 @@ def test_degraded_canary_alerts_for_its_version_and_stable_stays_quiet(
     canary = {a["labels"]["alertname"] for a in alerts if a["labels"].get("version") == "2"}
     assert "TokenPulseCanaryMismatch" in canary
     assert [a["labels"] for a in alerts if a["labels"].get("version") == "1"] == []
-    # the quality difference the dashboards show: canary less confident than stable
-    canary_nll = prom.query("model:canary_mean_nll_nats:canary")[0].points[-1][1]
-    stable_nll = prom.query("model:canary_mean_nll_nats:stable")[0].points[-1][1]
-    assert canary_nll > stable_nll
+    # the quality dashboard shows the difference: the canary misses its golden answers and is
+    # less confident on them than stable
+    served = _quality_panel(prom, "Canary NLL: answers vs golden", "served")
+    assert served["2"] > served["1"]
+    match = _quality_panel(prom, "Canary success and match", "match")
+    assert match["2"] < match["1"] == 1.0
+
+
+def _quality_panel(prom: PromClient, title: str, legend: str) -> dict[str, float]:
+    """Latest value per version of one query of the quality dashboard, as Grafana sends it."""
+    model = json.loads((DEFAULT_OUT / "tokenpulse-quality.json").read_text())
+    (query,) = [q for q in panel_queries(model) if q.panel == title and q.legend.startswith(legend)]
+    series = prom.query(substitute(query.expr, RATE_INTERVAL))
+    return {s.labels["version"]: s.points[-1][1] for s in series}
 
 
 def _suppressed(up: UpStack) -> set[str]:
@@ -214,11 +224,10 @@ def test_model_server_outage_fails_fast_pages_and_resolves_after_restart(up: UpS
         time.sleep(3)
         os.kill(up.pids()["modelserver"], 15)
         wait_until(lambda: not alive([up.pids()["modelserver"]]), 30, "the model server to exit")
-        started = time.monotonic()
         refused = up.generate("is anyone there")
+        # fails fast: refused at once (or by the open breaker), not after an upstream timeout
         assert refused.status_code == 503
-        # fails fast: well before the gateway's upstream timeout, nothing hangs
-        assert time.monotonic() - started < 10
+        assert refused.json()["error"]["code"] in ("upstream_unavailable", "circuit_open")
         (page,) = wait_until(lambda: _paged(up, before, "firing"), 120, "the page")
         assert page["labels"]["alertname"] == "TokenPulseTfServingDown"
         assert SYMPTOM_OF_DOWN in wait_until(lambda: _suppressed(up), 90, "inhibited symptoms")
