@@ -122,7 +122,9 @@ def test_prometheus_scrapes_every_component_and_alertmanager_calls_the_receiver(
     s = _settings(tmp_path, rules="compressed", scrape_interval="2s", group_wait="10s")
     s.run_dir.mkdir(parents=True)
     started: list[list[str]] = []
-    monkeypatch.setattr(components, "_process", lambda s, name, argv, url: started.append(argv))
+    monkeypatch.setattr(
+        components, "_process", lambda s, name, argv, url, env=None: started.append(argv)
+    )
     components.by_name("prometheus").start(s)
     components.by_name("alertmanager").start(s)
     prom = yaml.safe_load(s.path("prometheus.yml").read_text())
@@ -160,15 +162,34 @@ def test_banner_lists_every_component_and_what_to_do_next(tmp_path: Path) -> Non
 
 
 def test_shipper_writes_to_elasticsearch_too_when_es_url_is_set(tmp_path, monkeypatch) -> None:
-    argvs: list[list[str]] = []
-    monkeypatch.setattr(components, "_process", lambda s, name, argv, url: argvs.append(argv))
+    calls: list[tuple[list[str], dict[str, str] | None]] = []
+    monkeypatch.setattr(
+        components, "_process", lambda s, name, argv, url, env=None: calls.append((argv, env))
+    )
     components.by_name("shipper").start(_settings(tmp_path))
-    components.by_name("shipper").start(_settings(tmp_path, es_url="http://127.0.0.1:9200"))
-    sqlite_only, both = argvs
+    with_es = _settings(tmp_path, es_url="http://127.0.0.1:9200", es_api_key="k3y")
+    components.by_name("shipper").start(with_es)
+    (sqlite_only, _), (both, env) = calls
     assert sqlite_only[sqlite_only.index("--outputs") + 1 :] == ["sqlite"]
     assert both[both.index("--outputs") + 1 :] == [
         "sqlite", "elasticsearch", "--es-url=http://127.0.0.1:9200",
     ]  # fmt: skip
+    assert env is not None and env["TOKENPULSE_SHIPPER_ES_API_KEY"] == "k3y"
+    assert "k3y" not in " ".join(both)  # never on a command line
+
+
+def test_with_es_url_the_samples_data_stream_is_set_up_first(tmp_path, monkeypatch) -> None:
+    from log_pipeline import assets
+    from tokenpulse.testing.es_standin import EsStandin
+
+    with EsStandin(api_key="right") as es:
+        monkeypatch.setenv("ES_URL", es.url)
+        monkeypatch.setenv("ES_API_KEY", "right")
+        files.setup_elasticsearch(_settings(tmp_path), lambda _: None)
+        assert assets.DEFAULT_STREAM in es.streams
+        monkeypatch.setenv("ES_API_KEY", "wrong")
+        with pytest.raises(files.EsSetupFailed, match=es.url):
+            files.setup_elasticsearch(_settings(tmp_path), lambda _: None)
 
 
 def test_a_component_that_exits_is_restarted_after_the_delay_and_all_stop(tmp_path) -> None:

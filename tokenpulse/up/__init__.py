@@ -28,8 +28,10 @@ def run(settings: UpSettings) -> int:
     from tokenpulse.up.components import MissingBinary
     from tokenpulse.up.files import (
         BuildFailed,
+        EsSetupFailed,
         ensure_demo_key,
         ensure_models,
+        setup_elasticsearch,
         write_models_config,
     )
     from tokenpulse.up.ports import PortError, check_ports
@@ -44,6 +46,8 @@ def run(settings: UpSettings) -> int:
             ensure_models(settings, _say)
             write_models_config(settings)
             _, key = ensure_demo_key(settings)
+            if settings.es_url:
+                setup_elasticsearch(settings, _say)
             stack.start_all()
             _say(banner(settings, key, stack.pids()))
             _say(f"ready in {time.monotonic() - started:.1f} s")
@@ -52,7 +56,7 @@ def run(settings: UpSettings) -> int:
                 time.sleep(0.5)
         except Stopped as why:
             _say(f"{why} received: stopping the stack ...")
-        except (PortError, MissingBinary, BuildFailed) as exc:
+        except (PortError, MissingBinary, BuildFailed, EsSetupFailed) as exc:
             _say(f"tokenpulse up: error: {exc}")
             return 2
         except LaunchError as exc:

@@ -6,6 +6,7 @@ Every component binds 127.0.0.1 on its configured port and logs to RUN_DIR/logs/
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -106,9 +107,11 @@ def _shipper(s: UpSettings) -> contextlib.AbstractContextManager[Launched]:
         f"--sqlite-path={s.path('samples.db')}", f"--metrics-port={s.shipper_port}", "--outputs",
         "sqlite",
     )  # fmt: skip
-    if s.es_url:  # the API key, if any, comes from TOKENPULSE_SHIPPER_ES_API_KEY
+    env = None
+    if s.es_url:  # the API key goes in the environment, never on a command line
         argv += ["elasticsearch", f"--es-url={s.es_url}"]
-    return _process(s, "shipper", argv, _loopback(s.shipper_port, "/metrics"))
+        env = dict(os.environ, TOKENPULSE_SHIPPER_ES_API_KEY=s.es_api_key)
+    return _process(s, "shipper", argv, _loopback(s.shipper_port, "/metrics"), env)
 
 
 def _oncall(s: UpSettings) -> contextlib.AbstractContextManager[Launched]:
@@ -159,9 +162,11 @@ def _prometheus(s: UpSettings) -> contextlib.AbstractContextManager[Launched]:
 
 
 @contextlib.contextmanager
-def _process(s: UpSettings, name: str, argv: list[str], ready_url: str) -> Iterator[Launched]:
+def _process(
+    s: UpSettings, name: str, argv: list[str], ready_url: str, env: dict[str, str] | None = None
+) -> Iterator[Launched]:
     with running_process(
-        argv, lambda: http_ok(ready_url), what=name, log_path=_log(s, name),
+        argv, lambda: http_ok(ready_url), what=name, env=env, log_path=_log(s, name),
         start_timeout_s=s.start_timeout_s,
     ) as child:  # fmt: skip
         yield child

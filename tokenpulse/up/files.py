@@ -3,6 +3,7 @@ with their labels, the gateway keys file and the demo key."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +32,10 @@ model_config_list {{
 
 class BuildFailed(RuntimeError):
     """`tokenpulse model build` failed; its own output has said why."""
+
+
+class EsSetupFailed(RuntimeError):
+    """`tokenpulse es setup` failed against ES_URL; its own output has said why."""
 
 
 def _build(settings: UpSettings, version: int, noise: float) -> None:
@@ -82,3 +87,13 @@ def ensure_demo_key(settings: UpSettings) -> tuple[Path, str]:
     secret.write_text(key + "\n")
     secret.chmod(0o600)
     return keys, key
+
+
+def setup_elasticsearch(settings: UpSettings, say: Callable[[str], None] = print) -> None:
+    """With ES_URL: install the samples' templates, ILM policy and data stream (idempotent), so
+    the shipper's first document lands in a mapped data stream. The key travels in the env."""
+    say(f"installing the samples' index templates and data stream in {settings.es_url}")
+    env = dict(os.environ, TOKENPULSE_ES_ES_API_KEY=settings.es_api_key)
+    argv = tokenpulse_argv("es", "setup", f"--es-url={settings.es_url}")
+    if subprocess.run(argv, env=env, check=False).returncode != 0:
+        raise EsSetupFailed(f"`tokenpulse es setup` against {settings.es_url} failed (see above)")

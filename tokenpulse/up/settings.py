@@ -60,6 +60,11 @@ class UpSettings(BaseSettings):
         validation_alias=AliasChoices("es_url", "TOKENPULSE_UP_ES_URL", "ES_URL"),
         description="ship samples to this Elasticsearch as well (env ES_URL); empty: SQLite only",
     )
+    es_api_key: str = Field(
+        "",
+        validation_alias=AliasChoices("es_api_key", "TOKENPULSE_UP_ES_API_KEY", "ES_API_KEY"),
+        description="Elasticsearch API key (prefer the env var ES_API_KEY); empty: none",
+    )
     rules: Literal["normal", "compressed"] = Field(
         "normal", description="alert rules: normal, or compressed (windows /60, for drills)"
     )
