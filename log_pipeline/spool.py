@@ -184,7 +184,7 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one is built per line read, and frozen inits are slower
 class Line:
     """One complete line read from a segment, with the offset just past it."""
 

@@ -1,6 +1,8 @@
 """The embedded store: SQLite with an FTS5 index over prompt and output text (no server).
 
-`INSERT OR IGNORE` on the record id makes a resend harmless; one transaction per batch.
+`INSERT OR IGNORE` on the record id makes a resend harmless; one transaction per batch. SQLite
+reads the indexed columns out of each raw line itself and fills the FTS index for the whole batch
+in one statement: the shipper never parses a record in Python on this path.
 """
 
 from __future__ import annotations
@@ -45,22 +47,45 @@ def connect(path: Path, create: bool = True) -> sqlite3.Connection:
     return conn
 
 
-def row_of(doc: dict[str, Any]) -> tuple[Any, ...]:
-    """The indexed columns of one record (everything else stays in `doc`)."""
-    s = doc.get("genai_sample", {})
-    quality = s.get("quality", {})
-    reasons = s.get("sampling", {}).get("reasons", [])
-    return (
-        doc["event"]["id"],
-        doc["@timestamp"],
-        s.get("model", ""),
-        s.get("version", ""),
-        quality.get("finish_reason", ""),
-        quality.get("mean_nll"),
-        "|" + "|".join(reasons) + "|",
-        s.get("key_id", ""),
-        s.get("status", 0),
-    )
+# The columns come out of the raw JSON inside SQLite (its C parser is ~10x faster than parsing
+# each line in Python): one json_extract with every path parses a line once into a small array.
+_META = (
+    "$.genai_sample.model",
+    "$.genai_sample.version",
+    "$.genai_sample.quality.finish_reason",
+    "$.genai_sample.quality.mean_nll",
+    "$.genai_sample.sampling.reasons",
+    "$.genai_sample.key_id",
+    "$.genai_sample.status",
+)
+_IS_RECORD = "json_valid(?3) AND ltrim(?3) LIKE '{%'"
+# one prepared statement run per line (executemany): a line that is not a JSON object inserts
+# nothing and is answered as permanent
+_INSERT = (
+    "INSERT OR IGNORE INTO samples (id, ts, model, version, finish_reason, mean_nll, reasons, "
+    "key_id, status, doc) SELECT ?1, ?2, coalesce(m->>0, ''), coalesce(m->>1, ''), "
+    "coalesce(m->>2, ''), m->>3, "
+    "'|' || coalesce((SELECT group_concat(value, '|') FROM json_each(m, '$[4]')), '') || '|', "
+    "coalesce(m->>5, ''), coalesce(m->>6, 0), ?3 FROM (SELECT json_extract(?3, "
+    + ", ".join(f"'{p}'" for p in _META)
+    + f") AS m) WHERE {_IS_RECORD}"
+)
+_FTS = (
+    "INSERT INTO samples_fts (rowid, prompt, output) SELECT rowid, "
+    "coalesce(json_extract(doc, '$.genai_sample.prompt.text'), ''), "
+    "coalesce(json_extract(doc, '$.genai_sample.output.text'), '') "
+    "FROM samples WHERE rowid > ?"
+)
+_CHECK = f"SELECT {_IS_RECORD.replace('?3', '?1')}"
+_BAD = ItemResult(Outcome.PERMANENT, "not a record: not a JSON object", "permanent")
+
+
+def _text(raw: bytes) -> str:
+    """The line as text; "" (not a record, so never inserted) when it is not UTF-8."""
+    try:
+        return raw.decode()
+    except UnicodeDecodeError:
+        return ""
 
 
 class SqliteOutput:
@@ -79,31 +104,25 @@ class SqliteOutput:
 
     def send(self, items: list[Item]) -> list[ItemResult]:
         """Insert every item in one transaction; ids already present count as duplicates."""
-        rows, bad = [], {}
-        for item in items:
-            try:
-                rows.append((*row_of(item.doc), item.raw.decode()))
-            except (ValueError, KeyError, TypeError, AttributeError) as exc:
-                bad[item.id] = ItemResult(Outcome.PERMANENT, f"not a record: {exc}", "permanent")
+        rows = [(it.id, it.timestamp, _text(it.raw)) for it in items]
         try:
             db = self._db()
             db.execute("BEGIN IMMEDIATE")
             try:
                 # rowids only grow, so the rows this batch added are those above the old maximum
                 top = db.execute("SELECT coalesce(max(rowid), 0) FROM samples").fetchone()[0]
-                db.executemany(
-                    "INSERT OR IGNORE INTO samples (id, ts, model, version, finish_reason, "
-                    "mean_nll, reasons, key_id, status, doc) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                    rows,
-                )
-                db.execute(
-                    "INSERT INTO samples_fts (rowid, prompt, output) SELECT rowid, "
-                    "coalesce(json_extract(doc, '$.genai_sample.prompt.text'), ''), "
-                    "coalesce(json_extract(doc, '$.genai_sample.output.text'), '') "
-                    "FROM samples WHERE rowid > ?",
-                    (top,),
-                )
+                db.executemany(_INSERT, rows)
+                db.execute(_FTS, (top,))  # the FTS rows of the whole batch in one statement
                 new = {r[0] for r in db.execute("SELECT id FROM samples WHERE rowid > ?", (top,))}
+                results = []
+                for item, row in zip(items, rows, strict=True):
+                    if item.id in new:
+                        new.discard(item.id)  # a repeat inside one batch is a duplicate
+                        results.append(OK)
+                    elif row[2] and db.execute(_CHECK, (row[2],)).fetchone()[0]:  # resends
+                        results.append(DUPLICATE)
+                    else:
+                        results.append(_BAD)
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -111,15 +130,6 @@ class SqliteOutput:
         except (sqlite3.Error, OSError) as exc:
             self.close()  # reopen next time: the file may have been replaced or repaired
             raise RetryableError("server_error", f"sqlite store {self.path}: {exc}") from exc
-        results = []
-        for item in items:
-            if item.id in bad:
-                results.append(bad[item.id])
-            elif item.id in new:
-                new.discard(item.id)  # a repeat inside one batch is a duplicate
-                results.append(OK)
-            else:
-                results.append(DUPLICATE)
         return results
 
     def close(self) -> None:

@@ -42,3 +42,25 @@ def test_an_unusable_file_is_a_retryable_error(tmp_path: Path) -> None:
     with pytest.raises(RetryableError) as info:
         SqliteOutput(path).send([_item(1)])
     assert info.value.failure == "server_error"
+
+
+def test_columns_come_from_the_line_and_non_records_are_permanent(tmp_path: Path) -> None:
+    good = _item(1)
+    good.doc["genai_sample"].update(
+        {"version": "2", "key_id": "k1", "status": 503, "quality": {"mean_nll": 4.5}}
+    )
+    good = Item(good.id, None, json.dumps(good.doc).encode(), good.timestamp)
+    broken = Item("id-2", None, b'{"@timestamp":"2026-01-01T00:00:02.000Z", cut', "t")
+    binary = Item("id-3", None, b'{"a":"\xff"}', "t")
+    listed = Item("id-4", None, b"[1, 2]", "t")
+    out = SqliteOutput(tmp_path / "s.db")
+    results = out.send([broken, good, binary, listed])
+    assert [r.outcome for r in results] == [Outcome.PERMANENT, Outcome.OK] + [Outcome.PERMANENT] * 2
+    assert out.send([good])[0].outcome is Outcome.DUPLICATE
+    out.close()
+    with sqlite3.connect(tmp_path / "s.db") as db:
+        row = db.execute(
+            "SELECT id, ts, model, version, finish_reason, mean_nll, reasons, key_id, status "
+            "FROM samples"
+        ).fetchall()
+    assert row == [("id-1", "2026-01-01T00:00:01.000Z", "gen", "2", "", 4.5, "|head|", "k1", 503)]
