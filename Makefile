@@ -5,21 +5,33 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+STACK_STAMP := $(VENV)/.installed-stack
+# grafana-client's niquests needs urllib3-future, whose wheel overwrites urllib3 in place (breaking
+# requests and elastic-transport). Built from source with URLLIB3_NO_OVERRIDE it installs beside
+# urllib3 as `urllib3_future`, which niquests uses as is.
+PIP_INSTALL := URLLIB3_NO_OVERRIDE=1 $(BIN)/pip install -q --no-binary urllib3-future
 MODELS ?= models
 PRESET ?= default
 
 .PHONY: up test lint typecheck debs venv model clean-models bench
 
-$(STAMP): pyproject.toml requirements.lock
+$(BIN)/python:
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON)"; exit 1; }
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	# grafana-client's niquests needs urllib3-future, whose wheel overwrites urllib3 in place
-	# (breaking requests and elastic-transport). Built from source with URLLIB3_NO_OVERRIDE it
-	# installs beside urllib3 as `urllib3_future`, which niquests uses as is.
-	URLLIB3_NO_OVERRIDE=1 $(BIN)/pip install -q --no-binary urllib3-future -r requirements.lock
+
+# Everything the tests and tools need: the whole lock.
+$(STAMP): pyproject.toml requirements.lock | $(BIN)/python
+	$(PIP_INSTALL) -r requirements.lock
 	$(BIN)/pip install -q --no-deps -e .
 	@touch $(STAMP)
+
+# What `make up` runs: the runtime dependencies plus the `stack` extra, at the lock's versions.
+$(STACK_STAMP): pyproject.toml requirements.lock scripts/requirements.py | $(BIN)/python
+	$(BIN)/python scripts/requirements.py stack > $(VENV)/stack-requirements.txt
+	$(PIP_INSTALL) -r $(VENV)/stack-requirements.txt -c requirements.lock
+	$(BIN)/pip install -q --no-deps -e .
+	@touch $(STACK_STAMP)
 
 venv: $(STAMP)
 
@@ -29,7 +41,7 @@ debs:
 model: venv
 	$(BIN)/tokenpulse model build --preset $(PRESET) --base-path $(MODELS)/gen --version 1
 
-up: venv
+up: $(STACK_STAMP)
 	@bash scripts/ensure-debs.sh stack
 	$(BIN)/tokenpulse up --preset $(PRESET)
 

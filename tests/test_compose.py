@@ -126,6 +126,19 @@ def test_services_and_gpu_reservations(compose: dict) -> None:
         assert "gpu" in devices[0]["capabilities"]
 
 
+def test_nvml_collector_runs_only_where_gpus_are_reserved(tmp_path: Path) -> None:
+    """A CPU deployment must not run a collector that fails every scrape (a false page)."""
+    env_file = _env_file(tmp_path)
+    cases = [
+        (["docker-compose.yml"], "--no-collector.nvml"),
+        (["docker-compose.yml", "docker-compose.gpu.yml"], "--collector.nvml"),
+    ]
+    for files, wanted in cases:
+        out = _config(*files, env_file=env_file)
+        command = yaml.safe_load(out.stdout)["services"]["exporter"]["command"]
+        assert wanted in command and build_parser(command).parse_args(command)
+
+
 def test_tf_serving_is_internal_and_only_the_gateway_is_public(compose: dict) -> None:
     services = compose["services"]
     assert "ports" not in services["tfserving"]

@@ -214,3 +214,17 @@ def test_a_component_that_exits_is_restarted_after_the_delay_and_all_stop(tmp_pa
     assert stack.running == []
     with pytest.raises(ProcessLookupError):
         os.kill(second, 0)
+
+
+@pytest.mark.parametrize(("nvml", "wanted"), [(True, "real"), (False, "off")])
+def test_gpu_auto_runs_the_nvml_collector_only_where_nvml_works(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, nvml: bool, wanted: str
+) -> None:
+    """Without a GPU the collector would fail every scrape and page ExporterCollectorFailing."""
+    monkeypatch.setattr(components, "nvml_works", lambda: nvml)
+    assert components.gpu_backend(_settings(tmp_path)) == wanted
+    assert components.gpu_backend(_settings(tmp_path, gpu_backend="fake")) == "fake"
+
+
+def test_nvml_works_answers_here_without_raising() -> None:
+    assert isinstance(components.nvml_works(), bool)

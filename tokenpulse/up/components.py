@@ -89,12 +89,34 @@ def _gateway(s: UpSettings) -> contextlib.AbstractContextManager[Launched]:
     )  # fmt: skip
 
 
+def nvml_works() -> bool:
+    """Whether NVML initialises on this machine (a driver and at least the library)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - any NVML error means: no usable GPU here
+        return False
+    return True
+
+
+def gpu_backend(s: UpSettings) -> str:
+    """The exporter's GPU source; `auto` resolves to `real` or `off`."""
+    if s.gpu_backend == "auto":
+        return "real" if nvml_works() else "off"
+    return s.gpu_backend
+
+
 def _exporter(s: UpSettings) -> contextlib.AbstractContextManager[Launched]:
+    backend = gpu_backend(s)
+    # Without a GPU the collector would fail every scrape and page as ExporterCollectorFailing.
+    gpu = ["--no-collector.nvml"] if backend == "off" else [f"--collector.nvml.backend={backend}"]
     return running_exporter(
         [
             f"--tfserving.url={_loopback(s.rest_port)}",
             f"--tfserving.model-config-file={s.path('models.config')}",
-            f"--collector.nvml.backend={s.gpu_backend}",
+            *gpu,
             f"--collector.canary.interval={s.canary_interval_s:g}",
         ],
         port=s.exporter_port, log_path=_log(s, "exporter"), start_timeout_s=s.start_timeout_s,

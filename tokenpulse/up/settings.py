@@ -52,8 +52,10 @@ class UpSettings(BaseSettings):
     canary_interval_s: float = Field(
         30.0, gt=0, description="seconds between the exporter's golden-prompt canary runs"
     )
-    gpu_backend: Literal["real", "fake"] = Field(
-        "real", description="exporter GPU source: real (NVML) or fake (a simulated node)"
+    gpu_backend: Literal["auto", "real", "fake", "off"] = Field(
+        "auto",
+        description="exporter GPU source: auto (NVML when it initialises, else off), real, fake "
+        "(a simulated node) or off (no GPU here: the NVML collector would fail every scrape)",
     )
     es_url: str = Field(
         "",
