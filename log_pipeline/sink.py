@@ -1,20 +1,21 @@
 """The gateway-side sink: sample, redact and append to the spool on a background thread.
 
 Load it with `TOKENPULSE_GATEWAY_SAMPLE_SINK=log_pipeline.sink:make_sink` (settings from
-`TOKENPULSE_SINK_*`). `handle` only puts the sample on a bounded in-memory queue, so the event loop
-never waits on disk; a full queue or a full spool drops the sample and counts it.
+`TOKENPULSE_SINK_*`). `handle` only appends the sample to a bounded deque (no lock, no wake-up, no
+dict or JSON work on the event loop), so the loop never waits on disk; a full queue or a full
+spool drops the sample and counts it. The writer thread wakes every few milliseconds, takes all
+that waits, and samples, redacts and encodes the whole batch before one append: under load it asks
+the loop for the GIL once per batch, not once per request.
 """
 
 from __future__ import annotations
 
 import atexit
-import json
-import queue
 import random
 import threading
 import time
-from collections import Counter
-from typing import cast
+from collections import Counter, deque
+from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, start_http_server
 
@@ -25,7 +26,7 @@ from log_pipeline.metrics import (
     SPOOL_DROP_REASONS,
     SinkMetrics,
 )
-from log_pipeline.record import build_records
+from log_pipeline.record import encode_records
 from log_pipeline.redact import redact_all
 from log_pipeline.sampler import Sampler, load_rules
 from log_pipeline.settings import SinkSettings
@@ -34,9 +35,19 @@ from serving.gateway.sink import Sample
 from tokenpulse.logging import get_logger
 
 log = get_logger(__name__)
-_STOP = object()
-_BATCH = 256
+_BATCH = 512
 _BATCH_WAIT_S = 0.02
+_HOUSEKEEPING_S = 0.25
+
+
+@dataclass(frozen=True, slots=True)
+class _Lines:
+    """One kept request, encoded: its spool lines and what the metrics count once it is written."""
+
+    data: bytes
+    records: int
+    reason: str
+    redactions: Counter[str]
 
 
 class SpoolSink:
@@ -66,7 +77,8 @@ class SpoolSink:
         self._skipped = {r: m.skipped.labels(r) for r in SAMPLER_DROP_REASONS}
         self._dropped = {r: m.dropped.labels(r) for r in SPOOL_DROP_REASONS}
         self._redacted = {k: m.redactions.labels(k) for k in REDACTION_KINDS}
-        self._queue: queue.Queue[object] = queue.Queue(settings.queue_size)
+        self._pending: deque[Sample] = deque()  # append/popleft are atomic: no lock needed
+        self._stop = threading.Event()
         # the writer belongs to the writer thread; the lock only makes a direct write() from
         # another thread (tests, benches) safe against the thread's housekeeping
         self._writer_lock = threading.Lock()
@@ -80,42 +92,39 @@ class SpoolSink:
 
     def offer(self, sample: Sample) -> bool:
         """Queue a sample, or drop and count it when the writer is behind."""
-        try:
-            self._queue.put_nowait(sample)
-        except queue.Full:
+        if len(self._pending) >= self.settings.queue_size:
             self._dropped["queue_full"].inc()
             return False
-        self.metrics.queue_depth.set(self._queue.qsize())
+        self._pending.append(sample)
         return True
 
+    def _take(self) -> list[Sample]:
+        batch: list[Sample] = []
+        pending = self._pending
+        while pending and len(batch) < _BATCH:
+            batch.append(pending.popleft())
+        return batch
+
     def _run(self) -> None:
-        stopping = False
-        while not stopping:
-            try:
-                batch = [self._queue.get(timeout=0.25)]
-            except queue.Empty:
+        last_housekeeping = 0.0
+        while True:
+            stopping = self._stop.is_set()  # read first: what was queued before it is written
+            batch = self._take()
+            if batch:
+                try:
+                    self.write_batch(batch)
+                except Exception:  # noqa: BLE001 - a failure must not stop the writer
+                    self._dropped["write_error"].inc(len(batch))
+                    log.exception("samples not written", samples=len(batch))
+            self.metrics.queue_depth.set(len(self._pending))
+            now = time.monotonic()
+            if now - last_housekeeping >= _HOUSEKEEPING_S:
                 self._housekeeping()
-                continue
-            # Take what else is waiting: under load the thread wakes (and asks the event loop
-            # for the GIL) once per batch, not once per request.
-            while len(batch) < _BATCH:
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            for item in batch:
-                if item is _STOP:
-                    stopping = True
-                    continue
-                sample = cast(Sample, item)  # only Samples and _STOP are queued
-                try:
-                    self.write(sample)
-                except Exception:  # noqa: BLE001 - one bad sample must not stop the writer
-                    self._dropped["write_error"].inc()
-                    log.exception("sample not written", request_id=sample.stats.request_id)
-            self.metrics.queue_depth.set(self._queue.qsize())
-            if not stopping and len(batch) < _BATCH:
-                time.sleep(_BATCH_WAIT_S)  # let a few samples gather; adds at most this delay
+                last_housekeeping = now
+            if stopping and not self._pending:
+                break
+            if len(batch) < _BATCH:
+                self._stop.wait(_BATCH_WAIT_S)  # let samples gather; adds at most this delay
         with self._writer_lock:
             self.writer.close()
         self._housekeeping()
@@ -132,50 +141,89 @@ class SpoolSink:
         self.metrics.segments.set(self.writer.segments())
 
     def write(self, sample: Sample) -> bool:
-        """Sample, redact and append one request (on the writer thread); True when written."""
-        started = time.perf_counter()
+        """Sample, redact and append one request; True when written."""
+        return self.write_batch([sample]) == 1
+
+    def _encode(self, sample: Sample) -> _Lines | None:
+        """The redacted spool lines of one request (None when not kept)."""
         decision = self.sampler.decide(sample.stats)
         if not decision.keep:
             self._skipped[decision.skipped].inc()
-            return False
+            return None
         counts: Counter[str] = Counter()
         prompts = redact_all(sample.prompts, counts)
         outputs = redact_all(sample.outputs, counts)
-        records = build_records(
+        data, records = encode_records(
             sample, prompts, outputs, decision.reasons, self.sampler.rules.head_rate, counts
         )
-        data = b"".join(
-            json.dumps(r, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
-            for r in records
-        )
+        return _Lines(data, records, decision.reasons[0], counts)
+
+    def write_batch(self, samples: list[Sample]) -> int:
+        """Sample, redact and append requests in one write (on the writer thread); how many
+        requests were written. Nothing reaches disk before it is redacted."""
+        started = time.perf_counter()
+        chunks: list[_Lines] = []
+        for sample in samples:
+            try:
+                lines = self._encode(sample)
+            except Exception:  # noqa: BLE001 - one bad sample must not stop the others
+                self._dropped["write_error"].inc()
+                log.exception("sample not written", request_id=sample.stats.request_id)
+                continue
+            if lines is not None:
+                chunks.append(lines)
+        if not chunks:
+            return 0
+        written = self._append(chunks)
+        if not written:
+            return 0
+        redacted: Counter[str] = Counter()
+        for lines in written:
+            self._kept[lines.reason].inc()
+            redacted.update(lines.redactions)
+        for kind, n in redacted.items():
+            self._redacted[kind].inc(n)
+        self.metrics.written.inc(sum(lines.records for lines in written))
+        self.metrics.written_bytes.inc(sum(len(lines.data) for lines in written))
+        per_sample = (time.perf_counter() - started) / len(chunks)
+        for _ in written:
+            self.metrics.write_duration.observe(per_sample)
+        return len(written)
+
+    def _append(self, chunks: list[_Lines]) -> list[_Lines]:
+        """Append the requests' lines in one write; at the cap, one request at a time, so that
+        exactly those over it are dropped. The requests written."""
         try:
             with self._writer_lock:
-                self.writer.append(data)
+                self.writer.append(b"".join(lines.data for lines in chunks))
+            return chunks
         except SpoolFull:
-            self._dropped["disk_cap"].inc(len(records))
-            return False
+            pass  # some may still fit
         except OSError:
-            self._dropped["write_error"].inc(len(records))
-            log.exception("spool append failed", request_id=sample.stats.request_id)
-            return False
-        self._kept[decision.reasons[0]].inc()
-        for kind, n in counts.items():
-            self._redacted[kind].inc(n)
-        self.metrics.written.inc(len(records))
-        self.metrics.written_bytes.inc(len(data))
-        self.metrics.write_duration.observe(time.perf_counter() - started)
-        return True
+            log.exception("spool append failed; retrying one request at a time")
+        written = []
+        for lines in chunks:
+            try:
+                with self._writer_lock:
+                    self.writer.append(lines.data)
+            except SpoolFull:
+                self._dropped["disk_cap"].inc(lines.records)
+                continue
+            except OSError:
+                self._dropped["write_error"].inc(lines.records)
+                log.exception("spool append failed", requests=1)
+                continue
+            written.append(lines)
+        return written
 
     def close(self, timeout_s: float = 5.0) -> None:
         """Write what is queued, flush, and stop the thread."""
         if not self._thread.is_alive():
             return
-        try:
-            self._queue.put(_STOP, timeout=timeout_s)
-        except queue.Full:
-            log.warning("sample writer did not drain before shutdown", left=self._queue.qsize())
-            return
+        self._stop.set()
         self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            log.warning("sample writer did not drain before shutdown", left=len(self._pending))
 
 
 def make_sink(registry: CollectorRegistry | None = None) -> SpoolSink:

@@ -10,7 +10,9 @@ from typing import Any
 
 from log_pipeline import assets
 from log_pipeline.reader import parse_line
-from log_pipeline.record import build_records, record_id
+from log_pipeline.record import build_records, encode_records, record_id
+from serving.gateway.sink import Sample
+from serving.gateway.stats import OutputSignals
 from tests.log_pipeline.conftest import make_sample
 
 SCHEMA = Path(__file__).parents[2] / "log_pipeline" / "SCHEMA.md"
@@ -77,3 +79,33 @@ def test_spool_lines_start_with_the_head_the_shipper_reads() -> None:
         assert item is not None and item._doc is None  # read from the head, no full parse
         assert (item.id, item.timestamp) == (rec["event"]["id"], rec["@timestamp"])
         assert item.doc == rec
+
+
+def _variants() -> list[tuple[Sample, list[str], list[str], tuple[str, ...], Counter[str]]]:
+    ok = make_sample(1, mean_nll=5.0, prompt='quote " back\\slash \n tab\t é 漢 \u2028 \x00')
+    failed = make_sample(2, status=503)
+    coded = make_sample(3, status=429)
+    coded.stats.error_code = ""
+    odd = make_sample(4, total_s=0)  # an int where a float is declared
+    odd.stats.outputs.append(OutputSignals(1, 0, "length", True, float("nan"), float("inf")))
+    odd.stats.version_label = ""
+    odd.params.update({"top_k": 5, "seed": True, "top_p": 0.25, "max_tokens": 7})
+    return [
+        (ok, ["p"], ["o"], ("low_quality", "head"), Counter({"email": 1, "phone": 2})),
+        (failed, ["p"], [], ("error",), Counter()),
+        (coded, [], [], ("error", "slow"), Counter()),
+        (odd, ["a", "b"], ["x", "y", "z"], ("canary",), Counter({"card": 1})),
+        (odd, ["only"], ["x", "y"], ("head",), Counter()),
+    ]
+
+
+def test_encoded_lines_are_the_records_json_byte_for_byte() -> None:
+    for sample, prompts, outputs, reasons, counts in _variants():
+        expected = build_records(sample, prompts, outputs, reasons, 0.5, counts)
+        data, n = encode_records(sample, prompts, outputs, reasons, 0.5, counts)
+        dumped = b"".join(
+            json.dumps(r, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+            for r in expected
+        )
+        assert n == len(expected)
+        assert data == dumped
