@@ -169,6 +169,8 @@ def build_records(
 # writes the identical bytes (a test holds the two together) from a template, with the constant
 # parts encoded once.
 _enc = json.encoder.encode_basestring  # the C escaper json.dumps uses with ensure_ascii=False
+# json.dumps with these arguments builds this very encoder on every call; build it once
+_compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def _j(value: Any) -> str:
@@ -180,7 +182,15 @@ def _j(value: Any) -> str:
         return int.__repr__(value)
     if kind is float and math.isfinite(value):
         return float.__repr__(value)
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if kind is bool:
+        return "true" if value else "false"
+    return _compact(value)
+
+
+def _fields(values: dict[str, Any]) -> str:
+    """A flat object of scalars under our own identifier keys (json.dumps builds a whole encoder
+    per call; this does not)."""
+    return "{" + ",".join(f'"{k}":{_j(v)}' for k, v in values.items()) + "}"
 
 
 _HEAD = '{"@timestamp":'
@@ -191,10 +201,6 @@ _GEN_AI = (
     f',"gen_ai":{{"operation":{{"name":{_enc(OPERATION)}}},'
     f'"provider":{{"name":{_enc(PROVIDER)}}},"request":{{"model":'
 )
-
-
-def _compact(value: dict[str, Any]) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def encode_records(
@@ -210,7 +216,7 @@ def encode_records(
     rid, model = _j(stats.request_id), _j(stats.model)
     failed = stats.status >= 400
     params = "".join(f",{_enc(k)}:{_j(v)}" for k, v in _request_params(sample.params).items())
-    timings = _compact(_timings(stats))
+    timings = _fields(_timings(stats))
     kinds = ",".join(f"{_enc(k)}:{_j(n)}" for k, n in redactions.items())
     tail = (
         f'"sampling":{{"reason":{_j(reasons[0])},"reasons":[{",".join(map(_j, reasons))}],'
@@ -225,23 +231,23 @@ def encode_records(
         f'"status":{_j(stats.status)},'
     )
     done_at = sample.timestamp + stats.total_s
-    head = f"{_HEAD}{_j(iso_utc(done_at))}{_MESSAGE}"
+    head = f'{_HEAD}"{iso_utc(done_at)}"{_MESSAGE}'  # ISO times and hex ids need no escaping
     outcome = '"failure"' if failed else '"success"'
     event = (
         f"{_EVENT}{outcome},"
-        f'"duration":{_j(int(stats.total_s * 1e9))},"start":{_j(iso_utc(sample.timestamp))}}}'
+        f'"duration":{_j(int(stats.total_s * 1e9))},"start":"{iso_utc(sample.timestamp)}"}}'
     )
-    envelope = f"{_SERVICE}{_j(_trace_id(stats.request_id))}}}{_GEN_AI}{model}{params}}},"
+    envelope = f'{_SERVICE}"{_trace_id(stats.request_id)}"}}{_GEN_AI}{model}{params}}},'
     lines = []
     for i, (signals, text_in, text_out) in enumerate(_rows(stats, prompts, outputs)):
         lines.append(
-            f"{head}{_j(record_id(stats.request_id, i))}{event}{envelope}"
+            f'{head}"{record_id(stats.request_id, i)}"{event}{envelope}'
             f'"response":{{"id":{rid},"model":{model},"finish_reasons":'
             f"[{_j(signals.finish_reason) if signals else ''}]}},"
             f'"usage":{{"input_tokens":{_j(signals.prompt_tokens if signals else 0)},'
             f'"output_tokens":{_j(signals.output_tokens if signals else 0)}}}}},'
             f'"genai_sample":{{"request_id":{rid},"index":{i},{common}'
             f'"prompt":{{"text":{_j(text_in)}}},"output":{{"text":{_j(text_out)}}},'
-            f'"timings":{timings},"quality":{_compact(_quality(signals))},{tail}}}\n'
+            f'"timings":{timings},"quality":{_fields(_quality(signals))},{tail}}}\n'
         )
     return "".join(lines).encode(), len(lines)
