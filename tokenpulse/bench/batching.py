@@ -17,10 +17,9 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
-from tokenpulse.bench.harness import latency_ms, progress
+from tokenpulse.bench.harness import add_model_arguments, latency_ms, progress
 from tokenpulse.testing.launch import running_modelserver
 from tokenpulse.tfserving.predict import parse_predictions, predict_path, row_request
 
@@ -34,21 +33,11 @@ PROMPTS = [
     "She opened the door and",
     "Batching helps because",
 ]
-DEFAULT_BATCHING = (
-    Path(__file__).resolve().parents[2] / "serving" / "config" / "batching_parameters.txt"
-)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Bench options; every run is bounded by the durations given here."""
-    parser.add_argument(
-        "--model-base-path",
-        type=Path,
-        default=Path("models/gen"),
-        help="base path with numeric version dirs (default models/gen)",
-    )
-    parser.add_argument("--model-name", default="gen")
-    parser.add_argument("--batching-parameters-file", type=Path, default=DEFAULT_BATCHING)
+    add_model_arguments(parser)
     parser.add_argument("--concurrency", default="1,8,32", help="closed-loop levels")
     parser.add_argument("--duration", type=float, default=6.0, help="seconds per load level")
     parser.add_argument(

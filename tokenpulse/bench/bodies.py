@@ -14,11 +14,9 @@ import asyncio
 import json
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-from tokenpulse.bench.batching import DEFAULT_BATCHING
-from tokenpulse.bench.harness import latency_ms, progress, rss_bytes
+from tokenpulse.bench.harness import add_model_arguments, latency_ms, progress, rss_bytes
 from tokenpulse.testing.launch import running_modelserver
 
 MB = 1024 * 1024
@@ -27,14 +25,7 @@ _progress = progress("bodies")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Bench options."""
-    parser.add_argument(
-        "--model-base-path",
-        type=Path,
-        default=Path("models/gen"),
-        help="base path with numeric version dirs (default models/gen)",
-    )
-    parser.add_argument("--model-name", default="gen")
-    parser.add_argument("--batching-parameters-file", type=Path, default=DEFAULT_BATCHING)
+    add_model_arguments(parser)
     parser.add_argument("--body-mb", type=float, default=50.0, help="size of the large body")
     parser.add_argument(
         "--max-body-bytes",

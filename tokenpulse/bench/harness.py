@@ -6,6 +6,7 @@ use too) and read the figures below; they print figures and ratios, and never as
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import math
 import os
@@ -15,6 +16,20 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+DEFAULT_BATCHING = Path(__file__).resolve().parents[2] / "serving/config/batching_parameters.txt"
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of a bench that starts a model server: which model, which batching config."""
+    parser.add_argument(
+        "--model-base-path",
+        type=Path,
+        default=Path("models/gen"),
+        help="base path with numeric version dirs (default models/gen)",
+    )
+    parser.add_argument("--model-name", default="gen")
+    parser.add_argument("--batching-parameters-file", type=Path, default=DEFAULT_BATCHING)
 
 
 def percentile(values: Sequence[float], q: float) -> float:

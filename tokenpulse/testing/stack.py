@@ -44,6 +44,7 @@ import httpx
 from monitoring.mixin import alertmanager as am_config
 from monitoring.mixin import prometheus as prom_config
 from tokenpulse.procs import free_port
+from tokenpulse.testing import launch
 from tokenpulse.testing.launch import (
     ExporterProcess,
     GatewayProcess,
@@ -194,15 +195,8 @@ class Stack:
 def wait_until(
     predicate: Callable[[], Any], timeout_s: float, what: str, every_s: float = 0.5
 ) -> Any:
-    """Poll until `predicate()` is truthy; AssertionError naming `what` after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
-        time.sleep(every_s)
+    """The launcher's poll, at a pace that suits Prometheus and Alertmanager queries."""
+    return launch.wait_until(predicate, timeout_s=timeout_s, what=what, every_s=every_s)
 
 
 MODELS_CONFIG = """model_config_list {{
