@@ -228,3 +228,11 @@ def test_gpu_auto_runs_the_nvml_collector_only_where_nvml_works(
 
 def test_nvml_works_answers_here_without_raising() -> None:
     assert isinstance(components.nvml_works(), bool)
+
+
+def test_the_gateway_window_is_the_one_the_served_export_recorded(tmp_path: Path) -> None:
+    s = _settings(tmp_path)
+    meta = s.models_dir / "gen" / "1" / "assets.extra" / "tokenpulse_model.json"
+    meta.parent.mkdir(parents=True)
+    meta.write_text('{"model": {"context": 64, "d_model": 64}}')
+    assert files.context_window(s) == 64

@@ -23,7 +23,7 @@ from tokenpulse.testing.launch import (
     running_process,
     tokenpulse_argv,
 )
-from tokenpulse.up.files import MODEL
+from tokenpulse.up.files import MODEL, context_window
 from tokenpulse.up.settings import UpSettings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,7 +85,7 @@ def _gateway(s: UpSettings) -> contextlib.AbstractContextManager[Launched]:
         log_path=_log(s, "gateway"), start_timeout_s=s.start_timeout_s,
         env={"TOKENPULSE_SINK_SPOOL_DIR": str(s.path("spool"))},
         model_config_file=str(s.path("models.config")), canary_weight=s.canary_weight,
-        sample_sink=SINK,
+        sample_sink=SINK, context_window_tokens=context_window(s),
     )  # fmt: skip
 
 

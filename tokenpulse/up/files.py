@@ -3,6 +3,7 @@ with their labels, the gateway keys file and the demo key."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from collections.abc import Callable
@@ -97,3 +98,9 @@ def setup_elasticsearch(settings: UpSettings, say: Callable[[str], None] = print
     argv = tokenpulse_argv("es", "setup", f"--es-url={settings.es_url}")
     if subprocess.run(argv, env=env, check=False).returncode != 0:
         raise EsSetupFailed(f"`tokenpulse es setup` against {settings.es_url} failed (see above)")
+
+
+def context_window(settings: UpSettings, version: int = 1) -> int:
+    """The served model's context window, as its export recorded it (the gateway's 400 limit)."""
+    meta = settings.models_dir / MODEL / str(version) / "assets.extra" / "tokenpulse_model.json"
+    return int(json.loads(meta.read_text())["model"]["context"])
