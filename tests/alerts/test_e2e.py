@@ -107,7 +107,12 @@ def test_runbook_promql_runs_on_the_live_prometheus(stack: Stack) -> None:
 
 
 def test_every_rule_evaluates_without_error(stack: Stack) -> None:
-    rules = stack.rule_health()
+    # A group not evaluated yet says "unknown"; wait for one evaluation of each, then judge.
+    def evaluated() -> list[dict] | None:
+        rules = stack.rule_health()
+        return rules if all(r["health"] != "unknown" for r in rules) else None
+
+    rules = wait_until(evaluated, 120, "one evaluation of every rule group")
     assert len(rules) > 70
     assert [(r["name"], r.get("lastError")) for r in rules if r["health"] != "ok"] == []
 

@@ -90,7 +90,7 @@ def test_hot_version_swap_under_load_fails_no_request(tmp_path: Path, tiny_expor
 def test_concurrent_requests_merge_and_overflow_gets_503(tmp_path: Path, tiny_export: Path) -> None:
     base = tmp_path / "gen"
     install_version(tiny_export, base, 1)
-    # small batches and a one-batch queue, so a burst of 40 overflows while batches run
+    # small batches and a one-batch queue, so a burst of 64 overflows while batches run
     params = (
         "max_batch_size { value: 8 }\nmax_enqueued_batches { value: 1 }\n"
         "num_batch_threads { value: 1 }\n"
@@ -101,10 +101,15 @@ def test_concurrent_requests_merge_and_overflow_gets_503(tmp_path: Path, tiny_ex
     ) as server:
         url = f"{server.rest_url}/v1/models/gen:predict"
         before = server.metrics_text()
-        rows = [default_row(f"prompt {i}", 48) for i in range(40)]
+        rows = [default_row(f"prompt {i}", 48) for i in range(64)]
+        # every thread has its client ready, then all send at once: a staggered start on a
+        # busy machine let the batcher keep up and nothing overflowed
+        start = threading.Barrier(len(rows))
 
         def call(row: dict[str, Any]) -> httpx.Response:
-            return httpx.post(url, json={"instances": [row]}, timeout=120)
+            with httpx.Client(timeout=120) as client:
+                start.wait()
+                return client.post(url, json={"instances": [row]})
 
         with ThreadPoolExecutor(len(rows)) as pool:
             responses = list(pool.map(call, rows))
