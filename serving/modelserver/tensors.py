@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from serving.modelserver.status import ServingError, invalid_argument
+from tokenpulse.tfserving.predict import is_b64
 
 # DataType enum value -> (TF name, numpy dtype); only the types a signature can take over JSON.
 DTYPES: dict[int, tuple[str, Any]] = {
@@ -122,15 +123,11 @@ def _type_error(value: Any, dtype: int) -> ServingError:
     )
 
 
-def _is_b64(value: Any) -> bool:
-    return isinstance(value, dict) and len(value) == 1 and isinstance(value.get("b64"), str)
-
-
 def _scalar(value: Any, dtype: int) -> Any:
     if isinstance(value, dict):
         if dtype != 7:
             raise _type_error(value, dtype)
-        if not _is_b64(value):
+        if not is_b64(value):
             raise invalid_argument(
                 f"JSON Value: {_debug(value)} not formatted correctly for base64 data"
             )
@@ -296,7 +293,7 @@ def parse_predict_body(
 
 def _from_instances(instances: list[Any], dtypes: Mapping[str, int]) -> dict[str, np.ndarray]:
     def is_object(v: Any) -> bool:
-        return isinstance(v, dict) and not _is_b64(v)
+        return isinstance(v, dict) and not is_b64(v)
 
     if not isinstance(instances[0], dict) and len(dtypes) > 1:
         raise invalid_argument(
@@ -358,7 +355,7 @@ def _instance_item(
 
 
 def _from_inputs(value: Any, dtypes: Mapping[str, int]) -> dict[str, np.ndarray]:
-    if not isinstance(value, dict) or _is_b64(value):
+    if not isinstance(value, dict) or is_b64(value):
         if len(dtypes) > 1:
             raise invalid_argument(
                 "inputs is a plain value/list, but expecting an object as multiple input "
