@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
+from typing import Self
 
 from aiohttp import web
 
@@ -84,6 +85,37 @@ class BackgroundServer:
     def __enter__(self) -> BackgroundServer:
         self.start()
         return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class BackgroundStandin:
+    """The lifecycle every aiohttp stand-in shares: subclasses set `self._server` and add routes."""
+
+    _server: BackgroundServer
+
+    @property
+    def port(self) -> int:
+        """The port it listens on (0 until started; kept across stop() and start())."""
+        return self._server.port
+
+    @property
+    def url(self) -> str:
+        """Base URL, e.g. http://127.0.0.1:41234."""
+        return self._server.url
+
+    def start(self) -> Self:
+        """Listen on 127.0.0.1 (a free port unless one was given, the same one on a restart)."""
+        self._server.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop listening: connections are refused until start() again."""
+        self._server.stop()
+
+    def __enter__(self) -> Self:
+        return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -29,7 +29,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tokenpulse.testing.background import BackgroundServer
+from tokenpulse.testing.background import BackgroundServer, BackgroundStandin
 
 PRODUCT = {"X-Elastic-Product": "Elasticsearch"}
 
@@ -47,7 +47,7 @@ class Faults:
     garbage: bool = False  # 200 with a body that is not JSON
 
 
-class EsStandin:
+class EsStandin(BackgroundStandin):
     """The stand-in server on a background thread: `start()`, `.url`, `.faults`, `stop()`."""
 
     def __init__(
@@ -67,22 +67,6 @@ class EsStandin:
         self.created = 0  # documents created (a resend that answers 409 is not counted)
         self._lock = threading.Lock()
         self._server = BackgroundServer(self._app, port, name="es-standin")
-
-    # lifecycle ----------------------------------------------------------------------------------
-    @property
-    def port(self) -> int:
-        """The port (0 until started)."""
-        return self._server.port
-
-    @property
-    def url(self) -> str:
-        """Base URL."""
-        return self._server.url
-
-    def start(self) -> EsStandin:
-        """Listen on 127.0.0.1 (a free port unless one was given)."""
-        self._server.start()
-        return self
 
     def _app(self) -> web.Application:
         app = web.Application(client_max_size=256 << 20, middlewares=[self._middleware])
@@ -109,16 +93,6 @@ class EsStandin:
     def accept(self) -> None:
         """Listen again on the same port (the documents stay)."""
         self._server.start()
-
-    def stop(self) -> None:
-        """Shut down."""
-        self._server.stop()
-
-    def __enter__(self) -> EsStandin:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # views for tests ----------------------------------------------------------------------------
     def docs(self, stream: str) -> dict[str, dict[str, Any]]:

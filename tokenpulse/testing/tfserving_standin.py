@@ -30,7 +30,7 @@ from typing import Any
 from aiohttp import web
 
 from serving.model.signature import INPUTS
-from tokenpulse.testing.background import BackgroundServer
+from tokenpulse.testing.background import BackgroundServer, BackgroundStandin
 from tokenpulse.tfserving.errors import error_body
 from tokenpulse.tfserving.predict import DEFAULT_SIGNATURE
 from tokenpulse.tfserving.status import VersionStatus, status_document
@@ -64,23 +64,13 @@ def _error(status: int, message: str) -> web.Response:
     return web.json_response(error_body(message), status=status)
 
 
-class TfServingStandin:
+class TfServingStandin(BackgroundStandin):
     """`with TfServingStandin() as tfs:` serves `tfs.state` at `tfs.url` from its own thread."""
 
     def __init__(self, state: StandinState | None = None) -> None:
         self.state = state or StandinState()
         self.calls: Counter[str] = Counter()  # "status", "predict:v<version>"
         self._server = BackgroundServer(self._app, name="tfserving-standin")
-
-    @property
-    def port(self) -> int:
-        """The port it listens on (kept across stop() and start())."""
-        return self._server.port
-
-    @property
-    def url(self) -> str:
-        """Base REST URL."""
-        return self._server.url
 
     def predict_calls(self) -> int:
         """Predict calls received so far."""
@@ -169,18 +159,3 @@ class TfServingStandin:
         app.router.add_get("/v1/models/{model}/versions/{version}", self._status)
         app.router.add_post("/{tail:.*}", self._predict)
         return app
-
-    def start(self) -> None:
-        """Listen (on the previous port when restarting)."""
-        self._server.start()
-
-    def stop(self) -> None:
-        """Stop listening: connections are refused until start() again."""
-        self._server.stop()
-
-    def __enter__(self) -> TfServingStandin:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
