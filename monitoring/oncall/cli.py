@@ -6,32 +6,20 @@ import argparse
 import signal
 import sys
 import threading
-from typing import Any
-
-from pydantic import ValidationError
 
 from monitoring.oncall.server import OncallSettings, serve
 from tokenpulse.logging import configure_logging, get_logger
+from tokenpulse.settings_cli import KEBAB, add_settings_arguments, settings_from_args
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Flags (each also TOKENPULSE_ONCALL_<NAME>)."""
-    parser.add_argument("--host", default=None, help="listen address (default 127.0.0.1)")
-    parser.add_argument("--port", default=None, help="listen port (default 9095)")
-    parser.add_argument(
-        "--file", default=None, help="JSON-lines file notifications are appended to"
-    )
+    """Flags from OncallSettings (each also TOKENPULSE_ONCALL_<NAME>)."""
+    add_settings_arguments(parser, OncallSettings, style=KEBAB)
 
 
 def main(args: argparse.Namespace) -> int:
     """Serve until SIGTERM or Ctrl-C."""
-    given: dict[str, Any] = {k: getattr(args, k) for k in ("host", "port", "file")}
-    try:
-        settings = OncallSettings(**{k: v for k, v in given.items() if v is not None})
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        print(f"oncall-receiver: error: {first['loc'][0]}: {first['msg']}", file=sys.stderr)
-        return 2
+    settings = settings_from_args(OncallSettings, args)
     configure_logging("oncall")
     try:
         server = serve(settings, lambda line: print(line, flush=True))

@@ -31,9 +31,17 @@ class OncallSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="TOKENPULSE_ONCALL_", extra="ignore")
 
-    host: str = "127.0.0.1"
-    port: int = Field(9095, ge=0, le=65535)
-    file: Path = Path("run/oncall.jsonl")
+    host: str = Field("127.0.0.1", description="listen address")
+    port: int = Field(9095, ge=0, le=65535, description="listen port (0: any free)")
+    file: Path = Field(
+        Path("run/oncall.jsonl"), description="JSON-lines file notifications are appended to"
+    )
+    timeout_s: float = Field(
+        10.0, gt=0, description="seconds a connection may wait between reads before it is closed"
+    )
+    max_connections: int = Field(
+        64, ge=1, description="connections served at once; more get 503 and are closed"
+    )
 
 
 class BadNotification(ValueError):
@@ -71,7 +79,9 @@ def alert_line(receiver: str, alert: dict[str, Any]) -> str:
         f"({notes.get('runbook_url', 'no runbook')})",
         f"-> {receiver}",
     ]
-    return " ".join(p for p in parts if p)
+    # printable whatever the sender put in a label (a lone surrogate cannot be written as UTF-8)
+    line = " ".join(p for p in parts if p)
+    return line.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 class NotificationLog:
@@ -101,11 +111,12 @@ class NotificationLog:
         return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-def make_handler(store: NotificationLog) -> type[BaseHTTPRequestHandler]:
+def make_handler(store: NotificationLog, timeout_s: float) -> type[BaseHTTPRequestHandler]:
     """A request handler class bound to one notification log."""
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "tokenpulse-oncall"
+        timeout = timeout_s  # an idle or trickling connection is closed, its thread freed
 
         def _answer(self, status: int, doc: object) -> None:
             body = json.dumps(doc).encode()
@@ -147,9 +158,37 @@ def make_handler(store: NotificationLog) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class CappedServer(ThreadingHTTPServer):
+    """A thread per connection, at most `max_connections` of them; the rest get 503 and close."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type, max_connections: int) -> None:
+        super().__init__(address, handler)
+        self._slots = threading.BoundedSemaphore(max_connections)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            body = b'{"error": "too many connections"}'
+            head = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+            head += f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+            try:
+                request.sendall(head.encode() + body)
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
 def serve(settings: OncallSettings, on_alert: Callable[[str], None]) -> ThreadingHTTPServer:
     """A bound server (not yet serving); call serve_forever() on it."""
     store = NotificationLog(settings.file, on_alert)
-    server = ThreadingHTTPServer((settings.host, settings.port), make_handler(store))
-    server.daemon_threads = True
-    return server
+    handler = make_handler(store, settings.timeout_s)
+    return CappedServer((settings.host, settings.port), handler, settings.max_connections)

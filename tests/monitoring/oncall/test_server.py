@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -113,3 +115,38 @@ def test_cli_rejects_a_bad_port_in_one_line() -> None:
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [out.stderr.strip()]
     assert "port" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_label_that_cannot_be_printed_still_gets_an_answer(
+    receiver: tuple[str, Path, list[str]],
+) -> None:
+    """A lone surrogate once killed the handler after recording: no answer, so a resend."""
+    url, path, lines = receiver
+    body = json.dumps({"alerts": [{"labels": {"alertname": "\ud800"}}]}).encode()
+    assert _post(url, body)[0] == 200
+    assert "\\ud800" in lines[-1]
+    lines[-1].encode("utf-8")  # printable
+    assert len(path.read_text().splitlines()) == 1
+
+
+def _serve(tmp_path: Path, **kw: object) -> tuple[ThreadingHTTPServer, int]:
+    server = serve(OncallSettings(port=0, file=tmp_path / "n.jsonl", **kw), lambda _: None)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, server.server_address[1]
+
+
+def test_idle_connections_are_closed_and_capped(tmp_path: Path) -> None:
+    server, port = _serve(tmp_path, timeout_s=0.5, max_connections=4)
+    try:
+        idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(4)]
+        extra = socket.create_connection(("127.0.0.1", port))
+        extra.settimeout(5)
+        assert extra.recv(100).startswith(b"HTTP/1.1 503")  # over the cap: refused at once
+        for s in idle:  # each silent connection is closed by the server after timeout_s
+            s.settimeout(5)
+            assert s.recv(1) == b""
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as resp:
+            assert resp.status == 200  # the slots came back
+    finally:
+        server.shutdown()
+        server.server_close()
