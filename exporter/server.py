@@ -5,9 +5,7 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Callable, Iterable
-from socketserver import ThreadingMixIn
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.platform_collector import PlatformCollector
@@ -20,6 +18,7 @@ from exporter.settings import ExporterSettings
 from exporter.sources import Sources
 from exporter.version import __version__
 from tokenpulse.logging import configure_logging, get_logger
+from tokenpulse.threaded_http import make_wsgi_server
 
 # Bound here too: contextvars bound in main() do not reach the exporter's threads.
 log = get_logger(__name__).bind(component="exporter")
@@ -28,16 +27,6 @@ _LANDING = """<html><head><title>TokenPulse exporter</title></head><body>
 <h1>TokenPulse exporter {version}</h1><p>Collectors: {collectors}</p>
 <p><a href="/metrics">Metrics</a> &middot; <a href="/healthz">Health</a></p></body></html>
 """
-
-
-class _Server(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002  (stdlib signature)
-        pass  # one line per scrape is noise; failures are logged by the collectors
 
 
 def build_registry(settings: ExporterSettings, sources: Sources) -> CollectorRegistry:
@@ -86,9 +75,7 @@ class Exporter:
         self.registry = build_registry(settings, self.sources)
         host, port = settings.listen()
         app = make_app(self.registry, settings.enabled_collectors())
-        self.httpd = make_server(
-            host or "0.0.0.0", port, app, server_class=_Server, handler_class=_QuietHandler
-        )
+        self.httpd = make_wsgi_server(host or "0.0.0.0", port, app)
         self.port = int(self.httpd.server_address[1])
         self._thread: threading.Thread | None = None
 

@@ -16,7 +16,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry
 
 from log_pipeline.checkpoint import (
     CheckpointError,
@@ -32,6 +32,7 @@ from log_pipeline.reader import parse_line, read_batch, start_position
 from log_pipeline.settings import ShipperSettings
 from log_pipeline.spool import list_segments, read_lines, segment_name, segment_seq
 from tokenpulse.logging import configure_logging, get_logger
+from tokenpulse.threaded_http import serve_metrics
 
 log = get_logger(__name__)
 
@@ -271,9 +272,7 @@ def run(settings: ShipperSettings) -> int:
     """Serve /metrics and ship until SIGTERM/SIGINT."""
     configure_logging("shipper", settings.log_level)
     shipper = Shipper(settings)
-    server, _thread = start_http_server(
-        settings.metrics_port, addr=settings.metrics_host, registry=shipper.registry
-    )
+    server = serve_metrics(settings.metrics_host, settings.metrics_port, shipper.registry)
     port = server.server_address[1]
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: shipper.stop.set())

@@ -17,7 +17,7 @@ import time
 from collections import Counter, deque
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry
 
 from log_pipeline.metrics import (
     KEEP_REASONS,
@@ -33,6 +33,7 @@ from log_pipeline.settings import SinkSettings
 from log_pipeline.spool import SpoolFull, SpoolWriter
 from serving.gateway.sink import Sample
 from tokenpulse.logging import get_logger
+from tokenpulse.threaded_http import serve_metrics
 
 log = get_logger(__name__)
 _BATCH = 512
@@ -231,7 +232,7 @@ def make_sink(registry: CollectorRegistry | None = None) -> SpoolSink:
     settings = SinkSettings.model_validate({})  # from TOKENPULSE_SINK_* and defaults
     sink = SpoolSink(settings, registry=registry)
     if settings.metrics_port:  # its own /metrics too, e.g. when the host passes no registry
-        start_http_server(settings.metrics_port, addr="127.0.0.1", registry=sink.registry)
+        serve_metrics("127.0.0.1", settings.metrics_port, sink.registry)
     atexit.register(sink.close)
     log.info(
         "sample sink ready",

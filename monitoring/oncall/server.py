@@ -20,6 +20,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from tokenpulse.logging import get_logger
+from tokenpulse.threaded_http import CappedHTTPServer
 
 log = get_logger(__name__)
 
@@ -52,7 +53,7 @@ def parse_notification(body: bytes) -> dict[str, Any]:
     """The webhook document, checked for the fields a notification always has."""
     try:
         doc = json.loads(body)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested past Python's limit
         raise BadNotification("body is not JSON") from exc
     if not isinstance(doc, dict):
         raise BadNotification("body must be a JSON object")
@@ -158,37 +159,8 @@ def make_handler(store: NotificationLog, timeout_s: float) -> type[BaseHTTPReque
     return Handler
 
 
-class CappedServer(ThreadingHTTPServer):
-    """A thread per connection, at most `max_connections` of them; the rest get 503 and close."""
-
-    daemon_threads = True
-
-    def __init__(self, address: tuple[str, int], handler: type, max_connections: int) -> None:
-        super().__init__(address, handler)
-        self._slots = threading.BoundedSemaphore(max_connections)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            body = b'{"error": "too many connections"}'
-            head = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-            head += f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-            try:
-                request.sendall(head.encode() + body)
-            except OSError:
-                pass
-            self.shutdown_request(request)
-            return
-        super().process_request(request, client_address)
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._slots.release()
-
-
 def serve(settings: OncallSettings, on_alert: Callable[[str], None]) -> ThreadingHTTPServer:
     """A bound server (not yet serving); call serve_forever() on it."""
     store = NotificationLog(settings.file, on_alert)
     handler = make_handler(store, settings.timeout_s)
-    return CappedServer((settings.host, settings.port), handler, settings.max_connections)
+    return CappedHTTPServer((settings.host, settings.port), handler, settings.max_connections)
