@@ -83,6 +83,7 @@ def test_notification_is_appended_and_announced(receiver: tuple[str, Path, list[
         (b"not json", "body is not JSON"),
         (b"[1]", "body must be a JSON object"),
         (b'{"alerts": 3}', "'alerts' must be a list of objects"),
+        (b"[" * 100_000 + b"]" * 100_000, "body is not JSON"),  # past Python's recursion limit
     ],  # fmt: skip
 )
 def test_junk_is_refused_with_400(
