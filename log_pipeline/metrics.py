@@ -32,7 +32,7 @@ SHIPPER = "tokenpulse_shipper_"
 
 
 class SinkMetrics:
-    """Sampler, redaction and spool metrics (gateway side)."""
+    """Sampler, redaction and spool metrics (the sink's writer process; shown by the gateway)."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         r = registry
@@ -55,12 +55,16 @@ class SinkMetrics:
             ("reason",), registry=r,
         )  # fmt: skip
         self.queue_depth = Gauge(
-            f"{SPOOL}queue_records", "Samples waiting for the background writer.", registry=r
+            f"{SPOOL}queue_records", "Samples not yet handed to the writer process.", registry=r
         )
         self.size = Gauge(f"{SPOOL}size_bytes", "Bytes held by spool segments.", registry=r)
         self.cap = Gauge(f"{SPOOL}capacity_bytes", "Disk cap of the spool.", registry=r)
         self.segments = Gauge(f"{SPOOL}segments", "Spool segment files on disk.", registry=r)
         self.fsyncs = Counter(f"{SPOOL}fsyncs", "fsync calls on spool segments.", registry=r)
+        self.writer_restarts = Counter(
+            f"{SPOOL}writer_restarts", "Times the sample writer process died and was restarted.",
+            registry=r,
+        )  # fmt: skip
         self.write_duration = Histogram(
             f"{SPOOL}write_duration_seconds", "Time to sample, redact and append one record.",
             buckets=STAGE_BUCKETS, registry=r,

@@ -85,7 +85,9 @@ class SinkSettings(BaseSettings):
 
     spool_dir: Path = Field(DEFAULT_SPOOL, description="directory of the spool segments")
     rules_file: Path = Field(DEFAULT_RULES_FILE, description="sampling rules (TOML)")
-    queue_size: int = Field(10_000, ge=1, description="samples waiting for the writer thread")
+    queue_size: int = Field(
+        10_000, ge=1, description="samples waiting for the writer process; beyond: dropped, counted"
+    )
     segment_max_bytes: int = Field(16 << 20, ge=4096, description="rotate a segment at this size")
     segment_max_age_s: float = Field(10.0, gt=0, description="rotate a segment at this age")
     cap_bytes: int = Field(1 << 30, ge=4096, description="disk cap; beyond it samples are dropped")
@@ -93,6 +95,9 @@ class SinkSettings(BaseSettings):
     fsync_interval_s: float = Field(1.0, gt=0, description="fsync period with fsync=interval")
     metrics_port: int = Field(
         0, ge=0, le=65535, description="own /metrics port when the host gives no registry (0: none)"
+    )
+    writer_nice: int = Field(
+        19, ge=0, le=19, description="CPU niceness added to the writer process (0: as the gateway)"
     )
 
 

@@ -1,242 +1,303 @@
-"""The gateway-side sink: sample, redact and append to the spool on a background thread.
+"""The gateway-side sink: hand samples to a writer process that samples, redacts and appends.
 
 Load it with `TOKENPULSE_GATEWAY_SAMPLE_SINK=log_pipeline.sink:make_sink` (settings from
-`TOKENPULSE_SINK_*`). `handle` only appends the sample to a bounded deque (no lock, no wake-up, no
-dict or JSON work on the event loop), so the loop never waits on disk; a full queue or a full
-spool drops the sample and counts it. The writer thread wakes every few milliseconds, takes all
-that waits, and samples, redacts and encodes the whole batch before one append: under load it asks
-the loop for the GIL once per batch, not once per request.
+`TOKENPULSE_SINK_*`). On the event loop a sample costs a tuple and a list append: every 20 ms (or
+every 512 samples) the list goes, pickled, down a non-blocking pipe to the writer process
+(log_pipeline.sidecar), so the loop never waits on disk, nor on the writer's CPU. When samples
+cannot be handed over (the pipe is full and `queue_size` samples wait), new ones are dropped and
+counted. The writer's metrics come back over a second pipe and appear on the host's registry, as
+if the work were done in the gateway; the writer is restarted if it dies.
 """
 
 from __future__ import annotations
 
+import asyncio
 import atexit
-import random
+import fcntl
+import logging
+import os
+import subprocess
+import sys
 import threading
 import time
-from collections import Counter, deque
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import Iterable
+from typing import Any
 
 from prometheus_client import CollectorRegistry
+from prometheus_client.metrics_core import Metric
+from pydantic import ValidationError
 
-from log_pipeline.metrics import (
-    KEEP_REASONS,
-    REDACTION_KINDS,
-    SAMPLER_DROP_REASONS,
-    SPOOL_DROP_REASONS,
-    SinkMetrics,
-)
-from log_pipeline.record import encode_records
-from log_pipeline.redact import redact_all
-from log_pipeline.sampler import Sampler, load_rules
+from log_pipeline.metrics import SinkMetrics
+from log_pipeline.sampler import RulesError, load_rules
 from log_pipeline.settings import SinkSettings
-from log_pipeline.spool import SpoolFull, SpoolWriter
+from log_pipeline.wire import FrameError, FrameReader, WireSample, frame, to_wire
 from serving.gateway.sink import Sample
 from tokenpulse.logging import get_logger
+from tokenpulse.settings_cli import SettingsError, describe
 from tokenpulse.threaded_http import serve_metrics
 
 log = get_logger(__name__)
-_BATCH = 512
-_BATCH_WAIT_S = 0.02
-_HOUSEKEEPING_S = 0.25
+BATCH = 512
+BATCH_WAIT_S = 0.02
+_START_TIMEOUT_S = 60.0
+_RESTART_EVERY_S = 5.0
+_PIPE_BYTES = 1 << 20  # Linux's default pipe-max-size for unprivileged processes
+_F_SETPIPE_SZ = 1031
 
 
-@dataclass(frozen=True, slots=True)
-class _Lines:
-    """One kept request, encoded: its spool lines and what the metrics count once it is written."""
+class SinkError(Exception):
+    """The writer process could not start."""
 
-    data: bytes
-    records: int
-    reason: str
-    redactions: Counter[str]
+
+class _Writer:
+    """One writer process: its stdin, and a thread keeping its latest metric report."""
+
+    def __init__(self, settings: SinkSettings, on_exit: Any) -> None:
+        report_r, report_w = os.pipe()
+        level = logging.getLevelName(logging.getLogger().getEffectiveLevel())
+        cmd = [sys.executable, "-m", "log_pipeline.sidecar", str(report_w),
+               settings.model_dump_json(), level]  # fmt: skip
+        try:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, pass_fds=(report_w,))
+        finally:
+            os.close(report_w)
+        assert self.proc.stdin is not None
+        self.fd = self.proc.stdin.fileno()
+        try:  # a bigger pipe rides out longer stalls of the writer; the default works too
+            fcntl.fcntl(self.fd, _F_SETPIPE_SZ, _PIPE_BYTES)
+        except OSError:
+            pass
+        os.set_blocking(self.fd, False)
+        self.families: list[Metric] | None = None
+        self.error = ""
+        self.first = threading.Event()
+        self._on_exit = on_exit
+        self._thread = threading.Thread(
+            target=self._read_reports, args=(report_r,), name="sample-writer-reports", daemon=True
+        )
+        self._thread.start()
+
+    def _read_reports(self, fd: int) -> None:
+        frames = FrameReader()
+        try:
+            while data := os.read(fd, 1 << 16):
+                for kind, body in frames.feed(data):
+                    if kind == "error":
+                        self.error = body
+                    else:
+                        self.families = body
+                    self.first.set()
+        except (OSError, FrameError) as exc:
+            log.error("sample writer reports unreadable", error=str(exc))
+        finally:
+            os.close(fd)
+            self.first.set()
+            self._on_exit(self)
+
+    def close(self, timeout_s: float) -> None:
+        """Close its stdin (it writes what it has and exits), wait, then wait for its report."""
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            log.warning("sample writer did not finish in time; killed")
+            self.proc.kill()
+            self.proc.wait()
+        self._thread.join(timeout_s)
+
+
+class _Mirror:
+    """A collector showing the writer's metric families, with what the sink counts itself."""
+
+    def __init__(self, own: CollectorRegistry, sink: SpoolSink) -> None:
+        self._own = own
+        self._sink = sink
+        self._owned = {"tokenpulse_spool_queue_records", "tokenpulse_spool_writer_restarts"}
+
+    def collect(self) -> Iterable[Metric]:
+        """The writer's last report, with the sink's own families, and its drops added."""
+        self._sink.metrics.queue_depth.set(self._sink.queued)
+        own = {m.name: m for m in self._own.collect()}
+        families = self._sink.writer.families or list(own.values())
+        for family in families:
+            if family.name in self._owned:
+                yield own[family.name]
+            elif family.name == "tokenpulse_spool_records_dropped":
+                yield _add_totals(family, own[family.name])
+            else:
+                yield family
+
+
+def _add_totals(family: Metric, extra: Metric) -> Metric:
+    """A counter family with `extra`'s totals added, sample by sample."""
+    more = {(s.name, tuple(sorted(s.labels.items()))): s.value for s in extra.samples}
+    out = Metric(family.name, family.documentation, family.type, family.unit)
+    out.samples = [
+        s._replace(value=s.value + more.get((s.name, tuple(sorted(s.labels.items()))), 0.0))
+        if s.name.endswith("_total")
+        else s
+        for s in family.samples
+    ]
+    return out
 
 
 class SpoolSink:
-    """A `SampleSink` writing kept, redacted records to the spool from one writer thread."""
+    """A `SampleSink` feeding a writer process; `handle` and `offer` run on one thread (the
+    gateway's event loop)."""
 
-    def __init__(
-        self,
-        settings: SinkSettings,
-        registry: CollectorRegistry | None = None,
-        rng: random.Random | None = None,
-    ) -> None:
+    def __init__(self, settings: SinkSettings, registry: CollectorRegistry | None = None) -> None:
+        load_rules(settings.rules_file)  # a bad rules file stops the gateway here, not later
         self.settings = settings
         self.registry = registry or CollectorRegistry(auto_describe=False)
-        self.metrics = SinkMetrics(self.registry)
-        self.sampler = Sampler(load_rules(settings.rules_file), rng=rng)
-        self.writer = SpoolWriter(
-            settings.spool_dir,
-            segment_max_bytes=settings.segment_max_bytes,
-            segment_max_age_s=settings.segment_max_age_s,
-            cap_bytes=settings.cap_bytes,
-            fsync=settings.fsync,
-            fsync_interval_s=settings.fsync_interval_s,
-        )
-        self.metrics.cap.set(settings.cap_bytes)
-        m = self.metrics  # label children resolved once: the writer touches them per record
-        self._kept = {r: m.kept.labels(r) for r in KEEP_REASONS}
-        self._skipped = {r: m.skipped.labels(r) for r in SAMPLER_DROP_REASONS}
-        self._dropped = {r: m.dropped.labels(r) for r in SPOOL_DROP_REASONS}
-        self._redacted = {k: m.redactions.labels(k) for k in REDACTION_KINDS}
-        self._pending: deque[Sample] = deque()  # append/popleft are atomic: no lock needed
-        self._stop = threading.Event()
-        # the writer belongs to the writer thread; the lock only makes a direct write() from
-        # another thread (tests, benches) safe against the thread's housekeeping
-        self._writer_lock = threading.Lock()
-        self._fsyncs_seen = 0
-        self._thread = threading.Thread(target=self._run, name="sample-spool-writer", daemon=True)
-        self._thread.start()
+        own = CollectorRegistry(auto_describe=False)
+        self.metrics = SinkMetrics(own)
+        self._queue_full = self.metrics.dropped.labels("queue_full")
+        self._lost = self.metrics.dropped.labels("write_error")
+        self._pending: list[WireSample] = []
+        self._frames: deque[tuple[memoryview, int]] = deque()  # unsent bytes, samples in them
+        self._in_frames = 0
+        self._flush_at: asyncio.TimerHandle | None = None
+        self._watching: asyncio.AbstractEventLoop | None = None
+        self._closing = False
+        self._started = False  # a writer that fails at start-up is an error for the caller
+        self._last_start = time.monotonic()
+        self.writer = self._start(wait=True)
+        self._started = True
+        self.registry.register(_Mirror(own, self))
+
+    def _start(self, wait: bool) -> _Writer:
+        """A new writer process; with `wait`, only once it has opened the spool."""
+        writer = _Writer(self.settings, self._exited)
+        if wait and (not writer.first.wait(_START_TIMEOUT_S) or writer.families is None):
+            writer.close(5.0)
+            raise SinkError(writer.error or f"sample writer exited ({writer.proc.returncode})")
+        return writer
+
+    def _exited(self, writer: _Writer) -> None:
+        if self._started and not self._closing:
+            log.error("sample writer exited; samples it held may be lost",
+                      returncode=writer.proc.wait(), error=writer.error or None)  # fmt: skip
+
+    @property
+    def queued(self) -> int:
+        """Samples not yet handed to the writer process."""
+        return len(self._pending) + self._in_frames
 
     async def handle(self, sample: Sample) -> None:
-        """Queue the sample for the writer thread; never blocks."""
+        """Queue the sample for the writer; never blocks."""
         self.offer(sample)
 
     def offer(self, sample: Sample) -> bool:
-        """Queue a sample, or drop and count it when the writer is behind."""
-        if len(self._pending) >= self.settings.queue_size:
-            self._dropped["queue_full"].inc()
+        """Queue a sample, or drop and count it when `queue_size` samples already wait."""
+        if self.queued >= self.settings.queue_size or self._closing:
+            self._queue_full.inc()
             return False
-        self._pending.append(sample)
+        self._pending.append(to_wire(sample))
+        if len(self._pending) >= min(BATCH, self.settings.queue_size):
+            self.flush()
+        elif self._flush_at is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return True  # no loop (a script or test): flush() or close() hands it over
+            self._flush_at = loop.call_later(BATCH_WAIT_S, self.flush)
         return True
 
-    def _take(self) -> list[Sample]:
-        batch: list[Sample] = []
-        pending = self._pending
-        while pending and len(batch) < _BATCH:
-            batch.append(pending.popleft())
-        return batch
-
-    def _run(self) -> None:
-        last_housekeeping = 0.0
-        while True:
-            stopping = self._stop.is_set()  # read first: what was queued before it is written
-            batch = self._take()
-            if batch:
-                try:
-                    self.write_batch(batch)
-                except Exception:  # noqa: BLE001 - a failure must not stop the writer
-                    self._dropped["write_error"].inc(len(batch))
-                    log.exception("samples not written", samples=len(batch))
-            self.metrics.queue_depth.set(len(self._pending))
-            now = time.monotonic()
-            if now - last_housekeeping >= _HOUSEKEEPING_S:
-                self._housekeeping()
-                last_housekeeping = now
-            if stopping and not self._pending:
-                break
-            if len(batch) < _BATCH:
-                self._stop.wait(_BATCH_WAIT_S)  # let samples gather; adds at most this delay
-        with self._writer_lock:
-            self.writer.close()
-        self._housekeeping()
-
-    def _housekeeping(self) -> None:
-        try:
-            with self._writer_lock:
-                self.writer.tick()
-        except OSError:
-            log.exception("spool housekeeping failed")
-        self.metrics.fsyncs.inc(self.writer.stats.fsyncs - self._fsyncs_seen)
-        self._fsyncs_seen = self.writer.stats.fsyncs
-        self.metrics.size.set(self.writer.size)
-        self.metrics.segments.set(self.writer.segments())
-
-    def write(self, sample: Sample) -> bool:
-        """Sample, redact and append one request; True when written."""
-        return self.write_batch([sample]) == 1
-
-    def _encode(self, sample: Sample) -> _Lines | None:
-        """The redacted spool lines of one request (None when not kept)."""
-        decision = self.sampler.decide(sample.stats)
-        if not decision.keep:
-            self._skipped[decision.skipped].inc()
-            return None
-        counts: Counter[str] = Counter()
-        prompts = redact_all(sample.prompts, counts)
-        outputs = redact_all(sample.outputs, counts)
-        data, records = encode_records(
-            sample, prompts, outputs, decision.reasons, self.sampler.rules.head_rate, counts
-        )
-        return _Lines(data, records, decision.reasons[0], counts)
-
-    def write_batch(self, samples: list[Sample]) -> int:
-        """Sample, redact and append requests in one write (on the writer thread); how many
-        requests were written. Nothing reaches disk before it is redacted."""
-        started = time.perf_counter()
-        chunks: list[_Lines] = []
-        for sample in samples:
-            try:
-                lines = self._encode(sample)
-            except Exception:  # noqa: BLE001 - one bad sample must not stop the others
-                self._dropped["write_error"].inc()
-                log.exception("sample not written", request_id=sample.stats.request_id)
-                continue
-            if lines is not None:
-                chunks.append(lines)
-        if not chunks:
-            return 0
-        written = self._append(chunks)
-        if not written:
-            return 0
-        redacted: Counter[str] = Counter()
-        for lines in written:
-            self._kept[lines.reason].inc()
-            redacted.update(lines.redactions)
-        for kind, n in redacted.items():
-            self._redacted[kind].inc(n)
-        self.metrics.written.inc(sum(lines.records for lines in written))
-        self.metrics.written_bytes.inc(sum(len(lines.data) for lines in written))
-        per_sample = (time.perf_counter() - started) / len(chunks)
-        for _ in written:
-            self.metrics.write_duration.observe(per_sample)
-        return len(written)
-
-    def _append(self, chunks: list[_Lines]) -> list[_Lines]:
-        """Append the requests' lines in one write; at the cap, one request at a time, so that
-        exactly those over it are dropped. The requests written."""
-        try:
-            with self._writer_lock:
-                self.writer.append(b"".join(lines.data for lines in chunks))
-            return chunks
-        except SpoolFull:
-            pass  # some may still fit
-        except OSError:
-            log.exception("spool append failed; retrying one request at a time")
-        written = []
-        for lines in chunks:
-            try:
-                with self._writer_lock:
-                    self.writer.append(lines.data)
-            except SpoolFull:
-                self._dropped["disk_cap"].inc(lines.records)
-                continue
-            except OSError:
-                self._dropped["write_error"].inc(lines.records)
-                log.exception("spool append failed", requests=1)
-                continue
-            written.append(lines)
-        return written
-
-    def close(self, timeout_s: float = 5.0) -> None:
-        """Write what is queued, flush, and stop the thread."""
-        if not self._thread.is_alive():
+    def flush(self) -> None:
+        """Hand what waits to the writer as far as the pipe takes it, without blocking."""
+        if self._flush_at is not None:
+            self._flush_at.cancel()
+            self._flush_at = None
+        if self._closing:  # close() hands over the rest itself
             return
-        self._stop.set()
-        self._thread.join(timeout_s)
-        if self._thread.is_alive():
-            log.warning("sample writer did not drain before shutdown", left=len(self._pending))
+        if self._pending:
+            self._frames.append((memoryview(frame(self._pending)), len(self._pending)))
+            self._in_frames += len(self._pending)
+            self._pending = []
+        while self._frames:
+            data, samples = self._frames[0]
+            try:
+                sent = os.write(self.writer.fd, data)
+            except BlockingIOError:
+                break
+            except (BrokenPipeError, ValueError, OSError):
+                self._writer_died()
+                return
+            if sent < len(data):
+                self._frames[0] = (data[sent:], samples)
+                break
+            self._frames.popleft()
+            self._in_frames -= samples
+        self._watch_pipe(bool(self._frames))
+
+    def _watch_pipe(self, wanted: bool) -> None:
+        """Flush again when the pipe has room (only while bytes wait, and only on a loop)."""
+        if wanted and self._watching is None:
+            try:
+                self._watching = asyncio.get_running_loop()
+            except RuntimeError:
+                return
+            self._watching.add_writer(self.writer.fd, self.flush)
+        elif not wanted and self._watching is not None:
+            if not self._watching.is_closed():  # at exit the gateway's loop is already gone
+                self._watching.remove_writer(self.writer.fd)
+            self._watching = None
+
+    def _writer_died(self) -> None:
+        """Start a new writer (at most every few seconds, without waiting for it: the pipe holds
+        samples meanwhile); what the old one never received is dropped and counted."""
+        self._watch_pipe(False)
+        self._lost.inc(self._in_frames)
+        self._frames.clear()
+        self._in_frames = 0
+        if time.monotonic() - self._last_start < _RESTART_EVERY_S:
+            return  # until then each flush finds the pipe broken and counts its samples
+        self._last_start = time.monotonic()
+        self.writer.close(1.0)
+        self.metrics.writer_restarts.inc()
+        self.writer = self._start(wait=False)
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Hand over what waits (blocking now), let the writer finish, and collect its report."""
+        if self._closing:
+            return
+        self.flush()
+        self._watch_pipe(False)
+        self._closing = True
+        fd = self.writer.fd
+        try:
+            os.set_blocking(fd, True)
+            while self._frames:
+                data, samples = self._frames[0]
+                while data:
+                    data = data[os.write(fd, data) :]
+                self._frames.popleft()
+                self._in_frames -= samples
+        except OSError:
+            log.error("samples not handed to the writer at shutdown", samples=self._in_frames)
+            self._lost.inc(self._in_frames)
+        self.writer.close(timeout_s)
 
 
 def make_sink(registry: CollectorRegistry | None = None) -> SpoolSink:
     """The gateway hook's factory: settings from TOKENPULSE_SINK_*, metrics on `registry`."""
-    settings = SinkSettings.model_validate({})  # from TOKENPULSE_SINK_* and defaults
-    sink = SpoolSink(settings, registry=registry)
+    try:
+        settings = SinkSettings.model_validate({})  # from TOKENPULSE_SINK_* and defaults
+        sink = SpoolSink(settings, registry=registry)
+    except ValidationError as exc:  # the host's CLI prints these as one line and exits 2
+        raise SettingsError(f"sample sink: {describe(exc, SinkSettings)}") from exc
+    except (RulesError, SinkError) as exc:
+        raise SettingsError(f"sample sink: {exc}") from exc
     if settings.metrics_port:  # its own /metrics too, e.g. when the host passes no registry
         serve_metrics("127.0.0.1", settings.metrics_port, sink.registry)
     atexit.register(sink.close)
     log.info(
         "sample sink ready",
         spool_dir=str(settings.spool_dir),
-        head_rate=sink.sampler.rules.head_rate,
+        writer_pid=sink.writer.proc.pid,
+        queue_size=settings.queue_size,
+        writer_nice=settings.writer_nice,
     )
     return sink

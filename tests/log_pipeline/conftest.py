@@ -10,7 +10,7 @@ import pytest
 
 from log_pipeline.sampler import SamplingRules
 from log_pipeline.settings import SinkSettings
-from log_pipeline.sink import SpoolSink
+from log_pipeline.writer import SampleWriter
 from serving.gateway.sink import Sample
 from serving.gateway.stats import OutputSignals, RequestStats
 
@@ -52,15 +52,15 @@ def keep_all_rules() -> SamplingRules:
     return SamplingRules.model_validate({"head_rate": 1.0, "caps": {"per_key_per_minute": 0}})
 
 
-def write_samples(spool: Path, samples: list[Sample], **settings: object) -> SpoolSink:
-    """Write samples through a real sink (keep-all rules) and close it."""
+def write_samples(spool: Path, samples: list[Sample], **settings: object) -> SampleWriter:
+    """Write samples through the sink's real writer (keep-all rules) and close it."""
     config = SinkSettings.model_validate({"spool_dir": spool, **settings})
-    sink = SpoolSink(config, rng=random.Random(1))
-    sink.sampler.rules = keep_all_rules()
+    writer = SampleWriter(config, rng=random.Random(1))
+    writer.sampler.rules = keep_all_rules()
     for s in samples:
-        sink.write(s)
-    sink.close()
-    return sink
+        writer.write(s)
+    writer.close()
+    return writer
 
 
 @pytest.fixture

@@ -1,76 +1,195 @@
-"""The gateway-side sink: records land redacted, the loop never waits, overflow is counted."""
+"""The gateway-side sink: samples cross to the writer process and land redacted; the loop never
+waits; what cannot be handed over, or is lost with a dead writer, is counted; the writer outlives
+a killed gateway long enough to write what it was sent."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import random
-import threading
+import os
+import signal
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import aiohttp
+import httpx
 import pytest
 from aiohttp.test_utils import TestServer
 from prometheus_client import CollectorRegistry, generate_latest
 
+from log_pipeline import sink as sink_module
 from log_pipeline.settings import SinkSettings
 from log_pipeline.sink import SpoolSink
 from log_pipeline.spool import list_segments
 from serving.gateway.app import Gateway
 from serving.gateway.settings import GatewaySettings
-from serving.gateway.sink import Sample, load_sink
-from tests.log_pipeline.conftest import keep_all_rules, make_sample, write_samples
+from serving.gateway.sink import load_sink
+from tests.log_pipeline.conftest import make_sample
+from tests.log_pipeline.support import wait_until
+from tests.log_pipeline.test_writer import records
 from tests.serving.gateway.helpers import auth
-from tests.support.gateway import make_keys_file
+from tests.support.gateway import make_keys_file, running_gateway
+from tokenpulse.cli import main
+from tokenpulse.procs import child_pids, free_port
 from tokenpulse.testing.tfserving_standin import TfServingStandin
 
-
-def _records(spool: Path) -> list[dict[str, object]]:
-    return [json.loads(ln) for p in list_segments(spool) for ln in p.read_text().splitlines()]
-
-
-def test_records_are_redacted_and_say_why(spool: Path) -> None:
-    sink = write_samples(spool, [make_sample(1, prompt="mail bob@example.com", status=200),
-                                 make_sample(2, status=502)])  # fmt: skip
-    first, second = _records(spool)
-    assert "bob@example.com" not in json.dumps(first)
-    assert first["genai_sample"]["prompt"]["text"] == "mail [REDACTED:email]"  # type: ignore[index]
-    assert first["genai_sample"]["sampling"]["reasons"] == ["head"]  # type: ignore[index]
-    assert second["genai_sample"]["sampling"]["reasons"] == ["error"]  # type: ignore[index]
-    assert sink.registry.get_sample_value("tokenpulse_spool_records_written_total") == 2
-    assert (
-        sink.registry.get_sample_value("tokenpulse_sampler_redactions_total", {"kind": "email"})
-        == 1
-    )
+Make = Callable[..., SpoolSink]
+KEEP_ALL = "head_rate = 1.0\n[caps]\nper_key_per_minute = 0\n"
 
 
-def test_handle_never_blocks_and_a_full_queue_is_counted(spool: Path) -> None:
-    settings = SinkSettings.model_validate({"spool_dir": spool, "queue_size": 5})
-    sink = SpoolSink(settings, rng=random.Random(0))
-    sink.sampler.rules = keep_all_rules()
-    gate = threading.Event()
-    real_write = sink.write_batch
+@pytest.fixture
+def keep_all(tmp_path: Path) -> Path:
+    """A rules file that keeps every request."""
+    path = tmp_path / "keep-all.toml"
+    path.write_text(KEEP_ALL)
+    return path
 
-    def slow_write(samples: list[Sample]) -> int:
-        gate.wait()
-        return real_write(samples)
 
-    sink.write_batch = slow_write  # type: ignore[method-assign]
+@pytest.fixture
+def make(spool: Path, keep_all: Path) -> Iterator[Make]:
+    """Builds sinks on the spool with keep-all rules; closes them all at the end."""
+    made: list[SpoolSink] = []
 
-    async def offer_all() -> None:
-        for i in range(20):
-            await sink.handle(make_sample(i))
+    def build(**settings: object) -> SpoolSink:
+        config = {"spool_dir": spool, "rules_file": keep_all, "writer_nice": 0, **settings}
+        sink = SpoolSink(SinkSettings.model_validate(config))
+        made.append(sink)
+        return sink
 
-    asyncio.run(asyncio.wait_for(offer_all(), 5))  # returns although the writer is stuck
-    gate.set()
+    yield build
+    for sink in made:
+        sink.close()
+
+
+def _value(sink: SpoolSink, name: str, **labels: str) -> float:
+    return sink.registry.get_sample_value(name, labels) or 0.0
+
+
+def test_samples_cross_to_the_writer_and_land_redacted(make: Make, spool: Path) -> None:
+    sink = make()
+    for i in range(300):
+        sink.offer(make_sample(i, prompt=f"mail user{i}@example.com" if i % 3 == 0 else ""))
     sink.close()
-    dropped = sink.registry.get_sample_value(
-        "tokenpulse_spool_records_dropped_total", {"reason": "queue_full"}
-    )
-    written = sink.registry.get_sample_value("tokenpulse_spool_records_written_total")
-    assert dropped is not None and written is not None
-    # at most one batch (of at most five) taken by the stuck writer, five queued
-    assert dropped + written == 20 and dropped >= 10
+    got = records(spool)
+    assert [r["genai_sample"]["request_id"] for r in got] == [f"req-{i}" for i in range(300)]  # type: ignore[index]
+    assert "@example.com" not in json.dumps(got)
+    assert _value(sink, "tokenpulse_spool_records_written_total") == 300
+    assert _value(sink, "tokenpulse_sampler_redactions_total", kind="email") == 100
+    assert _value(sink, "tokenpulse_spool_queue_records") == 0
+
+
+def test_the_loop_never_waits_and_what_cannot_be_handed_over_is_counted(
+    make: Make, spool: Path
+) -> None:
+    sink = make(queue_size=100)
+    os.kill(sink.writer.proc.pid, signal.SIGSTOP)  # a writer that takes nothing: the pipe fills
+    offered = 3000
+
+    async def offer_all() -> float:
+        for i in range(offered):
+            await sink.handle(make_sample(i, prompt=f"{i} " + "x" * 2000))  # not one shared str
+            await asyncio.sleep(0)  # as the gateway's dispatcher task does between samples
+        await asyncio.sleep(2 * sink_module.BATCH_WAIT_S)
+        return _value(sink, "tokenpulse_spool_queue_records")
+
+    try:  # returns although the writer is stuck, with the queue full
+        assert asyncio.run(asyncio.wait_for(offer_all(), 30)) == 100
+    finally:
+        os.kill(sink.writer.proc.pid, signal.SIGCONT)
+    sink.close()
+    dropped = _value(sink, "tokenpulse_spool_records_dropped_total", reason="queue_full")
+    written = _value(sink, "tokenpulse_spool_records_written_total")
+    assert dropped > 0 and dropped + written == offered
+    assert len(records(spool)) == written
+
+
+def test_a_dead_writer_is_replaced_and_what_it_missed_is_counted(
+    make: Make, spool: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sink_module, "_RESTART_EVERY_S", 0.0)
+    sink = make()
+    first = sink.writer.proc
+    first.kill()
+    first.wait()
+    for i in range(10):
+        sink.offer(make_sample(i))
+    sink.flush()  # the pipe is broken: these ten are lost, counted, and a new writer starts
+    assert sink.writer.proc is not first
+    for i in range(10, 20):
+        sink.offer(make_sample(i))
+    sink.close()
+    assert [r["genai_sample"]["request_id"] for r in records(spool)] == [  # type: ignore[index]
+        f"req-{i}" for i in range(10, 20)
+    ]
+    assert _value(sink, "tokenpulse_spool_records_dropped_total", reason="write_error") == 10
+    assert _value(sink, "tokenpulse_spool_writer_restarts_total") == 1
+    assert _value(sink, "tokenpulse_spool_records_written_total") == 10
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_the_writer_outlives_a_killed_gateway_and_writes_what_it_was_sent(
+    tmp_path: Path, spool: Path, keep_all: Path
+) -> None:
+    keys = make_keys_file(tmp_path / "keys.json", demo={})
+    env = {"TOKENPULSE_SINK_SPOOL_DIR": str(spool), "TOKENPULSE_SINK_RULES_FILE": str(keep_all)}
+    with (
+        TfServingStandin() as upstream,
+        running_gateway(upstream.url, tmp_path / "keys.json", env=env,
+                        sample_sink="log_pipeline.sink:make_sink") as gw,
+    ):  # fmt: skip
+        (writer,) = child_pids(gw.pid)
+        os.kill(writer, signal.SIGSTOP)
+        try:
+            for i in range(20):
+                resp = httpx.post(f"{gw.url}/v1/generate", json={"prompt": f"question {i}"},
+                                  headers=auth(keys["demo"]))  # fmt: skip
+                assert resp.status_code == 200
+
+            def handed_over() -> bool:
+                page = httpx.get(f"{gw.url}/metrics").text
+                return "\ntokenpulse_spool_queue_records 0.0\n" in page
+
+            wait_until(handed_over, "all samples in the pipe")
+            os.kill(gw.pid, signal.SIGKILL)
+        finally:
+            os.kill(writer, signal.SIGCONT)
+        wait_until(lambda: _gone(writer), "the writer to finish")
+    assert len(records(spool)) == 20
+
+
+def test_start_up_problems_stop_the_gateway_with_one_line(
+    tmp_path: Path,
+    spool: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    make_keys_file(tmp_path / "keys.json", demo={})
+    argv = ["gateway", "--keys-file", str(tmp_path / "keys.json"), "--port", str(free_port()),
+            "--upstream-url", "http://127.0.0.1:9", "--sample-sink",
+            "log_pipeline.sink:make_sink"]  # fmt: skip
+    bad_rules = tmp_path / "bad.toml"
+    bad_rules.write_text("head_rate = 2.0\n")
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    cases = [
+        ({"TOKENPULSE_SINK_RULES_FILE": str(bad_rules)}, "head_rate"),
+        ({"TOKENPULSE_SINK_SPOOL_DIR": str(blocked / "spool")}, "sample writer cannot start"),
+        ({"TOKENPULSE_SINK_QUEUE_SIZE": "0"}, "TOKENPULSE_SINK_QUEUE_SIZE"),
+    ]
+    for env, message in cases:
+        with monkeypatch.context() as m:
+            for name, value in env.items():
+                m.setenv(name, value)
+            m.setenv("TOKENPULSE_SINK_SPOOL_DIR", env.get("TOKENPULSE_SINK_SPOOL_DIR", str(spool)))
+            assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert err.startswith("tokenpulse gateway: error: sample sink: ") and message in err
 
 
 def test_hook_hands_the_gateway_registry_to_the_factory(
@@ -84,13 +203,11 @@ def test_hook_hands_the_gateway_registry_to_the_factory(
     assert b"tokenpulse_spool_records_dropped_total" in generate_latest(registry)
 
 
-def test_gateway_keeps_answering_at_the_disk_cap_and_counts_drops(tmp_path: Path) -> None:
-    spool = tmp_path / "spool"
+def test_gateway_keeps_answering_at_the_disk_cap_and_counts_drops(
+    tmp_path: Path, make: Make, spool: Path
+) -> None:
     keys = make_keys_file(tmp_path / "keys.json", demo={})
-    sink = SpoolSink(
-        SinkSettings.model_validate({"spool_dir": spool, "cap_bytes": 4096}), rng=random.Random(0)
-    )
-    sink.sampler.rules = keep_all_rules()
+    sink = make(cap_bytes=4096)
     statuses: list[int] = []
 
     async def scenario(url: str) -> None:
@@ -114,10 +231,8 @@ def test_gateway_keeps_answering_at_the_disk_cap_and_counts_drops(tmp_path: Path
         asyncio.run(scenario(upstream.url))
     sink.close()
     assert statuses == [200] * 30
-    dropped = sink.registry.get_sample_value(
-        "tokenpulse_spool_records_dropped_total", {"reason": "disk_cap"}
-    )
-    written = sink.registry.get_sample_value("tokenpulse_spool_records_written_total")
+    dropped = _value(sink, "tokenpulse_spool_records_dropped_total", reason="disk_cap")
+    written = _value(sink, "tokenpulse_spool_records_written_total")
     assert dropped and written and dropped + written == 30
     assert sum(p.stat().st_size for p in list_segments(spool)) <= 4096
     exposition = generate_latest(sink.registry).decode()

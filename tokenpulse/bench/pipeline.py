@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenpulse.bench.harness import cpu_seconds, progress
-from tokenpulse.procs import free_port, stop_process
+from tokenpulse.procs import child_pids, free_port, stop_process
 
 DOCS_TARGET = 10_000.0
 RATIO_TARGET = 0.97
@@ -110,6 +110,10 @@ def _shipper(
         yield port, proc.pid
 
 
+def _written(port: int) -> float:
+    return _metrics(port).get(("tokenpulse_spool_records_written_total", ""), 0.0)
+
+
 def _shipped(port: int, output: str) -> float:
     return _metrics(port).get(("tokenpulse_shipper_records_shipped_total",
                                f'output="{output}"'), 0.0)  # fmt: skip
@@ -121,11 +125,11 @@ def _fill_spool(spool: Path, n: int) -> tuple[float, int]:
     from log_pipeline.corpus import pii_corpus
     from log_pipeline.sampler import SamplingRules
     from log_pipeline.settings import SinkSettings
-    from log_pipeline.sink import SpoolSink
+    from log_pipeline.writer import SampleWriter
     from serving.gateway.sink import Sample
     from serving.gateway.stats import OutputSignals, RequestStats
 
-    sink = SpoolSink(SinkSettings.model_validate({"spool_dir": spool}), rng=random.Random(0))
+    sink = SampleWriter(SinkSettings.model_validate({"spool_dir": spool}), rng=random.Random(0))
     sink.sampler.rules = SamplingRules.model_validate(
         {"head_rate": 1.0, "caps": {"per_key_per_minute": 0}}
     )
@@ -139,7 +143,7 @@ def _fill_spool(spool: Path, n: int) -> tuple[float, int]:
                              outputs=[OutputSignals(40, 16, "stop", False, 0.1, 2.0)])  # fmt: skip
         batch.append(Sample(stats, (texts[i % 500],), (texts[(i * 7) % 500][:120],),
                             {"max_new_tokens": 16}, now))  # fmt: skip
-        if len(batch) == 512 or i == n - 1:  # in batches, as the sink's writer thread writes
+        if len(batch) == 512 or i == n - 1:  # in batches, as the sink's writer process writes
             sink.write_batch(batch)
             batch = []
     elapsed = time.thread_time() - start
@@ -235,9 +239,11 @@ def _gateways(tmp: Path, upstream: str, args: argparse.Namespace, say: Any) -> d
         say("gateway throughput: sampling off vs 100 %")
         asyncio.run(_load([f"{off.url}/v1/generate"], key, 100, args.concurrency))
         asyncio.run(_load([f"{on.url}/v1/generate"], key, 100, args.concurrency))
+        (writer,) = child_pids(on.pid)  # the sink's writer process
         spent = {"off": 0.0, "on": 0.0}
         cpu = {"off": 0.0, "on": 0.0}
         loop = {"off": 0.0, "on": 0.0}
+        writer_cpu0 = cpu_seconds(writer)
         for _ in range(args.rounds):
             for name, gw in (("off", off), ("on", on)):
                 url = f"{gw.url}/v1/generate"
@@ -246,17 +252,26 @@ def _gateways(tmp: Path, upstream: str, args: argparse.Namespace, say: Any) -> d
                 cpu[name] += cpu_seconds(gw.pid) - cpu0
                 loop[name] += _main_thread_cpu(gw.pid) - loop0
         n = args.rounds * args.requests
+        t0 = time.perf_counter()
+        _wait(lambda: _written(on.port) >= 100 + n, "the writer to catch up", 120)
+        out["sink_catch_up_s"] = time.perf_counter() - t0
+        out["sink_writer_cpu_ms_per_request"] = 1000 * (cpu_seconds(writer) - writer_cpu0) / n
+        out["sink_records_written"] = _written(on.port)
+        out["sink_records_dropped"] = sum(
+            v for (name, _), v in _metrics(on.port).items()
+            if name == "tokenpulse_spool_records_dropped_total"
+        )  # fmt: skip
         out["gateway_rps_sampling_off"] = n / spent["off"]
         out["gateway_rps_sampling_100"] = n / spent["on"]
         out["gateway_throughput_ratio"] = spent["off"] / spent["on"]
-        # CPU per request of each gateway process (the sink's thread included): load-independent
+        # CPU per request of each gateway process (every thread): load-independent
         out["gateway_cpu_ms_per_request_off"] = 1000 * cpu["off"] / n
         out["gateway_cpu_ms_per_request_on"] = 1000 * cpu["on"] / n
         out["gateway_cpu_ratio"] = cpu["off"] / max(cpu["on"], 1e-9)
-        # the split: the event loop's thread, and every other thread (the sink's writer, at 100 %)
+        # the split: the event loop's thread, and every other thread of the gateway
         out["gateway_loop_cpu_ms_per_request_off"] = 1000 * loop["off"] / n
         out["gateway_loop_cpu_ms_per_request_on"] = 1000 * loop["on"] / n
-        out["gateway_sink_thread_cpu_ms_per_request"] = 1000 * (cpu["on"] - loop["on"]) / n
+        out["gateway_other_threads_cpu_ms_per_request_on"] = 1000 * (cpu["on"] - loop["on"]) / n
         say("end-to-end delay: sampling gateway + shipper into both stores")
         state, db = tmp / "state-e2e", str(tmp / "e2e.db")
         both = ["sqlite", "elasticsearch"]
@@ -339,9 +354,13 @@ def _report(r: dict[str, Any]) -> None:
     )
     print(
         f"  event loop thread             {r['gateway_loop_cpu_ms_per_request_off']:.3f} ms off, "
-        f"{r['gateway_loop_cpu_ms_per_request_on']:.3f} ms at 100 %; sink thread "
-        f"{r['gateway_sink_thread_cpu_ms_per_request']:.3f} ms"
+        f"{r['gateway_loop_cpu_ms_per_request_on']:.3f} ms at 100 %; other threads "
+        f"{r['gateway_other_threads_cpu_ms_per_request_on']:.3f} ms"
     )
+    print(f"sink writer process             {r['sink_writer_cpu_ms_per_request']:.3f} ms CPU per "
+          f"request; {r['sink_records_written']:.0f} records written, "
+          f"{r['sink_records_dropped']:.0f} dropped, caught up {r['sink_catch_up_s']:.2f} s "
+          "after the last phase")  # fmt: skip
     print(f"load average during the run     {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     for out in ("sqlite", "elasticsearch"):
         p50, p95 = r[f"delay_{out}_p50_s"], r[f"delay_{out}_p95_s"]

@@ -1,0 +1,87 @@
+"""What the gateway and its sample-writer process say to each other over their pipes.
+
+Each message is a frame: a 4-byte big-endian length, then a pickle. The gateway sends lists of
+samples as plain tuples (tuples of str, int, float pickle in C, several times faster than the
+dataclasses); the writer answers with its metric families. Both ends are this project's own
+processes, parent and child, so pickle carries nothing from outside.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+import pickle
+import struct
+from typing import Any
+
+from serving.gateway.sink import Sample
+from serving.gateway.stats import OutputSignals, RequestStats
+
+_LENGTH = struct.Struct("!I")
+MAX_FRAME = 1 << 30
+
+# field order comes from the dataclasses themselves, so a new field cannot be left behind
+_STATS_FIELDS = tuple(f.name for f in dataclasses.fields(RequestStats))
+_OUTPUTS_AT = _STATS_FIELDS.index("outputs")
+_stats_values = operator.attrgetter(*_STATS_FIELDS)
+_signal_values = operator.attrgetter(*(f.name for f in dataclasses.fields(OutputSignals)))
+
+WireSample = tuple[Any, ...]
+
+
+class FrameError(Exception):
+    """A frame that cannot be read (a torn or foreign stream)."""
+
+
+def to_wire(sample: Sample) -> WireSample:
+    """A sample as nested tuples of plain values."""
+    stats = list(_stats_values(sample.stats))
+    stats[_OUTPUTS_AT] = tuple(map(_signal_values, sample.stats.outputs))
+    return (tuple(stats), sample.prompts, sample.outputs, sample.params, sample.timestamp)
+
+
+def from_wire(values: WireSample) -> Sample:
+    """The sample `to_wire` flattened."""
+    stats, prompts, outputs, params, timestamp = values
+    fields = list(stats)
+    fields[_OUTPUTS_AT] = [OutputSignals(*o) for o in fields[_OUTPUTS_AT]]
+    return Sample(RequestStats(*fields), tuple(prompts), tuple(outputs), dict(params), timestamp)
+
+
+def frame(payload: object) -> bytes:
+    """One message, ready to write."""
+    body = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+    return _LENGTH.pack(len(body)) + body
+
+
+class FrameReader:
+    """Reassembles frames from reads of any size."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    def feed(self, data: bytes) -> list[Any]:
+        """The messages completed by `data`, in order."""
+        buf = self._buffer
+        buf += data
+        messages = []
+        start = 0
+        while len(buf) - start >= _LENGTH.size:
+            (size,) = _LENGTH.unpack_from(buf, start)
+            if size > MAX_FRAME:
+                raise FrameError(f"frame of {size} bytes: not a sample stream")
+            end = start + _LENGTH.size + size
+            if len(buf) < end:
+                break
+            try:
+                messages.append(pickle.loads(buf[start + _LENGTH.size : end]))
+            except Exception as exc:  # noqa: BLE001 - any unpickling failure means a bad stream
+                raise FrameError(f"unreadable frame: {exc}") from exc
+            start = end
+        del buf[:start]
+        return messages
+
+    @property
+    def partial(self) -> int:
+        """Bytes of a frame not yet complete."""
+        return len(self._buffer)
