@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tokenpulse.settings_cli import KEBAB, add_settings_arguments, settings_from_args
+from tokenpulse.settings_cli import KEBAB, SettingsError, add_settings_arguments, settings_from_args
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,7 +63,12 @@ def main(args: argparse.Namespace) -> int:
     """Build the settings from flags and env, then run the gateway."""
     if getattr(args, "gateway_command", None) == "keys":
         return _keys(args)
+    from serving.gateway.keys import KeysFileError
     from serving.gateway.server import run
     from serving.gateway.settings import GatewaySettings
 
-    return run(settings_from_args(GatewaySettings, args))
+    settings = settings_from_args(GatewaySettings, args)
+    try:
+        return run(settings)
+    except KeysFileError as exc:  # read at start-up: a malformed file stops it with one line
+        raise SettingsError(str(exc)) from exc

@@ -87,6 +87,23 @@ def test_missing_keys_file_is_refused(tmp_path: Path) -> None:
     assert done.returncode == 2 and "does not exist" in done.stderr
 
 
+@pytest.mark.parametrize(
+    ("text", "words"), [("not json", "is not valid json"), ('{"keys": 3}', "'keys' list")]
+)
+def test_malformed_keys_file_is_one_line_not_a_traceback(
+    tmp_path: Path, text: str, words: str
+) -> None:
+    keys = tmp_path / "keys.json"
+    keys.write_text(text)
+    done = subprocess.run(
+        [sys.executable, "-m", "tokenpulse.cli", "gateway", "--keys-file", str(keys)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and words in done.stderr and "Traceback" not in done.stderr
+
+
 def _readme_key_commands() -> list[list[str]]:
     """Every `tokenpulse gateway keys add ...` command line in the project's markdown files."""
     root = Path(__file__).resolve().parents[3]
