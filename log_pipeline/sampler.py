@@ -89,7 +89,7 @@ class Decision:
 
 
 class Sampler:
-    """Decides per request; not thread-safe (the sink calls it from its one writer thread)."""
+    """Decides per request; not thread-safe (the sink's writer process calls it from one thread)."""
 
     def __init__(
         self,

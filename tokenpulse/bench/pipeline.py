@@ -1,10 +1,13 @@
 """`tokenpulse bench pipeline`: the sample pipeline's throughput and delay, side by side in one run.
 
-1. Shipper throughput: one spool of records (written through the real sink: sampling, redaction,
-   record building) shipped by a `tokenpulse shipper` process into SQLite, then into the ES
-   stand-in (its own process, so its CPU is not the shipper's). Targets: >= 10,000 docs/s each.
+1. Shipper throughput: one spool of records (written through the sink's real writer: sampling,
+   redaction, record building) shipped by a `tokenpulse shipper` process into SQLite, then into
+   the ES stand-in (its own process, so its CPU is not the shipper's). Targets: >= 10,000 docs/s
+   each.
 2. Gateway throughput with 100 % sampling against sampling off: two gateway processes against one
-   TF Serving stand-in, alternating phases at the same concurrency. Target: >= 97 %.
+   TF Serving stand-in, alternating phases at the same concurrency. Target: >= 97 %. Also the
+   CPU per request of each gateway and of the sampling one's writer process, and whether that
+   writer wrote every record (it yields the CPU to the gateways; it must catch up, dropping none).
 3. End-to-end delay from response to acknowledgement (p50/p95 over every record): the sampling
    gateway under steady load with a shipper feeding both stores. Target: p95 <= 5 s.
 Figures only; nothing here asserts on timing.
@@ -42,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of `tokenpulse bench pipeline`."""
     parser.add_argument("--records", type=int, default=20_000, help="records to ship (20000)")
     parser.add_argument("--requests", type=int, default=1500, help="requests per phase (1500)")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating phases each (3)")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating phases each (5)")
     parser.add_argument("--concurrency", type=int, default=32, help="client concurrency (32)")
     parser.add_argument("--delay-seconds", type=float, default=10.0, help="delay phase (10 s)")
     parser.add_argument("--delay-rps", type=float, default=200.0, help="delay phase load (200)")
@@ -244,13 +247,18 @@ def _gateways(tmp: Path, upstream: str, args: argparse.Namespace, say: Any) -> d
         cpu = {"off": 0.0, "on": 0.0}
         loop = {"off": 0.0, "on": 0.0}
         writer_cpu0 = cpu_seconds(writer)
+        rounds = []
         for _ in range(args.rounds):
+            took = {}
             for name, gw in (("off", off), ("on", on)):
                 url = f"{gw.url}/v1/generate"
                 cpu0, loop0 = cpu_seconds(gw.pid), _main_thread_cpu(gw.pid)
-                spent[name] += asyncio.run(_load([url], key, args.requests, args.concurrency))
+                took[name] = asyncio.run(_load([url], key, args.requests, args.concurrency))
+                spent[name] += took[name]
                 cpu[name] += cpu_seconds(gw.pid) - cpu0
                 loop[name] += _main_thread_cpu(gw.pid) - loop0
+            rounds.append(took["off"] / took["on"])
+        out["gateway_round_ratios"] = rounds  # the spread is this box's noise
         n = args.rounds * args.requests
         t0 = time.perf_counter()
         _wait(lambda: _written(on.port) >= 100 + n, "the writer to catch up", 120)
@@ -348,6 +356,9 @@ def _report(r: dict[str, Any]) -> None:
     ratio = r["gateway_throughput_ratio"]
     print(f"throughput ratio                {ratio:10.3f}      "
           f"(target >= {RATIO_TARGET}: {mark(ratio >= RATIO_TARGET)})")  # fmt: skip
+    spread = r["gateway_round_ratios"]
+    print(f"  per round                     {min(spread):.3f} .. {max(spread):.3f} "
+          f"over {len(spread)} rounds (this box's noise)")  # fmt: skip
     print(
         f"gateway CPU per request         {r['gateway_cpu_ms_per_request_off']:.3f} ms off, "
         f"{r['gateway_cpu_ms_per_request_on']:.3f} ms at 100 % (ratio {r['gateway_cpu_ratio']:.3f})"
