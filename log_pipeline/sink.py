@@ -71,6 +71,7 @@ class _Writer:
         os.set_blocking(self.fd, False)
         self.families: list[Metric] | None = None
         self.error = ""
+        self.exited = False  # set by the report thread when the process has closed its end
         self.first = threading.Event()
         self._on_exit = on_exit
         self._thread = threading.Thread(
@@ -92,6 +93,7 @@ class _Writer:
             log.error("sample writer reports unreadable", error=str(exc))
         finally:
             os.close(fd)
+            self.exited = True
             self.first.set()
             self._on_exit(self)
 
@@ -158,6 +160,7 @@ class SpoolSink:
         self._pending: list[WireSample] = []
         self._frames: deque[tuple[memoryview, int]] = deque()  # unsent bytes, samples in them
         self._in_frames = 0
+        self._head_sent = False  # the first frame is partly in the pipe
         self._flush_at: asyncio.TimerHandle | None = None
         self._watching: asyncio.AbstractEventLoop | None = None
         self._closing = False
@@ -197,12 +200,8 @@ class SpoolSink:
         self._pending.append(to_wire(sample))
         if len(self._pending) >= min(BATCH, self.settings.queue_size):
             self.flush()
-        elif self._flush_at is None:
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:
-                return True  # no loop (a script or test): flush() or close() hands it over
-            self._flush_at = loop.call_later(BATCH_WAIT_S, self.flush)
+        else:
+            self._flush_later(BATCH_WAIT_S)
         return True
 
     def flush(self) -> None:
@@ -216,20 +215,25 @@ class SpoolSink:
             self._frames.append((memoryview(frame(self._pending)), len(self._pending)))
             self._in_frames += len(self._pending)
             self._pending = []
+        if self.writer.exited and not self._replace_writer():
+            return
         while self._frames:
             data, samples = self._frames[0]
             try:
                 sent = os.write(self.writer.fd, data)
             except BlockingIOError:
                 break
-            except (BrokenPipeError, ValueError, OSError):
-                self._writer_died()
+            except (OSError, ValueError):  # EPIPE: it died since the check above
+                if self._replace_writer():
+                    continue
                 return
             if sent < len(data):
                 self._frames[0] = (data[sent:], samples)
+                self._head_sent = True
                 break
             self._frames.popleft()
             self._in_frames -= samples
+            self._head_sent = False
         self._watch_pipe(bool(self._frames))
 
     def _watch_pipe(self, wanted: bool) -> None:
@@ -245,19 +249,32 @@ class SpoolSink:
                 self._watching.remove_writer(self.writer.fd)
             self._watching = None
 
-    def _writer_died(self) -> None:
-        """Start a new writer (at most every few seconds, without waiting for it: the pipe holds
-        samples meanwhile); what the old one never received is dropped and counted."""
+    def _replace_writer(self) -> bool:
+        """Start a new writer for a dead one; False while restarts wait (at most one every few
+        seconds): samples stay queued meanwhile, and past `queue_size` new ones are dropped."""
         self._watch_pipe(False)
-        self._lost.inc(self._in_frames)
-        self._frames.clear()
-        self._in_frames = 0
-        if time.monotonic() - self._last_start < _RESTART_EVERY_S:
-            return  # until then each flush finds the pipe broken and counts its samples
+        if self._head_sent:  # a frame cut off inside the dead pipe: its samples are lost
+            _, samples = self._frames.popleft()
+            self._in_frames -= samples
+            self._lost.inc(samples)
+            self._head_sent = False
+        wait = self._last_start + _RESTART_EVERY_S - time.monotonic()
+        if wait > 0:
+            self._flush_later(wait)
+            return False
         self._last_start = time.monotonic()
         self.writer.close(1.0)
         self.metrics.writer_restarts.inc()
-        self.writer = self._start(wait=False)
+        self.writer = self._start(wait=False)  # the pipe holds samples until it is ready
+        return True
+
+    def _flush_later(self, delay_s: float) -> None:
+        if self._flush_at is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return  # no loop (a script or test): flush() or close() hands it over
+            self._flush_at = loop.call_later(delay_s, self.flush)
 
     def close(self, timeout_s: float = 10.0) -> None:
         """Hand over what waits (blocking now), let the writer finish, and collect its report."""
