@@ -30,6 +30,22 @@ def luhn_ok(text: str) -> bool:
     return total % 10 == 0
 
 
+def _count_in(text: str, chars: bytes) -> int:
+    """How many characters of `text` are among the ASCII `chars`, each non-ASCII character
+    counted as one too: an upper bound that is exact for ASCII, at C speed (no Python loop)."""
+    return len(text) - len(text.encode("ascii", "ignore").translate(None, chars))
+
+
+_DIGITS = b"0123456789"
+
+
+def _digits_at_most(text: str) -> int:
+    """An upper bound of the `\\d` matches in `text` (`\\d` also matches other scripts' digits,
+    so every non-ASCII character may be one). Redaction never adds a digit, so the bound taken
+    before the first rule holds for every later one."""
+    return _count_in(text, _DIGITS)
+
+
 def _ipv6_ok(text: str) -> bool:
     try:
         ipaddress.IPv6Address(text)
@@ -39,36 +55,78 @@ def _ipv6_ok(text: str) -> bool:
 
 
 def _phone_ok(text: str) -> bool:
-    digits = sum(c.isdigit() for c in text)
-    return 10 <= digits <= 15
+    # a phone match holds `\d` characters and ASCII separators only: its non-ASCII ones are digits
+    return 10 <= _count_in(text, _DIGITS) <= 15
 
 
 @dataclass(frozen=True, slots=True)
 class _Rule:
     """One kind. Without `valid`, `pattern` is substituted in C (`subn`): its group 1, when it has
     one, is the context that stays (a "Bearer " or "password=" prefix) and the rest is the value.
-    With `valid`, each match is checked in Python and only the valid ones are replaced."""
+    With `valid`, each match is checked in Python and only the valid ones are replaced.
+    Texts with fewer than `min_digits` digits, or failing `gate` (a cheap test every text with a
+    match passes), are not scanned; `scan_from`, when set, says where the first match can start
+    (-1: nowhere), and the scan begins there (lookbehinds still see the text before it)."""
 
     kind: str
     pattern: re.Pattern[str]
+    gate: Callable[[str], bool] | None = None
+    min_digits: int = 0
     valid: Callable[[str], bool] | None = None
-    gate: Callable[[str], bool] | None = None  # a cheap test that must pass first
+    scan_from: Callable[[str], int] | None = None
 
 
-def _search(pattern: str) -> Callable[[str], bool]:
+def _finds(pattern: str) -> Callable[[str], bool]:
     found = re.compile(pattern).search
     return lambda text: found(text) is not None
 
 
-_BEARER = re.compile(r"(?i)bearer").search
-_HAS_DIGITS = _search(r"\d[\d .()+-]{8,}\d")  # ten digits with separators, at least
+# Case-insensitive regex matching is wider than `str.lower` outside ASCII ("ſ" matches "s",
+# "ı" matches "i"): the word tests on lower-cased text are only sound for ASCII text.
+def _says_bearer(text: str) -> bool:
+    return not text.isascii() or "bearer" in text.lower()
+
+
+def _says_secret(text: str) -> bool:
+    if "=" not in text and ":" not in text:
+        return False
+    if not text.isascii():
+        return True
+    low = text.lower()  # every secret word holds one of these
+    return "key" in low or "token" in low or "secret" in low or "passw" in low or "pwd" in low
+
+
+_TP_OR_GH = _finds(r"tp_|gh[pousr]_")
+
+
+def _has_key_prefix(text: str) -> bool:
+    return (
+        "sk-" in text
+        or "AKIA" in text
+        or "AIza" in text
+        or "xox" in text
+        or ("_" in text and _TP_OR_GH(text))
+    )
+
+
+_CARD_RUN = _finds(r"\d(?:[ -]?\d){12}")  # the 13 digits every card number has
+_IPV6_RUN = _finds(r"[0-9A-Fa-f]?:[0-9A-Fa-f]{0,4}:")
+_IPV4_RUN = _finds(r"\d\.\d{1,3}\.\d")
+_PHONE_RUN = re.compile(r"\d[\d .()+-]{8,}\d").search  # ten digits with separators, at least
+
+
+def _phone_scan_from(text: str) -> int:
+    """One character ('+' or '(') before the first run of ten digits and separators: every phone
+    number holds such a run from its first digit on. -1 when there is no run."""
+    run = _PHONE_RUN(text)
+    return -1 if run is None else max(run.start() - 1, 0)
 
 
 _RULES = (
     _Rule(
         "bearer",
         re.compile(r"(?i)(\bbearer\s+)[A-Za-z0-9\-._~+/]{8,}=*"),
-        gate=lambda text: _BEARER(text) is not None,
+        gate=_says_bearer,
     ),
     _Rule(
         "api_key",
@@ -76,12 +134,12 @@ _RULES = (
             r"\b(?:sk-[A-Za-z0-9_-]{16,}|tp_[A-Za-z0-9_-]{16,}|AKIA[0-9A-Z]{16}"
             r"|gh[pousr]_[A-Za-z0-9]{20,}|xox[abpr]-[A-Za-z0-9-]{10,}|AIza[0-9A-Za-z_-]{35})"
         ),
-        gate=_search(r"sk-|tp_|AKIA|gh[pousr]_|xox|AIza"),
+        gate=_has_key_prefix,
     ),
     _Rule(
         "secret",
         re.compile(rf"(?i)(\b{_SECRET_WORDS}\s*[=:]\s*[\"']?)[^\s\"',;]{{6,}}"),
-        gate=lambda text: "=" in text or ":" in text,
+        gate=_says_secret,
     ),
     _Rule(
         "email",
@@ -91,19 +149,21 @@ _RULES = (
     _Rule(
         "card",
         re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])"),
+        gate=_CARD_RUN,
+        min_digits=13,
         valid=luhn_ok,
-        gate=_search(r"\d(?:[ -]?\d){12}"),  # the 13 digits every card number has
     ),
     _Rule(
         "ipv6",
         re.compile(r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:])"),
+        gate=lambda text: text.count(":") >= 2 and _IPV6_RUN(text),
         valid=_ipv6_ok,
-        gate=_search(r"[0-9A-Fa-f]?:[0-9A-Fa-f]{0,4}:"),
     ),
     _Rule(
         "ipv4",
         re.compile(rf"(?<![\w.]){_OCTET}(?:\.{_OCTET}){{3}}(?![\w.])"),
-        gate=_search(r"\d\.\d{1,3}\.\d"),
+        gate=lambda text: text.count(".") >= 3 and _IPV4_RUN(text),
+        min_digits=4,
     ),
     _Rule(
         "phone",
@@ -111,8 +171,9 @@ _RULES = (
             r"(?<![\w+])(?<!\d[ .-])(?:\+\d{1,3}[ .-]?)?(?:\(\d{2,4}\)[ .-]?|\d{2,4}[ .-])"
             r"\d{3,4}[ .-]\d{3,4}(?![\w-])(?![ .-]\d)"
         ),
+        min_digits=10,  # what _phone_ok asks for
         valid=_phone_ok,
-        gate=_HAS_DIGITS,
+        scan_from=_phone_scan_from,
     ),
 )
 KINDS = tuple(r.kind for r in _RULES)
@@ -123,12 +184,17 @@ _REPLACEMENT = {r.kind: ("\\g<1>" if r.pattern.groups else "") + _LABEL[r.kind] 
 
 def _replace_valid(rule: _Rule, valid: Callable[[str], bool], text: str) -> tuple[str, int]:
     """Replace the matches `valid` accepts (scanning as `re.sub` does); the text and how many."""
+    first = 0 if rule.scan_from is None else rule.scan_from(text)
+    if first < 0:
+        return text, 0
     pieces: list[str] = []
     last = 0
-    for m in rule.pattern.finditer(text):
-        if valid(m.group(0)):
-            pieces += (text[last : m.start()], _LABEL[rule.kind])
-            last = m.end()
+    label = _LABEL[rule.kind]
+    for m in rule.pattern.finditer(text, first):
+        if valid(m.group()):
+            start, end = m.span()
+            pieces += (text[last:start], label)
+            last = end
     if not pieces:
         return text, 0
     pieces.append(text[last:])
@@ -141,12 +207,7 @@ _CANDIDATE = re.compile(r"[=:@\d_-]").search
 
 
 def _candidate(text: str) -> bool:
-    return (
-        _CANDIDATE(text) is not None
-        or "AKIA" in text
-        or "AIza" in text
-        or _BEARER(text) is not None
-    )
+    return _CANDIDATE(text) is not None or "AKIA" in text or "AIza" in text or _says_bearer(text)
 
 
 def redact(text: str, counts: Counter[str] | None = None) -> tuple[str, Counter[str]]:
@@ -154,8 +215,9 @@ def redact(text: str, counts: Counter[str] | None = None) -> tuple[str, Counter[
     counts = Counter() if counts is None else counts
     if not _candidate(text):
         return text, counts
+    digits = _digits_at_most(text)
     for rule in _RULES:
-        if rule.gate is not None and not rule.gate(text):
+        if digits < rule.min_digits or (rule.gate is not None and not rule.gate(text)):
             continue
         if rule.valid is None:
             text, n = rule.pattern.subn(_REPLACEMENT[rule.kind], text)
