@@ -24,6 +24,7 @@ SERVICE = "tokenpulse-gateway"
 PROVIDER = "tensorflow_serving"
 OPERATION = "text_completion"
 _PARAMS = ("max_tokens", "temperature", "top_p", "top_k", "seed")
+_NUMBER = (int, float)
 
 
 @functools.lru_cache(maxsize=64)
@@ -31,11 +32,14 @@ def _second(whole: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
 
 
+_MILLIS = tuple(f".{n:03d}Z" for n in range(1000))
+
+
 def iso_utc(ts: float) -> str:
     """Unix seconds as ISO-8601 UTC with milliseconds and a Z (the second's text is cached: a
     busy gateway formats thousands of timestamps in the same second)."""
-    millis = round(ts * 1000)
-    return f"{_second(millis // 1000)}.{millis % 1000:03d}Z"
+    whole, millis = divmod(round(ts * 1000), 1000)
+    return _second(whole) + _MILLIS[millis]
 
 
 def record_id(request_id: str, index: int) -> str:
@@ -53,7 +57,7 @@ def _request_params(params: dict[str, Any]) -> dict[str, Any]:
     for name in _PARAMS:
         src = "max_new_tokens" if name == "max_tokens" and name not in params else name
         value = params.get(src)
-        if isinstance(value, int | float) and not isinstance(value, bool):
+        if value is not None and isinstance(value, _NUMBER) and not isinstance(value, bool):
             out[name] = value
     return out
 
@@ -84,6 +88,8 @@ def _rows(
     stats: RequestStats, prompts: list[str], outputs: list[str]
 ) -> list[tuple[OutputSignals | None, str, str]]:
     """(signals, prompt, output) per record: one per output, or one for a request without any."""
+    if len(prompts) == len(outputs) == len(stats.outputs) == 1:  # the usual request
+        return [(stats.outputs[0], prompts[0], outputs[0])]
     rows = max(len(outputs), len(stats.outputs), 1 if not prompts else len(prompts))
     return [
         (
@@ -166,31 +172,41 @@ def build_records(
 
 # --- the sink's hot path: the same records, written straight to JSON-lines bytes ---------------
 # `build_records` + `json.dumps` cost more than redaction on the gateway's writer thread; this
-# writes the identical bytes (a test holds the two together) from a template, with the constant
-# parts encoded once.
+# writes the identical bytes (a test holds the two together) from a template: the constant parts
+# encoded once, the parts one deployment repeats cached, and no dict built on the way.
 _enc = json.encoder.encode_basestring  # the C escaper json.dumps uses with ensure_ascii=False
 # json.dumps with these arguments builds this very encoder on every call; build it once
 _compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_INF = math.inf
 
 
 def _j(value: Any) -> str:
     """One value exactly as json.dumps(ensure_ascii=False) writes it."""
     kind = type(value)
     if kind is str:
-        return str(_enc(value))
+        return _enc(value)
+    if kind is float and -_INF < value < _INF:  # NaN and the infinities go to the encoder
+        return float.__repr__(value)
     if kind is int:
         return int.__repr__(value)
-    if kind is float and math.isfinite(value):
-        return float.__repr__(value)
     if kind is bool:
         return "true" if value else "false"
     return _compact(value)
 
 
-def _fields(values: dict[str, Any]) -> str:
-    """A flat object of scalars under our own identifier keys (json.dumps builds a whole encoder
-    per call; this does not)."""
-    return "{" + ",".join(f'"{k}":{_j(v)}' for k, v in values.items()) + "}"
+def _r6(value: float) -> str:
+    """`_j(round(value, 6))`, the form durations and ratios take, at half the cost for floats
+    from 1e-4 to 1e9. There `.6f` formatting rounds to the very digits `round` does (both round
+    the exact binary value correctly), and those digits, trailing zeros cut, are what repr
+    writes for the rounded float: 15 significant digits at most, which a float tells apart,
+    and a size for which repr writes no exponent (it does below 1e-4 and from 1e16)."""
+    if type(value) is float:
+        if 1e-4 <= value < 1e9:
+            text = f"{value:.6f}".rstrip("0")
+            return text + "0" if text[-1] == "." else text
+        if value == 0.0:  # a zero rounds to itself, sign and all
+            return float.__repr__(value)
+    return _j(round(value, 6))
 
 
 _HEAD = '{"@timestamp":'
@@ -201,6 +217,70 @@ _GEN_AI = (
     f',"gen_ai":{{"operation":{{"name":{_enc(OPERATION)}}},'
     f'"provider":{{"name":{_enc(PROVIDER)}}},"request":{{"model":'
 )
+_NO_REDACTION = '"redaction":{"total":0,"kinds":{}}}'
+
+
+@functools.lru_cache(maxsize=256, typed=True)
+def _deployment_json(
+    route: str, model: str, version: str, version_label: str, key_id: str, status: int
+) -> str:
+    """The `genai_sample` fields from route to status, with their trailing comma: a handful of
+    values that every request of one deployment, key and status repeats."""
+    return (
+        f'"route":{_j(route)},"model":{_j(model)},"version":{_j(version)},'
+        f'"version_label":{_j(version_label)},"key_id":{_j(key_id)},"status":{_j(status)},'
+    )
+
+
+@functools.lru_cache(maxsize=256, typed=True)
+def _sampling_json(reasons: tuple[str, ...], head_rate: float) -> str:
+    """`"sampling":{...},` (the sampler gives a few reason tuples and one head rate)."""
+    return (
+        f'"sampling":{{"reason":{_j(reasons[0])},"reasons":[{",".join(map(_j, reasons))}],'
+        f'"head_rate":{_j(head_rate)}}},'
+    )
+
+
+def _redaction_json(redactions: Counter[str]) -> str:
+    """`"redaction":{...}}`, closing `genai_sample` (most records have nothing redacted)."""
+    if not redactions:
+        return _NO_REDACTION
+    kinds = ",".join(f"{_enc(k)}:{_j(n)}" for k, n in redactions.items())
+    return f'"redaction":{{"total":{_j(sum(redactions.values()))},"kinds":{{{kinds}}}}}}}'
+
+
+def _params_json(params: dict[str, Any]) -> str:
+    """The request parameters as `,"name":value` pairs, the tail of `gen_ai.request`."""
+    return "".join(f',"{name}":{_j(value)}' for name, value in _request_params(params).items())
+
+
+def _timings_json(stats: RequestStats) -> str:
+    """`genai_sample.timings` as `_timings` gives it."""
+    per_token = stats.time_per_output_token_s or 0.0
+    return (
+        f'{{"queue_wait_s":{_r6(stats.queue_wait_s)},"upstream_s":{_r6(stats.upstream_s)},'
+        f'"total_s":{_r6(stats.total_s)},"time_per_output_token_s":{_r6(per_token)}}}'
+    )
+
+
+def _output_json(out: OutputSignals | None) -> tuple[str, str]:
+    """The finish reasons and usage that close `gen_ai`, and `genai_sample.quality`, as
+    `_quality` and `build_records` give them."""
+    if out is None:
+        return '"finish_reasons":[]},"usage":{"input_tokens":0,"output_tokens":0}}', "{}"
+    reason = _j(out.finish_reason)
+    usage = (
+        f'"finish_reasons":[{reason}]}},'
+        f'"usage":{{"input_tokens":{_j(out.prompt_tokens)},'
+        f'"output_tokens":{_j(out.output_tokens)}}}}}'
+    )
+    quality = (
+        f'{{"finish_reason":{reason},"empty":{_j(out.empty)},'
+        f'"repetition_ratio":{_r6(out.repetition_ratio)},"mean_nll":{_r6(out.mean_nll)},'
+        f'"truncated":{_j(out.finish_reason == "length")},'
+        f'"truncated_prompt_tokens":{_j(out.truncated_prompt_tokens)}}}'
+    )
+    return usage, quality
 
 
 def encode_records(
@@ -215,20 +295,11 @@ def encode_records(
     stats = sample.stats
     rid, model = _j(stats.request_id), _j(stats.model)
     failed = stats.status >= 400
-    params = "".join(f",{_enc(k)}:{_j(v)}" for k, v in _request_params(sample.params).items())
-    timings = _fields(_timings(stats))
-    kinds = ",".join(f"{_enc(k)}:{_j(n)}" for k, n in redactions.items())
-    tail = (
-        f'"sampling":{{"reason":{_j(reasons[0])},"reasons":[{",".join(map(_j, reasons))}],'
-        f'"head_rate":{_j(head_rate)}}},'
-        f'"redaction":{{"total":{_j(sum(redactions.values()))},"kinds":{{{kinds}}}}}}}'
-    )
+    tail = _sampling_json(reasons, head_rate) + _redaction_json(redactions)
     if failed:
         tail += f',"error":{{"type":{_j(stats.error_code or f"http_{stats.status}")}}}'
-    common = (
-        f'"route":{_j(stats.route)},"model":{model},"version":{_j(stats.version)},'
-        f'"version_label":{_j(stats.version_label)},"key_id":{_j(stats.key_id)},'
-        f'"status":{_j(stats.status)},'
+    deployment = _deployment_json(
+        stats.route, stats.model, stats.version, stats.version_label, stats.key_id, stats.status
     )
     done_at = sample.timestamp + stats.total_s
     head = f'{_HEAD}"{iso_utc(done_at)}"{_MESSAGE}'  # ISO times and hex ids need no escaping
@@ -237,17 +308,18 @@ def encode_records(
         f"{_EVENT}{outcome},"
         f'"duration":{_j(int(stats.total_s * 1e9))},"start":"{iso_utc(sample.timestamp)}"}}'
     )
-    envelope = f'{_SERVICE}"{_trace_id(stats.request_id)}"}}{_GEN_AI}{model}{params}}},'
+    envelope = (
+        f'{_SERVICE}"{_trace_id(stats.request_id)}"}}{_GEN_AI}{model}{_params_json(sample.params)}}},'
+        f'"response":{{"id":{rid},"model":{model},'
+    )
+    timings = _timings_json(stats)
     lines = []
     for i, (signals, text_in, text_out) in enumerate(_rows(stats, prompts, outputs)):
+        usage, quality = _output_json(signals)
         lines.append(
-            f'{head}"{record_id(stats.request_id, i)}"{event}{envelope}'
-            f'"response":{{"id":{rid},"model":{model},"finish_reasons":'
-            f"[{_j(signals.finish_reason) if signals else ''}]}},"
-            f'"usage":{{"input_tokens":{_j(signals.prompt_tokens if signals else 0)},'
-            f'"output_tokens":{_j(signals.output_tokens if signals else 0)}}}}},'
-            f'"genai_sample":{{"request_id":{rid},"index":{i},{common}'
+            f'{head}"{record_id(stats.request_id, i)}"{event}{envelope}{usage},'
+            f'"genai_sample":{{"request_id":{rid},"index":{i},{deployment}'
             f'"prompt":{{"text":{_j(text_in)}}},"output":{{"text":{_j(text_out)}}},'
-            f'"timings":{timings},"quality":{_fields(_quality(signals))},{tail}}}\n'
+            f'"timings":{timings},"quality":{quality},{tail}}}\n'
         )
     return "".join(lines).encode(), len(lines)

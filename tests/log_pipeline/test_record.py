@@ -90,12 +90,19 @@ def _variants() -> list[tuple[Sample, list[str], list[str], tuple[str, ...], Cou
     odd.stats.outputs.append(OutputSignals(1, 0, "length", True, float("nan"), float("inf")))
     odd.stats.version_label = ""
     odd.params.update({"top_k": 5, "seed": True, "top_p": 0.25, "max_tokens": 7})
+    tiny = make_sample(5, total_s=123456789.1234565)  # rounding edges of the 6-decimal floats
+    tiny.stats.queue_wait_s, tiny.stats.upstream_s = 5e-05, -0.0
+    tiny.stats.outputs[0] = OutputSignals(3, 7, "stop", False, 0.0001, 1e12, 2)
+    small = make_sample(6, total_s=0.0000995, mean_nll=2.0000004999)
+    small.stats.outputs[0] = OutputSignals(3, 2, "stop", False, 0.99999951, -3.5)
     return [
         (ok, ["p"], ["o"], ("low_quality", "head"), Counter({"email": 1, "phone": 2})),
         (failed, ["p"], [], ("error",), Counter()),
         (coded, [], [], ("error", "slow"), Counter()),
         (odd, ["a", "b"], ["x", "y", "z"], ("canary",), Counter({"card": 1})),
         (odd, ["only"], ["x", "y"], ("head",), Counter()),
+        (tiny, ["p"], ["o"], ("slow", "head"), Counter({"ipv4": 2, "secret": 1})),
+        (small, ["p"], ["o"], ("slow", "head"), Counter()),
     ]
 
 

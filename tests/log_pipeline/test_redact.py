@@ -58,6 +58,30 @@ def test_lookalikes_stay(text: str) -> None:
     assert redact(text)[0] == text
 
 
+@pytest.mark.parametrize(
+    ("text", "expected", "counts"),
+    [  # the cheap tests that let a text skip a pattern must never skip one that matches
+        ("ſecret=hunter2hunter2", "ſecret=[REDACTED:secret]", {"secret": 1}),  # ſ matches s
+        ("İ PassWord: hunter2hunter2", "İ PassWord: [REDACTED:secret]", {"secret": 1}),
+        ("auth: BeArEr abcdefghijkl", "auth: BeArEr [REDACTED:bearer]", {"bearer": 1}),
+        ("BEARER abcdefghij é", "BEARER [REDACTED:bearer] é", {"bearer": 1}),
+        ("call ٤١٥-٥٥٥-٢٦٧١ now", "call [REDACTED:phone] now", {"phone": 1}),  # Arabic digits
+        ("card ٤١١١١١١١١١١١١١١١ x", "card [REDACTED:card] x", {"card": 1}),
+        ("x +1 (415) 555-2671", "x [REDACTED:phone]", {"phone": 1}),  # starts before a digit
+        ("1.2.3.4 and 10.0.0.1", "[REDACTED:ipv4] and [REDACTED:ipv4]", {"ipv4": 2}),
+        ("fe80::1 then ::", "[REDACTED:ipv6] then ::", {"ipv6": 1}),
+        (
+            "token: abcdefgh at a.b@c.io or 415.555.2671",
+            "token: [REDACTED:secret] at [REDACTED:email] or [REDACTED:phone]",
+            {"secret": 1, "email": 1, "phone": 1},
+        ),
+    ],
+)
+def test_exact_output_and_counts(text: str, expected: str, counts: dict[str, int]) -> None:
+    out, found = redact(text)
+    assert (out, dict(found)) == (expected, counts)
+
+
 def test_luhn() -> None:
     assert luhn_ok("4111111111111111")
     assert not luhn_ok("4111111111111112")
