@@ -183,18 +183,23 @@ _REPLACEMENT = {r.kind: ("\\g<1>" if r.pattern.groups else "") + _LABEL[r.kind] 
 
 
 def _replace_valid(rule: _Rule, valid: Callable[[str], bool], text: str) -> tuple[str, int]:
-    """Replace the matches `valid` accepts (scanning as `re.sub` does); the text and how many."""
+    """Replace the matches `valid` accepts (scanning as `re.sub` does); the text and how many.
+    These patterns never match an empty string, so searching on from each match's end finds
+    what `finditer` would, without its iterator."""
     first = 0 if rule.scan_from is None else rule.scan_from(text)
     if first < 0:
         return text, 0
+    search = rule.pattern.search
     pieces: list[str] = []
     last = 0
     label = _LABEL[rule.kind]
-    for m in rule.pattern.finditer(text, first):
+    m = search(text, first)
+    while m is not None:
+        start, end = m.span()
         if valid(m.group()):
-            start, end = m.span()
             pieces += (text[last:start], label)
             last = end
+        m = search(text, end)
     if not pieces:
         return text, 0
     pieces.append(text[last:])
