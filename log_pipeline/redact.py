@@ -109,17 +109,20 @@ def _has_key_prefix(text: str) -> bool:
     )
 
 
-_CARD_RUN = _finds(r"\d(?:[ -]?\d){12}")  # the 13 digits every card number has
-_IPV6_RUN = _finds(r"[0-9A-Fa-f]?:[0-9A-Fa-f]{0,4}:")
 _IPV4_RUN = _finds(r"\d\.\d{1,3}\.\d")
-_PHONE_RUN = re.compile(r"\d[\d .()+-]{8,}\d").search  # ten digits with separators, at least
 
 
-def _phone_scan_from(text: str) -> int:
-    """One character ('+' or '(') before the first run of ten digits and separators: every phone
-    number holds such a run from its first digit on. -1 when there is no run."""
-    run = _PHONE_RUN(text)
-    return -1 if run is None else max(run.start() - 1, 0)
+def _starts_near(run: str, lead: int) -> Callable[[str], int]:
+    """The `scan_from` of a kind each of whose matches holds a match of `run` that starts at
+    most `lead` characters after its own start: where the first `run` is, less `lead` (-1 when
+    there is none)."""
+    search = re.compile(run).search
+
+    def scan_from(text: str) -> int:
+        found = search(text)
+        return -1 if found is None else max(found.start() - lead, 0)
+
+    return scan_from
 
 
 _RULES = (
@@ -149,15 +152,17 @@ _RULES = (
     _Rule(
         "card",
         re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])"),
-        gate=_CARD_RUN,
         min_digits=13,
         valid=luhn_ok,
+        scan_from=_starts_near(r"\d(?:[ -]?\d){12}", 0),  # the 13 digits it starts with
     ),
     _Rule(
         "ipv6",
         re.compile(r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:])"),
-        gate=lambda text: text.count(":") >= 2 and _IPV6_RUN(text),
+        gate=lambda text: text.count(":") >= 2,
         valid=_ipv6_ok,
+        # its first two colons, and the hex digit before them (up to three more can lead)
+        scan_from=_starts_near(r"[0-9A-Fa-f]?:[0-9A-Fa-f]{0,4}:", 3),
     ),
     _Rule(
         "ipv4",
@@ -173,7 +178,8 @@ _RULES = (
         ),
         min_digits=10,  # what _phone_ok asks for
         valid=_phone_ok,
-        scan_from=_phone_scan_from,
+        # ten digits and separators from its first digit on, which a "+" or "(" can lead
+        scan_from=_starts_near(r"\d[\d .()+-]{8,}\d", 1),
     ),
 )
 KINDS = tuple(r.kind for r in _RULES)
