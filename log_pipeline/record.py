@@ -251,7 +251,7 @@ def _redaction_json(redactions: Counter[str]) -> str:
 
 def _params_json(params: dict[str, Any]) -> str:
     """The request parameters as `,"name":value` pairs, the tail of `gen_ai.request`."""
-    return "".join(f',"{name}":{_j(value)}' for name, value in _request_params(params).items())
+    return "".join([f',"{name}":{_j(value)}' for name, value in _request_params(params).items()])
 
 
 def _timings_json(stats: RequestStats) -> str:
@@ -277,7 +277,7 @@ def _output_json(out: OutputSignals | None) -> tuple[str, str]:
     quality = (
         f'{{"finish_reason":{reason},"empty":{_j(out.empty)},'
         f'"repetition_ratio":{_r6(out.repetition_ratio)},"mean_nll":{_r6(out.mean_nll)},'
-        f'"truncated":{_j(out.finish_reason == "length")},'
+        f'"truncated":{"true" if out.finish_reason == "length" else "false"},'
         f'"truncated_prompt_tokens":{_j(out.truncated_prompt_tokens)}}}'
     )
     return usage, quality
