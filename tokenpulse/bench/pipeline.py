@@ -234,6 +234,7 @@ def _throughput(gateways: dict[str, Any], key: str, args: argparse.Namespace) ->
         asyncio.run(_load([f"{gw.url}/v1/generate"], key, 100, args.concurrency))
     on = gateways["on"]
     (writer,) = child_pids(on.pid)  # the sink's writer process
+    _wait(lambda: _written(on.port) >= 100, "the warm-up records", 60)
     written0 = _written(on.port)
     names = list(gateways)
     spent = dict.fromkeys(names, 0.0)
