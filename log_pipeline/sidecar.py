@@ -36,10 +36,15 @@ _REPORT_EVERY_S = 0.25
 _READ = 1 << 20
 
 
-def _report(fd: int, message: tuple[str, Any]) -> None:
+def _report(fd: int, message: tuple[str, Any]) -> bool:
+    """Send one report; False when nobody reads them any more (the gateway is gone)."""
     data = memoryview(frame(message))
-    while data:  # blocking writes: the gateway's reader thread is always reading
-        data = data[os.write(fd, data) :]
+    try:
+        while data:  # blocking writes: the gateway's reader thread is always reading
+            data = data[os.write(fd, data) :]
+    except BrokenPipeError:
+        return False
+    return True
 
 
 def _families(writer: SampleWriter) -> list[Any]:
@@ -53,33 +58,40 @@ def serve(settings: SinkSettings, stdin: int, report: int) -> int:
     except (RulesError, OSError) as exc:
         _report(report, ("error", f"sample writer cannot start: {exc}"))
         return 1
-    _report(report, ("ready", _families(writer)))
+    reporting = _report(report, ("ready", _families(writer)))
     frames = FrameReader()
+    status = 0
     last_report = time.monotonic()
     while True:
         wait = max(0.0, last_report + _REPORT_EVERY_S - time.monotonic())
         readable, _, _ = select.select([stdin], [], [], wait)
         data = os.read(stdin, _READ) if readable else None
         if data:
+            bad = ""
             try:
                 batches = frames.feed(data)
-            except FrameError as exc:  # only a bug could do this: say so and stop reading
-                log.error("sample stream unreadable; stopping", error=str(exc))
-                break
+            except FrameError as exc:  # only a bug could do this
+                batches, bad = exc.messages, str(exc)
             samples = [from_wire(s) for batch in batches for s in batch]
             if samples:
                 writer.write_batch(samples)
+            if bad:  # what came before it is written; say so and stop reading
+                log.error("sample stream unreadable; stopping", error=bad)
+                status = 1
+                break
         if time.monotonic() - last_report >= _REPORT_EVERY_S:
             writer.housekeeping()
-            _report(report, ("metrics", _families(writer)))
+            # a dead gateway reads no reports: what it sent is still written
+            reporting = reporting and _report(report, ("metrics", _families(writer)))
             last_report = time.monotonic()
         if data == b"":  # the gateway closed the pipe (or died): all it sent is written
             break
     if frames.partial:  # a frame cut off by the gateway's death: its samples are not counted
         log.warning("sample stream ended inside a frame", bytes=frames.partial)
     writer.close()
-    _report(report, ("metrics", _families(writer)))
-    return 0
+    if reporting:
+        _report(report, ("metrics", _families(writer)))
+    return status
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -30,7 +30,11 @@ WireSample = tuple[Any, ...]
 
 
 class FrameError(Exception):
-    """A frame that cannot be read (a torn or foreign stream)."""
+    """A frame that cannot be read (a torn or foreign stream); `messages` are the ones before it."""
+
+    def __init__(self, reason: str, messages: list[Any]) -> None:
+        super().__init__(reason)
+        self.messages = messages
 
 
 def to_wire(sample: Sample) -> WireSample:
@@ -69,14 +73,14 @@ class FrameReader:
         while len(buf) - start >= _LENGTH.size:
             (size,) = _LENGTH.unpack_from(buf, start)
             if size > MAX_FRAME:
-                raise FrameError(f"frame of {size} bytes: not a sample stream")
+                raise FrameError(f"frame of {size} bytes: not a sample stream", messages)
             end = start + _LENGTH.size + size
             if len(buf) < end:
                 break
             try:
                 messages.append(pickle.loads(buf[start + _LENGTH.size : end]))
             except Exception as exc:  # noqa: BLE001 - any unpickling failure means a bad stream
-                raise FrameError(f"unreadable frame: {exc}") from exc
+                raise FrameError(f"unreadable frame: {exc}", messages) from exc
             start = end
         del buf[:start]
         return messages

@@ -45,5 +45,6 @@ def test_a_cut_frame_waits_and_a_foreign_stream_is_an_error() -> None:
     assert reader.feed(whole[:-1]) == [] and reader.partial == len(whole) - 1
     with pytest.raises(FrameError, match="not a sample stream"):
         FrameReader().feed(struct.pack("!I", MAX_FRAME + 1) + b"junk")
-    with pytest.raises(FrameError, match="unreadable frame"):
-        FrameReader().feed(struct.pack("!I", 4) + b"junk")
+    with pytest.raises(FrameError, match="unreadable frame") as bad:
+        FrameReader().feed(frame(["kept"]) + struct.pack("!I", 4) + b"junk")
+    assert bad.value.messages == [["kept"]]  # what came before the bad frame is not lost

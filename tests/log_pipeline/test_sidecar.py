@@ -1,0 +1,77 @@
+"""The writer process's loop: it writes all it is sent, whoever reads its reports."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from log_pipeline import sidecar
+from log_pipeline.settings import SinkSettings
+from log_pipeline.wire import FrameReader, frame, to_wire
+from tests.log_pipeline.conftest import make_sample
+from tests.log_pipeline.test_writer import records
+
+KEEP_ALL = "head_rate = 1.0\n[caps]\nper_key_per_minute = 0\n"
+
+
+def _serve(spool: Path, tmp_path: Path, stdin: int, report: int) -> list[int]:
+    rules = tmp_path / "keep-all.toml"
+    rules.write_text(KEEP_ALL)
+    settings = SinkSettings.model_validate({"spool_dir": spool, "rules_file": rules})
+    status: list[int] = []
+    thread = threading.Thread(target=lambda: status.append(sidecar.serve(settings, stdin, report)))
+    thread.start()
+    thread.join(60)
+    return status  # empty if it raised (or still runs)
+
+
+def _send(fd: int, first: int, n: int) -> None:
+    os.write(fd, frame([to_wire(make_sample(i)) for i in range(first, first + n)]))
+
+
+def test_a_gone_gateway_does_not_stop_the_writing(
+    spool: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sidecar, "_REPORT_EVERY_S", 0.0)  # a report after every read
+    stdin_r, stdin_w = os.pipe()
+    report_r, report_w = os.pipe()
+    os.close(report_r)  # nobody reads the reports: each write would be EPIPE
+    for first in (0, 100, 200):
+        _send(stdin_w, first, 100)
+    os.close(stdin_w)
+    try:
+        assert _serve(spool, tmp_path, stdin_r, report_w) == [0]
+    finally:
+        os.close(stdin_r)
+        os.close(report_w)
+    assert [r["genai_sample"]["request_id"] for r in records(spool)] == [  # type: ignore[index]
+        f"req-{i}" for i in range(300)
+    ]
+
+
+def test_reports_say_ready_then_count_and_a_foreign_stream_stops_it(
+    spool: Path, tmp_path: Path
+) -> None:
+    stdin_r, stdin_w = os.pipe()
+    report_r, report_w = os.pipe()
+    _send(stdin_w, 0, 5)
+    os.write(stdin_w, b"\x00\x00\x00\x04junk")  # not a pickle: the writer stops reading
+    os.close(stdin_w)
+    try:
+        assert _serve(spool, tmp_path, stdin_r, report_w) == [1]
+        os.close(report_w)
+        report_w = -1
+        messages = FrameReader().feed(os.read(report_r, 1 << 22))
+    finally:
+        for fd in (stdin_r, report_r, report_w):
+            if fd >= 0:
+                os.close(fd)
+    assert messages[0][0] == "ready" and messages[-1][0] == "metrics"
+    written = [
+        s.value for m in messages[-1][1] for s in m.samples
+        if s.name == "tokenpulse_spool_records_written_total"
+    ]  # fmt: skip
+    assert written == [5.0] and len(records(spool)) == 5
