@@ -68,7 +68,7 @@ class FrameReader:
         """The messages completed by `data`, in order."""
         buf = self._buffer
         buf += data
-        messages = []
+        messages: list[Any] = []
         start = 0
         while len(buf) - start >= _LENGTH.size:
             (size,) = _LENGTH.unpack_from(buf, start)
