@@ -15,11 +15,13 @@ The process:
 
 from __future__ import annotations
 
+import fcntl
 import os
 import select
 import signal
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import disable_created_metrics
@@ -33,6 +35,8 @@ from tokenpulse.logging import configure_logging, get_logger
 
 log = get_logger(__name__)
 _REPORT_EVERY_S = 0.25
+_LOCK_WAIT_S = 30.0
+LOCK_FILE = "writer.lock"
 _READ = 1 << 20
 
 
@@ -51,8 +55,45 @@ def _families(writer: SampleWriter) -> list[Any]:
     return list(writer.registry.collect())
 
 
+def _lock(spool_dir: Path) -> int:
+    """Become the spool's only writer: an exclusive lock on `writer.lock` in it, held until exit.
+
+    A gateway restarted at once starts a new writer while the old one still writes what it was
+    sent; two writers would both open segment N+1, and the shipper would finish and delete a
+    segment the other still appends to. So the new one waits. The lock file holds the pid."""
+    spool_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(spool_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o640)
+    deadline = time.monotonic() + _LOCK_WAIT_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+                os.close(fd)
+                raise OSError(f"spool {spool_dir} is in use by another sample writer (pid "
+                              f"{holder}) for over {_LOCK_WAIT_S:.0f} s") from None  # fmt: skip
+            time.sleep(0.05)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
 def serve(settings: SinkSettings, stdin: int, report: int) -> int:
     """Write every sample that arrives on `stdin` until it closes; the exit status."""
+    try:
+        lock = _lock(settings.spool_dir)
+    except OSError as exc:
+        _report(report, ("error", f"sample writer cannot start: {exc}"))
+        return 1
+    try:
+        return _serve(settings, stdin, report)
+    finally:
+        os.close(lock)  # releases the lock
+
+
+def _serve(settings: SinkSettings, stdin: int, report: int) -> int:
     try:
         writer = SampleWriter(settings)
     except (RulesError, OSError) as exc:

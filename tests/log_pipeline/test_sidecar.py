@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import threading
 from pathlib import Path
@@ -75,3 +76,28 @@ def test_reports_say_ready_then_count_and_a_foreign_stream_stops_it(
         if s.name == "tokenpulse_spool_records_written_total"
     ]  # fmt: skip
     assert written == [5.0] and len(records(spool)) == 5
+
+
+def test_one_writer_per_spool_the_next_waits_then_gives_up_with_the_holder(
+    spool: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sidecar, "_LOCK_WAIT_S", 0.3)
+    spool.mkdir(exist_ok=True)
+    held = os.open(spool / sidecar.LOCK_FILE, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(held, fcntl.LOCK_EX)  # another writer, still draining
+    os.pwrite(held, b"4242\n", 0)
+    stdin_r, stdin_w = os.pipe()
+    report_r, report_w = os.pipe()
+    try:
+        assert _serve(spool, tmp_path, stdin_r, report_w) == [1]
+        ((kind, message),) = FrameReader().feed(os.read(report_r, 1 << 16))
+        assert kind == "error" and "in use by another sample writer (pid 4242)" in message
+        os.close(held)  # the other writer exits: the next one starts and writes
+        _send(stdin_w, 0, 3)
+        os.close(stdin_w)
+        assert _serve(spool, tmp_path, stdin_r, report_w) == [0]
+    finally:
+        for fd in (stdin_r, report_r, report_w):
+            os.close(fd)
+    assert len(records(spool)) == 3
+    assert (spool / sidecar.LOCK_FILE).read_text() == f"{os.getpid()}\n"
