@@ -4,13 +4,15 @@
    redaction, record building) shipped by a `tokenpulse shipper` process into SQLite, then into
    the ES stand-in (its own process, so its CPU is not the shipper's). Targets: >= 10,000 docs/s
    each.
-2. Gateway throughput with 100 % sampling against sampling off: three gateway processes (off,
-   100 %, and a second "off" as a control) against one TF Serving stand-in, in rounds of one
-   phase each at the same concurrency, the order rotating. Target: >= 97 %, on the median of
-   the per-round ratios: on a shared box a burst of someone else's load hits one phase, and the
-   control (off vs off) shows how far such noise moves the same figure. Also the CPU per
-   request of each gateway and of the sampling one's writer process, and whether that writer
-   wrote every record (it yields the CPU to the gateways; it must catch up, dropping none).
+2. Gateway throughput with 100 % sampling against sampling off: two sampling-off gateways and
+   one sampling gateway against one TF Serving stand-in, all three loaded at once in rounds, so
+   that bursts of load from outside this run (a shared VM has them: one-at-a-time phases of
+   identical gateways differed by up to 30 %) hit them alike. The ratio is the sampling
+   gateway's requests over the mean of the two others'. Target: >= 97 %. The two sampling-off
+   gateways against each other are the control: how far apart two identical instances land.
+   The box is saturated while a round runs, so the writer process (nice 19) hardly runs; it
+   catches up between rounds, and the bench reports its CPU per request, how long it took, and
+   whether it wrote a record for every request (none dropped).
 3. End-to-end delay from response to acknowledgement (p50/p95 over every record): the sampling
    gateway under steady load with a shipper feeding both stores. Target: p95 <= 5 s.
 Figures only; nothing here asserts on timing.
@@ -42,15 +44,16 @@ from tokenpulse.procs import child_pids, free_port, stop_process
 DOCS_TARGET = 10_000.0
 RATIO_TARGET = 0.97
 P95_TARGET_S = 5.0
+_BODY = json.dumps({"prompt": "call me at 415-555-2671 about the order", "max_new_tokens": 3})
 _SAMPLE = re.compile(r"^(\w+)(?:\{([^}]*)\})? (\S+)$", re.M)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of `tokenpulse bench pipeline`."""
     parser.add_argument("--records", type=int, default=20_000, help="records to ship (20000)")
-    parser.add_argument("--requests", type=int, default=1000, help="requests per phase (1000)")
-    parser.add_argument("--rounds", type=int, default=9, help="rounds of three phases (9)")
-    parser.add_argument("--concurrency", type=int, default=32, help="client concurrency (32)")
+    parser.add_argument("--phase-seconds", type=float, default=3.0, help="round length (3 s)")
+    parser.add_argument("--rounds", type=int, default=9, help="rounds (9)")
+    parser.add_argument("--concurrency", type=int, default=16, help="clients per gateway (16)")
     parser.add_argument("--delay-seconds", type=float, default=10.0, help="delay phase (10 s)")
     parser.add_argument("--delay-rps", type=float, default=200.0, help="delay phase load (200)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -203,82 +206,115 @@ def _delay_buckets(port: int, output: str) -> list[tuple[float, float]]:
     return sorted(found)
 
 
-async def _load(urls: list[str], key: str, n: int, concurrency: int, rps: float = 0.0) -> float:
-    """Send `n` requests to each url in turn; the seconds each took (summed per url)."""
+async def _paced(url: str, key: str, n: int, concurrency: int, rps: float) -> None:
+    """Send `n` requests to `url` at `rps` from `concurrency` clients."""
     import aiohttp
 
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
-    body = json.dumps({"prompt": "call me at 415-555-2671 about the order", "max_new_tokens": 3})
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as s:
         counter = iter(range(n))
         start = time.perf_counter()
 
         async def worker() -> None:
             for i in counter:
-                if rps:
-                    await asyncio.sleep(max(0.0, start + i / rps - time.perf_counter()))
-                async with s.post(urls[0], data=body, headers=headers) as resp:
+                await asyncio.sleep(max(0.0, start + i / rps - time.perf_counter()))
+                async with s.post(url, data=_BODY, headers=headers) as resp:
                     await resp.read()
                     if resp.status != 200:
                         raise SystemExit(f"bench pipeline: gateway answered {resp.status}")
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
-        return time.perf_counter() - start
+
+
+async def _load_for(url: str, key: str, seconds: float, concurrency: int) -> int:
+    """Requests completed against `url` by `concurrency` clients in `seconds`."""
+    import aiohttp
+
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    done = 0
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as s:
+        end = time.perf_counter() + seconds
+
+        async def worker() -> None:
+            nonlocal done
+            while time.perf_counter() < end:
+                async with s.post(url, data=_BODY, headers=headers) as resp:
+                    await resp.read()
+                    if resp.status != 200:
+                        raise SystemExit(f"bench pipeline: gateway answered {resp.status}")
+                done += 1
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return done
+
+
+async def _round(gateways: dict[str, Any], key: str, seconds: float, conc: int) -> list[int]:
+    loads = [_load_for(f"{gw.url}/v1/generate", key, seconds, conc) for gw in gateways.values()]
+    return list(await asyncio.gather(*loads))
 
 
 def _throughput(gateways: dict[str, Any], key: str, args: argparse.Namespace) -> dict[str, Any]:
-    """Rounds of `requests` against each gateway in turn (the order rotates every round, so no
-    gateway always follows the same one): throughput ratios overall and per round, CPU per
-    request of each gateway and of the sampling one's writer process, and whether it wrote all."""
-    for gw in gateways.values():
-        asyncio.run(_load([f"{gw.url}/v1/generate"], key, 100, args.concurrency))
+    """Rounds in which all gateways are loaded at once, so that a burst of load from outside
+    hits them alike: requests each completed, their ratios overall and per round, CPU per
+    request of each gateway and of the sampling one's writer process, and whether it wrote
+    every record. Between rounds the writer (nice 19, starved while the box is saturated)
+    catches up; how long that takes is reported."""
     on = gateways["on"]
     (writer,) = child_pids(on.pid)  # the sink's writer process
-    _wait(lambda: _written(on.port) >= 100, "the warm-up records", 60)
-    written0 = _written(on.port)
     names = list(gateways)
-    spent = dict.fromkeys(names, 0.0)
+    warm = asyncio.run(_round(gateways, key, 1.0, args.concurrency))
+    _wait(lambda: _written(on.port) >= warm[names.index("on")], "the warm-up records", 300)
+    done = dict.fromkeys(names, 0)
     cpu = dict.fromkeys(names, 0.0)
     loop = dict.fromkeys(names, 0.0)
     rounds: dict[str, list[float]] = {"on": [], "control": []}
+    catch_up = []
+    written0 = _written(on.port)
     writer_cpu0 = cpu_seconds(writer)
-    for i in range(args.rounds):
-        took = {}
-        for name in names[i % 3 :] + names[: i % 3]:
-            gw = gateways[name]
-            cpu0, loop0 = cpu_seconds(gw.pid), _main_thread_cpu(gw.pid)
-            took[name] = asyncio.run(
-                _load([f"{gw.url}/v1/generate"], key, args.requests, args.concurrency)
-            )
-            spent[name] += took[name]
-            cpu[name] += cpu_seconds(gw.pid) - cpu0
-            loop[name] += _main_thread_cpu(gw.pid) - loop0
-        for name in rounds:
-            rounds[name].append(took["off"] / took[name])
-    n = args.rounds * args.requests
-    t0 = time.perf_counter()
-    _wait(lambda: _written(on.port) >= written0 + n, "the writer to catch up", 120)
+    for _ in range(args.rounds):
+        target = _written(on.port)
+        cpu0 = {n: cpu_seconds(gw.pid) for n, gw in gateways.items()}
+        loop0 = {n: _main_thread_cpu(gw.pid) for n, gw in gateways.items()}
+        counts = dict(zip(names, asyncio.run(
+            _round(gateways, key, args.phase_seconds, args.concurrency)
+        ), strict=True))  # fmt: skip
+        for n, gw in gateways.items():
+            done[n] += counts[n]
+            cpu[n] += cpu_seconds(gw.pid) - cpu0[n]
+            loop[n] += _main_thread_cpu(gw.pid) - loop0[n]
+        baseline = (counts["off"] + counts["control"]) / 2
+        rounds["on"].append(counts["on"] / baseline)
+        rounds["control"].append(counts["control"] / counts["off"])
+        t0 = time.perf_counter()
+        _wait(lambda t=target + counts["on"]: _written(on.port) >= t, "the writer", 300)
+        catch_up.append(time.perf_counter() - t0)
+    baseline = (done["off"] + done["control"]) / 2
+    seconds = args.rounds * args.phase_seconds
     return {
-        "gateway_rps_sampling_off": n / spent["off"],
-        "gateway_rps_sampling_100": n / spent["on"],
-        "gateway_throughput_ratio": spent["off"] / spent["on"],
+        "gateway_rps_sampling_off": baseline / seconds,
+        "gateway_rps_sampling_100": done["on"] / seconds,
+        "gateway_throughput_ratio": done["on"] / baseline,
         "gateway_throughput_ratio_median": statistics.median(rounds["on"]),
         "gateway_round_ratios": rounds["on"],
-        # the same measurement between two identical gateways without sampling: this box's noise
-        "control_throughput_ratio": spent["off"] / spent["control"],
+        # two identical gateways without sampling: how far apart two instances are on this box
+        "control_throughput_ratio": done["control"] / done["off"],
         "control_throughput_ratio_median": statistics.median(rounds["control"]),
         "control_round_ratios": rounds["control"],
-        # CPU per request of each gateway process (every thread): load-independent
-        "gateway_cpu_ms_per_request_off": 1000 * cpu["off"] / n,
-        "gateway_cpu_ms_per_request_on": 1000 * cpu["on"] / n,
-        "gateway_cpu_ratio": cpu["off"] / max(cpu["on"], 1e-9),
-        "control_cpu_ratio": cpu["off"] / max(cpu["control"], 1e-9),
+        # CPU per request of each gateway process (every thread)
+        "gateway_cpu_ms_per_request_off": 1000
+        * (cpu["off"] + cpu["control"])
+        / (done["off"] + done["control"]),
+        "gateway_cpu_ms_per_request_on": 1000 * cpu["on"] / done["on"],
+        "control_cpu_ratio": (cpu["off"] / done["off"]) / (cpu["control"] / done["control"]),
         # the split: the event loop's thread, and every other thread of the gateway
-        "gateway_loop_cpu_ms_per_request_off": 1000 * loop["off"] / n,
-        "gateway_loop_cpu_ms_per_request_on": 1000 * loop["on"] / n,
-        "gateway_other_threads_cpu_ms_per_request_on": 1000 * (cpu["on"] - loop["on"]) / n,
-        "sink_catch_up_s": time.perf_counter() - t0,
-        "sink_writer_cpu_ms_per_request": 1000 * (cpu_seconds(writer) - writer_cpu0) / n,
+        "gateway_loop_cpu_ms_per_request_off": 1000
+        * (loop["off"] + loop["control"])
+        / (done["off"] + done["control"]),
+        "gateway_loop_cpu_ms_per_request_on": 1000 * loop["on"] / done["on"],
+        "gateway_other_threads_cpu_ms_per_request_on": 1000 * (cpu["on"] - loop["on"]) / done["on"],
+        "sink_catch_up_s_max": max(catch_up),
+        "sink_writer_cpu_ms_per_request": 1000 * (cpu_seconds(writer) - writer_cpu0) / done["on"],
+        "sink_requests": done["on"],
         "sink_records_written": _written(on.port) - written0,
         "sink_records_dropped": sum(
             v
@@ -308,7 +344,7 @@ def _gateways(tmp: Path, upstream: str, args: argparse.Namespace, say: Any) -> d
     ):  # fmt: skip
         say("gateway throughput: sampling off vs 100 % (and off vs a second off: the noise)")
         out.update(_throughput({"off": off, "on": on, "control": control}, key, args))
-        n = args.rounds * args.requests
+        backlog = _written(on.port)  # warm-up and throughput records, all written by now
         say("end-to-end delay: sampling gateway + shipper into both stores")
         state, db = tmp / "state-e2e", str(tmp / "e2e.db")
         both = ["sqlite", "elasticsearch"]
@@ -316,12 +352,11 @@ def _gateways(tmp: Path, upstream: str, args: argparse.Namespace, say: Any) -> d
             _es_standin() as es_url,
             _shipper(spool, state, both, es_url=es_url, sqlite_path=db) as (port, _pid),
         ):
-            backlog = 100 + n  # warm-up and throughput records of the sampling gateway, first
             for output in both:
                 _wait(lambda o=output: _shipped(port, o) >= backlog, f"{output} backlog", 120)
             before = {o: _delay_buckets(port, o) for o in both}
             n_delay = int(args.delay_seconds * args.delay_rps)
-            asyncio.run(_load([f"{on.url}/v1/generate"], key, n_delay, 8, rps=args.delay_rps))
+            asyncio.run(_paced(f"{on.url}/v1/generate", key, n_delay, 8, args.delay_rps))
             for output in both:
                 done = backlog + n_delay
                 _wait(lambda o=output, d=done: _shipped(port, o) >= d, f"{output} caught up", 120)
@@ -380,20 +415,22 @@ def _report(r: dict[str, Any]) -> None:
         wall, cpu = r[f"{key}_docs_per_s"], r[f"{key}_docs_per_cpu_s"]
         print(f"shipper -> {out:<20} {wall:10.0f} docs/s, {cpu:.0f} docs/CPU-s "
               f"(target >= {DOCS_TARGET:.0f} on one core: {mark(cpu >= DOCS_TARGET)})")  # fmt: skip
-    print(f"gateway, sampling off           {r['gateway_rps_sampling_off']:10.1f} req/s")
-    print(f"gateway, sampling 100 %         {r['gateway_rps_sampling_100']:10.1f} req/s")
-    median = r["gateway_throughput_ratio_median"]
-    print(f"throughput ratio, median round  {median:10.3f}      "
-          f"(target >= {RATIO_TARGET}: {mark(median >= RATIO_TARGET)})")  # fmt: skip
-    for what, key in (("100 % vs off", "gateway"), ("off vs off (noise)", "control")):
+    print(f"gateway, sampling off           {r['gateway_rps_sampling_off']:10.1f} req/s each, "
+          "two of them")  # fmt: skip
+    print(f"gateway, sampling 100 %         {r['gateway_rps_sampling_100']:10.1f} req/s "
+          "(all three loaded at once)")  # fmt: skip
+    ratio = r["gateway_throughput_ratio"]
+    print(f"throughput ratio                {ratio:10.3f}      "
+          f"(target >= {RATIO_TARGET}: {mark(ratio >= RATIO_TARGET)})")  # fmt: skip
+    for what, key in (("100 % vs off", "gateway"), ("off vs off (control)", "control")):
         spread = r[f"{key}_round_ratios"]
-        print(f"  {what:<20} overall {r[f'{key}_throughput_ratio']:.3f}, median "
+        print(f"  {what:<20} overall {r[f'{key}_throughput_ratio']:.3f}, median round "
               f"{r[f'{key}_throughput_ratio_median']:.3f}, rounds {min(spread):.3f} .. "
               f"{max(spread):.3f}")  # fmt: skip
     print(
         f"gateway CPU per request         {r['gateway_cpu_ms_per_request_off']:.3f} ms off, "
-        f"{r['gateway_cpu_ms_per_request_on']:.3f} ms at 100 % (ratio {r['gateway_cpu_ratio']:.3f}"
-        f"; off vs off {r['control_cpu_ratio']:.3f})"
+        f"{r['gateway_cpu_ms_per_request_on']:.3f} ms at 100 % (off vs off "
+        f"{r['control_cpu_ratio']:.3f})"
     )
     print(
         f"  event loop thread             {r['gateway_loop_cpu_ms_per_request_off']:.3f} ms off, "
@@ -401,9 +438,9 @@ def _report(r: dict[str, Any]) -> None:
         f"{r['gateway_other_threads_cpu_ms_per_request_on']:.3f} ms"
     )
     print(f"sink writer process             {r['sink_writer_cpu_ms_per_request']:.3f} ms CPU per "
-          f"request; {r['sink_records_written']:.0f} records written, "
-          f"{r['sink_records_dropped']:.0f} dropped, caught up {r['sink_catch_up_s']:.2f} s "
-          "after the last phase")  # fmt: skip
+          f"request; {r['sink_records_written']:.0f} records for {r['sink_requests']} requests, "
+          f"{r['sink_records_dropped']:.0f} dropped; caught up within "
+          f"{r['sink_catch_up_s_max']:.2f} s of each round")  # fmt: skip
     print(f"load average during the run     {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     for out in ("sqlite", "elasticsearch"):
         p50, p95 = r[f"delay_{out}_p50_s"], r[f"delay_{out}_p95_s"]

@@ -23,14 +23,15 @@ def test_quantile_of_nothing_is_nan_and_overflow_is_the_last_bound() -> None:
 
 
 def test_a_tiny_run_reports_every_figure_and_the_writer_wrote_every_record() -> None:
-    argv = ["--records", "300", "--requests", "40", "--rounds", "3", "--delay-seconds", "1",
+    argv = ["--records", "300", "--phase-seconds", "0.5", "--rounds", "3", "--delay-seconds", "1",
             "--delay-rps", "40", "--json"]  # fmt: skip
     done = subprocess.run(
         [sys.executable, "-m", "tokenpulse.cli", "bench", "pipeline", *argv],
         capture_output=True, text=True, timeout=300, check=True,
     )  # fmt: skip
     result = json.loads(done.stdout)
-    assert result["sink_records_written"] == 3 * 40 and result["sink_records_dropped"] == 0
+    assert result["sink_records_written"] == result["sink_requests"] > 0
+    assert result["sink_records_dropped"] == 0
     assert len(result["gateway_round_ratios"]) == len(result["control_round_ratios"]) == 3
     assert result["delay_records"] == 40
     for output in ("sqlite", "elasticsearch"):
