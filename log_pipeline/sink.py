@@ -29,7 +29,6 @@ from prometheus_client.metrics_core import Metric
 from pydantic import ValidationError
 
 from log_pipeline.metrics import SinkMetrics
-from log_pipeline.sampler import RulesError, load_rules
 from log_pipeline.settings import SinkSettings
 from log_pipeline.wire import FrameError, FrameReader, WireSample, frame, to_wire
 from serving.gateway.sink import Sample
@@ -150,7 +149,6 @@ class SpoolSink:
     gateway's event loop)."""
 
     def __init__(self, settings: SinkSettings, registry: CollectorRegistry | None = None) -> None:
-        load_rules(settings.rules_file)  # a bad rules file stops the gateway here, not later
         self.settings = settings
         self.registry = registry or CollectorRegistry(auto_describe=False)
         own = CollectorRegistry(auto_describe=False)
@@ -305,7 +303,7 @@ def make_sink(registry: CollectorRegistry | None = None) -> SpoolSink:
         sink = SpoolSink(settings, registry=registry)
     except ValidationError as exc:  # the host's CLI prints these as one line and exits 2
         raise SettingsError(f"sample sink: {describe(exc, SinkSettings)}") from exc
-    except (RulesError, SinkError) as exc:
+    except SinkError as exc:  # the writer could not start (rules, spool), in its words
         raise SettingsError(f"sample sink: {exc}") from exc
     if settings.metrics_port:  # its own /metrics too, e.g. when the host passes no registry
         serve_metrics("127.0.0.1", settings.metrics_port, sink.registry)

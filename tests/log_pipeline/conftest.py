@@ -47,9 +47,20 @@ def make_sample(
     )
 
 
+KEEP_ALL_TOML = "head_rate = 1.0\n[caps]\nper_key_per_minute = 0\n"
+
+
 def keep_all_rules() -> SamplingRules:
     """Head rate 1 and no caps: every request becomes a record."""
     return SamplingRules.model_validate({"head_rate": 1.0, "caps": {"per_key_per_minute": 0}})
+
+
+@pytest.fixture
+def keep_all(tmp_path: Path) -> Path:
+    """The same rules as a file, for a writer process."""
+    path = tmp_path / "keep-all.toml"
+    path.write_text(KEEP_ALL_TOML)
+    return path
 
 
 def write_samples(spool: Path, samples: list[Sample], **settings: object) -> SampleWriter:

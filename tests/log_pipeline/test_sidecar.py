@@ -15,12 +15,8 @@ from log_pipeline.wire import FrameReader, frame, to_wire
 from tests.log_pipeline.conftest import make_sample
 from tests.log_pipeline.test_writer import records
 
-KEEP_ALL = "head_rate = 1.0\n[caps]\nper_key_per_minute = 0\n"
 
-
-def _serve(spool: Path, tmp_path: Path, stdin: int, report: int) -> list[int]:
-    rules = tmp_path / "keep-all.toml"
-    rules.write_text(KEEP_ALL)
+def _serve(spool: Path, rules: Path, stdin: int, report: int) -> list[int]:
     settings = SinkSettings.model_validate({"spool_dir": spool, "rules_file": rules})
     status: list[int] = []
     thread = threading.Thread(target=lambda: status.append(sidecar.serve(settings, stdin, report)))
@@ -34,7 +30,7 @@ def _send(fd: int, first: int, n: int) -> None:
 
 
 def test_a_gone_gateway_does_not_stop_the_writing(
-    spool: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    spool: Path, keep_all: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(sidecar, "_REPORT_EVERY_S", 0.0)  # a report after every read
     stdin_r, stdin_w = os.pipe()
@@ -44,7 +40,7 @@ def test_a_gone_gateway_does_not_stop_the_writing(
         _send(stdin_w, first, 100)
     os.close(stdin_w)
     try:
-        assert _serve(spool, tmp_path, stdin_r, report_w) == [0]
+        assert _serve(spool, keep_all, stdin_r, report_w) == [0]
     finally:
         os.close(stdin_r)
         os.close(report_w)
@@ -54,7 +50,7 @@ def test_a_gone_gateway_does_not_stop_the_writing(
 
 
 def test_reports_say_ready_then_count_and_a_foreign_stream_stops_it(
-    spool: Path, tmp_path: Path
+    spool: Path, keep_all: Path
 ) -> None:
     stdin_r, stdin_w = os.pipe()
     report_r, report_w = os.pipe()
@@ -62,7 +58,7 @@ def test_reports_say_ready_then_count_and_a_foreign_stream_stops_it(
     os.write(stdin_w, b"\x00\x00\x00\x04junk")  # not a pickle: the writer stops reading
     os.close(stdin_w)
     try:
-        assert _serve(spool, tmp_path, stdin_r, report_w) == [1]
+        assert _serve(spool, keep_all, stdin_r, report_w) == [1]
         os.close(report_w)
         report_w = -1
         messages = FrameReader().feed(os.read(report_r, 1 << 22))
@@ -79,7 +75,7 @@ def test_reports_say_ready_then_count_and_a_foreign_stream_stops_it(
 
 
 def test_one_writer_per_spool_the_next_waits_then_gives_up_with_the_holder(
-    spool: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    spool: Path, keep_all: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(sidecar, "_LOCK_WAIT_S", 0.3)
     spool.mkdir(exist_ok=True)
@@ -89,13 +85,13 @@ def test_one_writer_per_spool_the_next_waits_then_gives_up_with_the_holder(
     stdin_r, stdin_w = os.pipe()
     report_r, report_w = os.pipe()
     try:
-        assert _serve(spool, tmp_path, stdin_r, report_w) == [1]
+        assert _serve(spool, keep_all, stdin_r, report_w) == [1]
         ((kind, message),) = FrameReader().feed(os.read(report_r, 1 << 16))
         assert kind == "error" and "in use by another sample writer (pid 4242)" in message
         os.close(held)  # the other writer exits: the next one starts and writes
         _send(stdin_w, 0, 3)
         os.close(stdin_w)
-        assert _serve(spool, tmp_path, stdin_r, report_w) == [0]
+        assert _serve(spool, keep_all, stdin_r, report_w) == [0]
     finally:
         for fd in (stdin_r, report_r, report_w):
             os.close(fd)

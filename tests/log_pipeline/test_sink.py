@@ -34,15 +34,6 @@ from tokenpulse.procs import child_pids, free_port
 from tokenpulse.testing.tfserving_standin import TfServingStandin
 
 Make = Callable[..., SpoolSink]
-KEEP_ALL = "head_rate = 1.0\n[caps]\nper_key_per_minute = 0\n"
-
-
-@pytest.fixture
-def keep_all(tmp_path: Path) -> Path:
-    """A rules file that keeps every request."""
-    path = tmp_path / "keep-all.toml"
-    path.write_text(KEEP_ALL)
-    return path
 
 
 @pytest.fixture
