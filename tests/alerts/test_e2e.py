@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -21,19 +20,14 @@ import pytest
 import yaml
 
 from monitoring.mixin import config
+from tests.support.binaries import needs_prometheus
 from tokenpulse.testing.stack import Stack, StackOptions, running_stack, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 HEALTHY_S = 150  # x60 compression: 2.5 hours of steady traffic
 SYMPTOM_OF_DOWN = "TokenPulseGatewayAvailabilityBudgetBurn"
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not all(shutil.which(b) for b in ("prometheus", "prometheus-alertmanager")),
-        reason="needs the prometheus and prometheus-alertmanager binaries",
-    ),
-]
+pytestmark = [pytest.mark.slow, needs_prometheus]
 
 
 @pytest.fixture(scope="module")

@@ -28,6 +28,7 @@ from monitoring.mixin.dashboards.queries import metric_names, panel_queries, sub
 from monitoring.preview.prom import PromClient
 from serving.model.signature import GOLDEN_FILE
 from tests.e2e.upstack import UpStack, alive, running_up
+from tests.support.binaries import needs_prometheus
 from tests.support.models import install_version
 from tokenpulse.testing.stack import wait_until
 
@@ -44,13 +45,7 @@ EVENT_ONLY = {
     "tokenpulse_gpu_xid_last_timestamp_seconds",
 }  # fmt: skip
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not all(shutil.which(b) for b in ("prometheus", "prometheus-alertmanager")),
-        reason="needs the prometheus and prometheus-alertmanager binaries",
-    ),
-]
+pytestmark = [pytest.mark.slow, needs_prometheus]
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,6 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from typing import Any
 import httpx
 
 from tokenpulse.procs import free_port
+from tokenpulse.testing.traffic import steady_traffic
 from tokenpulse.up.banner import READY_LINE
 from tokenpulse.up.settings import PORT_FIELDS
 
@@ -82,24 +82,8 @@ class UpStack:
     @contextlib.contextmanager
     def traffic(self, rps: float = 2.0) -> Iterator[list[int]]:
         """Steady requests for the block; yields the status codes seen (0: no answer)."""
-        codes: list[int] = []
-        stop = threading.Event()
-
-        def loop() -> None:
-            while not stop.is_set():
-                try:
-                    codes.append(self.generate("steady traffic").status_code)
-                except httpx.HTTPError:
-                    codes.append(0)
-                stop.wait(1.0 / rps)
-
-        thread = threading.Thread(target=loop, name="up-traffic", daemon=True)
-        thread.start()
-        try:
+        with steady_traffic(lambda: self.generate("steady traffic"), rps, "up-traffic") as codes:
             yield codes
-        finally:
-            stop.set()
-            thread.join(timeout=70)
 
     def notifications(self) -> list[dict[str, Any]]:
         path = self.run_dir / "oncall.jsonl"

@@ -30,8 +30,6 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import threading
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
@@ -56,6 +54,7 @@ from tokenpulse.testing.launch import (
     running_process,
     tokenpulse_argv,
 )
+from tokenpulse.testing.traffic import steady_traffic
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPRESSED_RULES = (
@@ -113,34 +112,15 @@ class Stack:
     @contextlib.contextmanager
     def traffic(self, rps: float = 1.0) -> Iterator[list[int]]:
         """Steady requests in the background for the block; yields the status codes seen."""
-        codes: list[int] = []
-        stop = threading.Event()
+        body = {"prompt": "steady traffic", "max_new_tokens": self.options.max_new_tokens}
+        headers = {"Authorization": f"Bearer {self.key}"}
+        with httpx.Client(timeout=60) as client:
 
-        def loop() -> None:
-            with httpx.Client(timeout=60) as client:
-                while not stop.is_set():
-                    started = time.monotonic()
-                    try:
-                        resp = client.post(
-                            f"{self.gateway.url}/v1/generate",
-                            json={
-                                "prompt": "steady traffic",
-                                "max_new_tokens": self.options.max_new_tokens,
-                            },
-                            headers={"Authorization": f"Bearer {self.key}"},
-                        )
-                        codes.append(resp.status_code)
-                    except httpx.HTTPError:
-                        codes.append(0)
-                    stop.wait(max(0.0, 1.0 / rps - (time.monotonic() - started)))
+            def send() -> httpx.Response:
+                return client.post(f"{self.gateway.url}/v1/generate", json=body, headers=headers)
 
-        thread = threading.Thread(target=loop, name="stack-traffic", daemon=True)
-        thread.start()
-        try:
-            yield codes
-        finally:
-            stop.set()
-            thread.join(timeout=70)
+            with steady_traffic(send, rps, "stack-traffic") as codes:
+                yield codes
 
     # --- Prometheus ----------------------------------------------------------------------------
     def _api(self, path: str, **params: str) -> Any:
