@@ -70,14 +70,30 @@ _INSERT = (
     + ", ".join(f"'{p}'" for p in _META)
     + f") AS m) WHERE {_IS_RECORD}"
 )
+# SQLite's json_extract ends a string at an escaped NUL (\u0000), so a word after one would never
+# be found: lines holding that escape (rare) are indexed from Python, with NULs made spaces
+_NUL = "'\\u0000'"
 _FTS = (
     "INSERT INTO samples_fts (rowid, prompt, output) SELECT rowid, "
     "coalesce(json_extract(doc, '$.genai_sample.prompt.text'), ''), "
     "coalesce(json_extract(doc, '$.genai_sample.output.text'), '') "
-    "FROM samples WHERE rowid > ?"
+    f"FROM samples WHERE rowid > ? AND instr(doc, {_NUL}) = 0"
 )
+_NUL_ROWS = f"SELECT rowid, doc FROM samples WHERE rowid > ? AND instr(doc, {_NUL}) > 0"
+_FTS_ROW = "INSERT INTO samples_fts (rowid, prompt, output) VALUES (?, ?, ?)"
 _CHECK = f"SELECT {_IS_RECORD.replace('?3', '?1')}"
 _BAD = ItemResult(Outcome.PERMANENT, "not a record: not a JSON object", "permanent")
+
+
+def _fts_texts(doc: str) -> tuple[str, str]:
+    """Prompt and output text of a record for the FTS index, NULs made spaces."""
+    sample = json.loads(doc).get("genai_sample")
+    texts = []
+    for field in ("prompt", "output"):
+        part = sample.get(field) if isinstance(sample, dict) else None
+        text = part.get("text") if isinstance(part, dict) else None
+        texts.append(text.replace("\x00", " ") if isinstance(text, str) else "")
+    return texts[0], texts[1]
 
 
 def _text(raw: bytes) -> str:
@@ -113,6 +129,8 @@ class SqliteOutput:
                 top = db.execute("SELECT coalesce(max(rowid), 0) FROM samples").fetchone()[0]
                 db.executemany(_INSERT, rows)
                 db.execute(_FTS, (top,))  # the FTS rows of the whole batch in one statement
+                for rowid, doc in db.execute(_NUL_ROWS, (top,)).fetchall():
+                    db.execute(_FTS_ROW, (rowid, *_fts_texts(doc)))
                 new = {r[0] for r in db.execute("SELECT id FROM samples WHERE rowid > ?", (top,))}
                 results = []
                 for item, row in zip(items, rows, strict=True):

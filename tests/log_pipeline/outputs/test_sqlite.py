@@ -36,6 +36,21 @@ def test_resends_are_duplicates_and_fts_finds_new_rows(tmp_path: Path) -> None:
     assert [h[0] for h in hits] == ["id-1", "id-3"]
 
 
+def test_words_after_a_nul_are_found(tmp_path: Path) -> None:
+    out = SqliteOutput(tmp_path / "s.db")
+    # a NUL in a text, and a literal backslash before "u0000" (not a NUL) in another
+    out.send([_item(1, "a\x00b refund"), _item(2, output="path C:\\u0000 refund"), _item(3)])
+    out.close()
+    with sqlite3.connect(tmp_path / "s.db") as db:
+        hits = db.execute(
+            "SELECT s.id FROM samples s JOIN samples_fts f ON f.rowid = s.rowid "
+            "WHERE samples_fts MATCH 'refund' ORDER BY s.id"
+        ).fetchall()
+        world = db.execute("SELECT count(*) FROM samples_fts WHERE samples_fts MATCH 'world'")
+        assert world.fetchone()[0] == 2  # id-1 indexed from Python, id-3 in SQL
+    assert [h[0] for h in hits] == ["id-1", "id-2"]
+
+
 def test_an_unusable_file_is_a_retryable_error(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     path.write_bytes(b"this is not a database" * 100)
