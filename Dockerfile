@@ -14,5 +14,6 @@ COPY serving ./serving
 COPY exporter ./exporter
 COPY log_pipeline ./log_pipeline
 COPY monitoring ./monitoring
+COPY stack ./stack
 RUN pip install --no-cache-dir --no-deps .
 ENTRYPOINT ["tokenpulse"]

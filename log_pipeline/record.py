@@ -15,8 +15,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from serving.gateway.sink import Sample
-from serving.gateway.stats import OutputSignals, RequestStats
+from tokenpulse.samples import OutputSignals, RequestStats, Sample
 
 MESSAGE = "generation sample"
 DATASET = "genai.samples"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from serving.gateway.stats import OutputSignals, RequestStats
+from tokenpulse.samples import OutputSignals, RequestStats
 
 DEFAULT_RULES_FILE = Path(__file__).with_name("sampling.toml")
 

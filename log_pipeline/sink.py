@@ -31,8 +31,8 @@ from pydantic import ValidationError
 from log_pipeline.metrics import SinkMetrics
 from log_pipeline.settings import SinkSettings
 from log_pipeline.wire import FrameError, FrameReader, WireSample, frame, to_wire
-from serving.gateway.sink import Sample
 from tokenpulse.logging import get_logger
+from tokenpulse.samples import Sample
 from tokenpulse.settings_cli import SettingsError, describe
 from tokenpulse.threaded_http import serve_metrics
 

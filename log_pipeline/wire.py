@@ -14,8 +14,7 @@ import pickle
 import struct
 from typing import Any
 
-from serving.gateway.sink import Sample
-from serving.gateway.stats import OutputSignals, RequestStats
+from tokenpulse.samples import OutputSignals, RequestStats, Sample
 
 _LENGTH = struct.Struct("!I")
 MAX_FRAME = 1 << 30

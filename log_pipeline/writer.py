@@ -25,8 +25,8 @@ from log_pipeline.redact import redact_all
 from log_pipeline.sampler import Sampler, load_rules
 from log_pipeline.settings import SinkSettings
 from log_pipeline.spool import SpoolFull, SpoolWriter
-from serving.gateway.sink import Sample
 from tokenpulse.logging import get_logger
+from tokenpulse.samples import Sample
 
 log = get_logger(__name__)
 

@@ -11,7 +11,9 @@ import argparse
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tokenpulse import paths
+
+ROOT = paths.ROOT
 
 
 def generated_files() -> dict[Path, str]:

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from pydantic_settings import BaseSettings
 
-from tokenpulse.cli import build_parser
+from stack.cli import build_parser
 from tokenpulse.tfserving import config as tfs_config
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,9 +13,10 @@ from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
-RUNTIME_PACKAGES = ("tokenpulse", "serving", "exporter", "log_pipeline", "monitoring")
-# Benchmarks and test support ship with tokenpulse but may use the extras.
-NOT_RUNTIME = ("tokenpulse/bench", "tokenpulse/testing")
+RUNTIME_PACKAGES = ("tokenpulse", "serving", "exporter", "log_pipeline", "monitoring", "stack")
+TREE_PACKAGES = (*RUNTIME_PACKAGES, "devtools")
+# The development tools (benches, stand-ins, the test stack) are not shipped; they may use extras.
+NOT_RUNTIME = ("devtools",)
 DEV_TOOLS = {"pytest", "pytest-timeout", "hypothesis", "schemathesis", "openai", "keras-hub"}
 DEV_TOOLS |= {"ruff", "mypy", "fastapi", "uvicorn", "tensorboard"}
 
@@ -54,7 +55,7 @@ def _imports(files: list[Path]) -> dict[str, set[str]]:
                 continue
             for module in modules:
                 top = module.split(".")[0]
-                if top in sys.stdlib_module_names or top in RUNTIME_PACKAGES:
+                if top in sys.stdlib_module_names or top in TREE_PACKAGES:
                     continue
                 for dist in owners.get(top, [top]):
                     found.setdefault(canonicalize_name(dist), set()).add(
@@ -64,7 +65,7 @@ def _imports(files: list[Path]) -> dict[str, set[str]]:
 
 
 def _files(runtime: bool) -> list[Path]:
-    files = [f for pkg in RUNTIME_PACKAGES for f in sorted((ROOT / pkg).rglob("*.py"))]
+    files = [f for pkg in TREE_PACKAGES for f in sorted((ROOT / pkg).rglob("*.py"))]
     return [f for f in files if f.relative_to(ROOT).as_posix().startswith(NOT_RUNTIME) != runtime]
 
 

@@ -14,7 +14,7 @@ the strings typed, so a bad value gets the same one-line error as a bad environm
         settings = settings_from_args(MySettings, args)  # raises SettingsError
         return run(settings)
 
-`tokenpulse.cli.main` prints a `SettingsError` as `<prog>: error: <message>` and exits 2.
+`stack.cli.main` prints a `SettingsError` as `<prog>: error: <message>` and exits 2.
 Styles: `KEBAB` (`--max-queue`, `--access-log/--no-access-log`), `TF` (TF Serving's
 `--rest_api_port`, booleans as `--flag`, `--flag=true|false|1|0`) and `dotted(names)` for the
 exporter's node_exporter names (`--web.listen-address`, `--flag/--no-flag` for booleans).

@@ -23,10 +23,10 @@ from typing import Any
 
 from exporter.tfserving.client import TfServingClient
 from exporter.tfserving.status import StatusTracker
-from serving.model.signature import GOLDEN_FILE, INPUTS, default_row
 from tokenpulse.logging import get_logger
 from tokenpulse.tfserving.errors import TfServingError
 from tokenpulse.tfserving.predict import decode_text
+from tokenpulse.tfserving.signature import GOLDEN_FILE, INPUTS, default_row
 
 # Bound here too: contextvars bound in main() do not reach the exporter's threads.
 log = get_logger(__name__).bind(component="exporter")

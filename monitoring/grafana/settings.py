@@ -7,7 +7,9 @@ from pathlib import Path
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-DASHBOARDS = Path(__file__).resolve().parents[2] / "dashboards"
+from tokenpulse import paths
+
+DASHBOARDS = paths.DASHBOARDS
 # epoch ms of 2001-09-09: a smaller time is seconds given by mistake
 MIN_EPOCH_MS = 1_000_000_000_000
 

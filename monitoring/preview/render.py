@@ -17,6 +17,8 @@ from typing import Any
 
 import matplotlib
 
+from tokenpulse import paths
+
 matplotlib.use("Agg")  # no display on servers; must precede pyplot
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
@@ -27,7 +29,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict  # noqa: E402
 from monitoring.mixin.dashboards.queries import substitute  # noqa: E402
 from monitoring.preview.prom import PromClient, Series, seconds  # noqa: E402
 
-DASHBOARDS = Path(__file__).resolve().parents[2] / "dashboards"
+DASHBOARDS = paths.DASHBOARDS
 GRID_COLS = 24
 COL_IN, ROW_IN = 0.75, 0.5  # inches per grid column / row
 HEADER_IN = 0.6  # the figure title

@@ -27,10 +27,10 @@ from serving.gateway.probes import Health, ModelReadiness, Readiness
 from serving.gateway.ratelimit import RateLimiter, retry_after_header
 from serving.gateway.routing import ModelConfigError, Router
 from serving.gateway.settings import GatewaySettings
-from serving.gateway.sink import Sample, SampleDispatcher, SampleSink, load_sink
-from serving.gateway.stats import RequestStats
+from serving.gateway.sink import SampleDispatcher, load_sink
 from serving.gateway.upstream import TFServingClient, UpstreamError, cancel_quietly
 from tokenpulse.logging import get_logger
+from tokenpulse.samples import RequestStats, Sample, SampleSink
 
 log = get_logger(__name__)
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")

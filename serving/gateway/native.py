@@ -20,7 +20,7 @@ from serving.gateway.jobs import (
     fit_prompts,
     validate_body,
 )
-from serving.gateway.stats import OutputSignals, RequestStats
+from tokenpulse.samples import OutputSignals, RequestStats
 
 LABEL_PATTERN = r"^[A-Za-z0-9_]+$"
 

@@ -27,7 +27,7 @@ from serving.gateway.jobs import (
     validate_body,
 )
 from serving.gateway.native import Signals, Timings, signals, timings
-from serving.gateway.stats import RequestStats
+from tokenpulse.samples import RequestStats
 
 
 class CompletionRequest(BaseModel):

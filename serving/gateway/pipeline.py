@@ -30,7 +30,6 @@ from serving.gateway.ratelimit import BudgetTooLarge, RateLimiter
 from serving.gateway.routing import Route, Router
 from serving.gateway.settings import GatewaySettings
 from serving.gateway.signals import signals_for
-from serving.gateway.stats import RequestStats
 from serving.gateway.upstream import (
     Prediction,
     TFServingClient,
@@ -39,6 +38,7 @@ from serving.gateway.upstream import (
     UpstreamTimeout,
     UpstreamUnreachable,
 )
+from tokenpulse.samples import RequestStats
 
 
 @dataclasses.dataclass

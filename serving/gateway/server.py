@@ -11,9 +11,9 @@ from prometheus_client import disable_created_metrics
 from serving.gateway.app import Gateway
 from serving.gateway.errors import connection_error_body
 from serving.gateway.settings import GatewaySettings
-from serving.gateway.sink import SampleSink
 from tokenpulse.http_limits import HttpLimits, start_site
 from tokenpulse.logging import configure_logging, get_logger
+from tokenpulse.samples import SampleSink
 
 log = get_logger(__name__)
 

@@ -7,8 +7,8 @@ from pathlib import Path
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from serving.model.signature import DEFAULT_MODEL_NAME
 from tokenpulse.logging import LogLevel
+from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME
 
 
 class GatewaySettings(BaseSettings):

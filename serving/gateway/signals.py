@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from serving.gateway.stats import OutputSignals
 from serving.gateway.upstream import Prediction
+from tokenpulse.samples import OutputSignals
 
 _WORDS = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 REPETITION_N = 3

@@ -10,32 +10,12 @@ import asyncio
 import importlib
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
-from serving.gateway.stats import RequestStats
 from tokenpulse.logging import get_logger
+from tokenpulse.samples import Sample, SampleSink
 
 log = get_logger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class Sample:
-    """One finished request: its stats plus the texts (the sink decides what to keep and redact)."""
-
-    stats: RequestStats
-    prompts: tuple[str, ...] = ()
-    outputs: tuple[str, ...] = ()
-    params: dict[str, Any] = field(default_factory=dict)
-    timestamp: float = 0.0  # unix seconds at arrival
-
-
-@runtime_checkable
-class SampleSink(Protocol):
-    """Where samples go; `handle` runs on the gateway's loop, off the request path."""
-
-    async def handle(self, sample: Sample) -> None:
-        """Take one sample (may be slow; it never delays a response)."""
 
 
 class NullSink:
@@ -43,19 +23,6 @@ class NullSink:
 
     async def handle(self, sample: Sample) -> None:
         """Drop it."""
-
-
-class MemorySink:
-    """Keeps the last `limit` samples in memory (tests, debugging)."""
-
-    def __init__(self, limit: int = 10_000) -> None:
-        self.limit = limit
-        self.samples: list[Sample] = []
-
-    async def handle(self, sample: Sample) -> None:
-        """Keep it."""
-        self.samples.append(sample)
-        del self.samples[: -self.limit]
 
 
 def load_sink(spec: str, registry: Any = None) -> SampleSink:

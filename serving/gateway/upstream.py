@@ -10,7 +10,6 @@ from typing import Any
 
 import aiohttp
 
-from serving.model.signature import OUTPUTS, SIGNATURE_NAME
 from tokenpulse.tfserving.errors import TfServingBadResponse as UpstreamBadResponse
 from tokenpulse.tfserving.errors import TfServingError as UpstreamError
 from tokenpulse.tfserving.errors import TfServingHttpError as UpstreamHTTPError
@@ -19,6 +18,7 @@ from tokenpulse.tfserving.errors import TfServingUnreachable as UpstreamUnreacha
 from tokenpulse.tfserving.errors import error_message
 from tokenpulse.tfserving.predict import decode_text, predict_path, row_request
 from tokenpulse.tfserving.predict import parse_predictions as parse_rows
+from tokenpulse.tfserving.signature import OUTPUTS, SIGNATURE_NAME
 from tokenpulse.tfserving.status import available_versions, parse_model_status, status_path
 
 __all__ = [

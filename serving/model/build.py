@@ -6,8 +6,8 @@ import shutil
 from dataclasses import asdict
 from pathlib import Path
 
-from serving.model import signature as sig
 from serving.model.settings import BuildSettings, GenerateSettings
+from tokenpulse.tfserving import signature as sig
 
 
 def run_build(settings: BuildSettings) -> dict[str, object]:

@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from serving.model import signature as sig
 from serving.model.generate import Generator
 from serving.model.train import TrainReport
 from serving.model.transformer import GPT
 from serving.model.warmup import DEFAULT_WARMUP_BATCH_SIZES
 from tokenpulse.logging import get_logger
+from tokenpulse.tfserving import signature as sig
 
 log = get_logger(__name__)
 

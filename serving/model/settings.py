@@ -8,8 +8,8 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from serving.model.config import PRESETS
-from serving.model.signature import DEFAULT_MODEL_NAME
 from serving.model.warmup import SERVING_BATCHING_FILE
+from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME
 
 
 class BuildSettings(BaseSettings):

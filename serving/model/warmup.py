@@ -12,8 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from tokenpulse import paths
+
 DEFAULT_WARMUP_BATCH_SIZES = (1, 2, 4, 8, 16, 32)
-SERVING_BATCHING_FILE = Path(__file__).resolve().parents[1] / "config" / "batching_parameters.txt"
+SERVING_BATCHING_FILE = paths.BATCHING_PARAMETERS
 
 
 class WarmupSizeError(ValueError):

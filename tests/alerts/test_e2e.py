@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from devtools.stack import Stack, StackOptions, running_stack, wait_until
 from monitoring.mixin import config
 from tests.support.binaries import needs_prometheus
-from tokenpulse.testing.stack import Stack, StackOptions, running_stack, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 HEALTHY_S = 150  # x60 compression: 2.5 hours of steady traffic

@@ -23,14 +23,14 @@ import httpx
 import pytest
 import yaml
 
+from devtools.stack import wait_until
 from monitoring.mixin.dashboards.build import DEFAULT_OUT
 from monitoring.mixin.dashboards.queries import metric_names, panel_queries, substitute
 from monitoring.preview.prom import PromClient
-from serving.model.signature import GOLDEN_FILE
 from tests.e2e.upstack import UpStack, alive, running_up
 from tests.support.binaries import needs_prometheus
 from tests.support.models import install_version
-from tokenpulse.testing.stack import wait_until
+from tokenpulse.tfserving.signature import GOLDEN_FILE
 
 ROOT = Path(__file__).resolve().parents[2]
 RULE_FILES = ("alerts/compressed/recording.rules.yml", "alerts/compressed/alerts.rules.yml")
@@ -150,7 +150,7 @@ def test_a_sample_is_searchable_and_redacted(up: UpStack) -> None:
     # a truncated output ("length") is always kept by the shipped sampling rules
     assert up.generate(PII_PROMPT, max_tokens=4).status_code == 200
     command = up.snippet(".venv/bin/tokenpulse samples search").strip()
-    argv = [sys.executable, "-m", "tokenpulse.cli", *command.split()[1:], "--json"]
+    argv = [sys.executable, "-m", "stack.cli", *command.split()[1:], "--json"]
     argv += ["--text", "order"]
 
     def search() -> list[dict]:

@@ -22,10 +22,10 @@ from typing import Any
 
 import httpx
 
+from devtools.traffic import steady_traffic
+from stack.up.banner import READY_LINE
+from stack.up.settings import PORT_FIELDS
 from tokenpulse.procs import free_port
-from tokenpulse.testing.traffic import steady_traffic
-from tokenpulse.up.banner import READY_LINE
-from tokenpulse.up.settings import PORT_FIELDS
 
 STACK_FLAGS = (
     "--rules=compressed", "--scrape-interval=2s", "--evaluation-interval=1s",
@@ -129,7 +129,7 @@ def running_up(workdir: Path, *extra: str, env: dict[str, str]) -> Iterator[UpSt
     """`tokenpulse up` in `workdir` (models under workdir/models), started as a background job
     with SIGINT ignored, as a non-interactive shell would; killed with every child on exit."""
     ports = {name: free_port() for name in PORT_FIELDS}
-    argv = [sys.executable, "-m", "tokenpulse.cli", "up", *STACK_FLAGS, *extra]
+    argv = [sys.executable, "-m", "stack.cli", "up", *STACK_FLAGS, *extra]
     argv += [f"--{name.replace('_', '-')}={port}" for name, port in ports.items()]
     proc = subprocess.Popen(
         argv, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -64,7 +64,7 @@ def test_env_vars_and_flags_win(monkeypatch):
 
 def _run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tokenpulse.cli", "exporter", *args],
+        [sys.executable, "-m", "stack.cli", "exporter", *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -102,7 +102,7 @@ def test_real_process_serves_and_stops_on_sigterm():
         [
             sys.executable,
             "-m",
-            "tokenpulse.cli",
+            "stack.cli",
             "exporter",
             f"--web.listen-address=127.0.0.1:{port}",
             f"--tfserving.url=http://127.0.0.1:{free_port()}",
@@ -147,7 +147,7 @@ def test_exporter_never_imports_tensorflow():
         """
         import sys
         from prometheus_client import generate_latest
-        import exporter.cli, tokenpulse.bench.exporter, tokenpulse.testing.tfserving_standin
+        import exporter.cli, devtools.bench.exporter, devtools.standins.tfserving
         from exporter.server import build_registry
         from exporter.settings import ExporterSettings
         from exporter.sources import Sources

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from devtools.standins.tfserving import TfServingStandin
 from exporter.server import build_registry
 from exporter.settings import ExporterSettings
 from exporter.sources import Sources
 from tests.support.exporter import write_golden
-from tokenpulse.testing.tfserving_standin import TfServingStandin
 
 README = Path(__file__).resolve().parents[2] / "exporter" / "README.md"
 

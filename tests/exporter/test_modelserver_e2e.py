@@ -14,10 +14,10 @@ import pytest
 
 from exporter.server import Exporter
 from exporter.settings import ExporterSettings
-from serving.model.signature import GOLDEN_FILE
 from tests.support.exporter import promtool_check, scrape, wait_for
 from tests.support.models import install_version
 from tests.support.modelserver import running_modelserver
+from tokenpulse.tfserving.signature import GOLDEN_FILE
 
 pytestmark = pytest.mark.slow
 TIMEOUT_S = 120.0

@@ -7,10 +7,10 @@ import urllib.request
 
 import pytest
 
+from devtools.standins.tfserving import TfServingStandin
 from exporter.server import Exporter
 from exporter.settings import ExporterSettings
 from tests.support.exporter import promtool_check, scrape, scrape_until, write_golden
-from tokenpulse.testing.tfserving_standin import TfServingStandin
 
 
 @pytest.fixture

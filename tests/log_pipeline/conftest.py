@@ -11,8 +11,7 @@ import pytest
 from log_pipeline.sampler import SamplingRules
 from log_pipeline.settings import SinkSettings
 from log_pipeline.writer import SampleWriter
-from serving.gateway.sink import Sample
-from serving.gateway.stats import OutputSignals, RequestStats
+from tokenpulse.samples import OutputSignals, RequestStats, Sample
 
 
 def make_sample(

@@ -12,7 +12,7 @@ from typing import Any
 from log_pipeline.outputs import Output
 from log_pipeline.settings import ShipperSettings
 from log_pipeline.shipper import Shipper
-from tokenpulse.testing import launch
+from stack import launch
 
 STREAM = "genai-samples-default"
 

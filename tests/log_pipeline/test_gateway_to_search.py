@@ -8,10 +8,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from devtools.standins.tfserving import TfServingStandin
+from stack.cli import main
 from tests.log_pipeline.support import shipped, shipper_settings, shipping, wait_until
 from tests.support.gateway import make_keys_file, running_gateway
-from tokenpulse.cli import main
-from tokenpulse.testing.tfserving_standin import TfServingStandin
 
 
 def test_request_to_search(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

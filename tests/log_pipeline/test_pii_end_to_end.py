@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from devtools.standins.es import EsStandin
 from log_pipeline.corpus import clean_corpus, pii_corpus
 from log_pipeline.spool import list_segments
 from tests.log_pipeline.conftest import make_sample, write_samples
 from tests.log_pipeline.support import STREAM, shipped, shipper_settings, shipping, wait_until
-from tokenpulse.testing.es_standin import EsStandin
 
 
 def test_seeded_values_are_absent_everywhere_and_clean_text_survives(tmp_path: Path) -> None:

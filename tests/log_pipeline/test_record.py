@@ -11,9 +11,8 @@ from typing import Any
 from log_pipeline import assets
 from log_pipeline.reader import parse_line
 from log_pipeline.record import build_records, encode_records, record_id
-from serving.gateway.sink import Sample
-from serving.gateway.stats import OutputSignals
 from tests.log_pipeline.conftest import make_sample
+from tokenpulse.samples import OutputSignals, Sample
 
 SCHEMA = Path(__file__).parents[2] / "log_pipeline" / "SCHEMA.md"
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from devtools.standins.es import EsStandin
 from log_pipeline.search import EsStore, Filters, SearchError, SqliteStore, fts_query, parse_time
+from stack.cli import main
 from tests.log_pipeline.conftest import make_sample, write_samples
 from tests.log_pipeline.support import shipped, shipper_settings, shipping, wait_until
-from tokenpulse.cli import main
-from tokenpulse.testing.es_standin import EsStandin
 
 T0 = 1_780_000_000.0  # 2026-05-28T20:26:40Z
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import pytest
 
+from devtools.standins.es import EsStandin
 from log_pipeline import assets
-from tokenpulse.cli import main
-from tokenpulse.testing.es_standin import EsStandin
+from stack.cli import main
 
 
 @dataclass

@@ -6,6 +6,7 @@ import json
 import threading
 from pathlib import Path
 
+from devtools.standins.es import EsStandin
 from log_pipeline.checkpoint import checkpoint_path, load_checkpoint
 from log_pipeline.deadletter import deadletter_path, read_deadletters
 from log_pipeline.record import record_id
@@ -20,7 +21,6 @@ from tests.log_pipeline.support import (
     sqlite_ids,
     wait_until,
 )
-from tokenpulse.testing.es_standin import EsStandin
 
 FAILED = "tokenpulse_shipper_send_failures_total"
 

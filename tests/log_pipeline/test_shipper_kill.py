@@ -13,11 +13,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from devtools.standins.es import EsStandin
 from log_pipeline.record import record_id
 from tests.log_pipeline.conftest import make_sample, write_samples
 from tests.log_pipeline.support import STREAM, sqlite_ids, wait_until
 from tokenpulse.procs import free_port, stop_process
-from tokenpulse.testing.es_standin import EsStandin
 
 TOTAL = 250
 CHUNK = 40
@@ -27,7 +27,7 @@ def _start(
     spool: Path, db: Path, es_url: str, log: Path, metrics_port: int = 0
 ) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENPULSE_SHIPPER_")}
-    cmd = [sys.executable, "-m", "tokenpulse.cli", "shipper", "--spool-dir", str(spool),
+    cmd = [sys.executable, "-m", "stack.cli", "shipper", "--spool-dir", str(spool),
            "--outputs", "sqlite", "elasticsearch", "--es-url", es_url, "--sqlite-path", str(db),
            "--batch-records", "7", "--poll-interval-s", "0.02", "--backoff-initial-s", "0.01",
            "--backoff-max-s", "0.2", "--metrics-port", str(metrics_port)]  # fmt: skip

@@ -17,6 +17,7 @@ import pytest
 from aiohttp.test_utils import TestServer
 from prometheus_client import CollectorRegistry, generate_latest
 
+from devtools.standins.tfserving import TfServingStandin
 from log_pipeline import sink as sink_module
 from log_pipeline.settings import SinkSettings
 from log_pipeline.sink import SpoolSink
@@ -24,14 +25,13 @@ from log_pipeline.spool import list_segments
 from serving.gateway.app import Gateway
 from serving.gateway.settings import GatewaySettings
 from serving.gateway.sink import load_sink
+from stack.cli import main
 from tests.log_pipeline.conftest import make_sample
 from tests.log_pipeline.support import wait_until
 from tests.log_pipeline.test_writer import records
 from tests.serving.gateway.helpers import auth
 from tests.support.gateway import make_keys_file, running_gateway
-from tokenpulse.cli import main
 from tokenpulse.procs import child_pids, free_port
-from tokenpulse.testing.tfserving_standin import TfServingStandin
 
 Make = Callable[..., SpoolSink]
 

@@ -8,8 +8,7 @@ import struct
 import pytest
 
 from log_pipeline.wire import MAX_FRAME, FrameError, FrameReader, frame, from_wire, to_wire
-from serving.gateway.sink import Sample
-from serving.gateway.stats import OutputSignals, RequestStats
+from tokenpulse.samples import OutputSignals, RequestStats, Sample
 
 
 def _sample(i: int) -> Sample:

@@ -21,7 +21,7 @@ def test_committed_files_match_the_generator() -> None:
 
 def test_check_command_reports_drift(tmp_path: Path) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "tokenpulse.cli", "build", "monitoring", "--check"],
+        [sys.executable, "-m", "stack.cli", "build", "monitoring", "--check"],
         capture_output=True, text=True, timeout=60, cwd=ROOT,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr

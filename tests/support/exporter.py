@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 from exporter.nvml.backend import MemoryInfo, ProcessMemory
 from exporter.nvml.fake import FakeGpu, FakeNvmlBackend, GiB
 from exporter.registry import Collector
-from tokenpulse.testing.launch import wait_until as wait_for  # noqa: F401 - the exporter tests' name
+from stack.launch import wait_until as wait_for  # noqa: F401 - the exporter tests' name
 
 FIXED_TIME = 1_767_225_600.0  # 2026-01-01T00:00:00Z: fixed clock for golden files
 

@@ -1,4 +1,4 @@
-"""The gateway launcher for tests (tokenpulse.testing.launch), plus a keys-file helper.
+"""The gateway launcher for tests (stack.launch), plus a keys-file helper.
 
 with running_gateway(upstream_url, keys_file, canary_weight=0.1) as gw:
     httpx.post(f"{gw.url}/v1/generate", headers={"Authorization": f"Bearer {key}"}, ...)
@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from serving.gateway.keys import add_key
+from stack.launch import GatewayProcess, GatewayStartError, running_gateway
 from tokenpulse.procs import free_port
-from tokenpulse.testing.launch import GatewayProcess, GatewayStartError, running_gateway
 
 __all__ = [
     "GatewayProcess",

@@ -1,5 +1,5 @@
-"""The model server launcher for tests: see tokenpulse.testing.launch (the one shared launcher)."""
+"""The model server launcher for tests: see stack.launch (the one shared launcher)."""
 
-from tokenpulse.testing.launch import ModelServerProcess, ModelServerStartError, running_modelserver
+from stack.launch import ModelServerProcess, ModelServerStartError, running_modelserver
 
 __all__ = ["ModelServerProcess", "ModelServerStartError", "running_modelserver"]

@@ -9,7 +9,7 @@ import pytest
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from tokenpulse import cli
+from stack import cli
 from tokenpulse.logging import LogLevel
 from tokenpulse.settings_cli import (
     KEBAB,

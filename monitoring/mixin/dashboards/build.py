@@ -9,8 +9,9 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from monitoring.mixin.dashboards.lint import exported_metrics, lint
+from tokenpulse import paths
 
-DEFAULT_OUT = Path(__file__).resolve().parents[3] / "dashboards"
+DEFAULT_OUT = paths.DASHBOARDS
 
 
 class BuildSettings(BaseSettings):

@@ -10,15 +10,15 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 
 from monitoring.mixin import config as cfg
 from monitoring.mixin.dashboards.queries import annotation_exprs, metric_names, panel_queries
+from tokenpulse import paths
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = paths.ROOT
 # The exporter README's metric table is contract-tested against what the exporter exposes.
 EXPORTER_README = ROOT / "exporter" / "README.md"
 # Series Prometheus itself adds for every target.

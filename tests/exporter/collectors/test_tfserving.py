@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from devtools.standins.tfserving import TfServingStandin
 from exporter.collectors.tfserving import TfServingCollector
 from exporter.scrape import ScrapeCollector
 from exporter.tfserving.client import TfServingClient
 from exporter.tfserving.models import ModelEntry, StaticTargets
 from exporter.tfserving.status import StatusTracker
 from tests.support.exporter import one_scrape, registry_of
-from tokenpulse.testing.tfserving_standin import TfServingStandin
 from tokenpulse.tfserving.status import VERSION_STATES
 
 SUCCESS = ("tokenpulse_exporter_collector_success", {"collector": "tfserving"})

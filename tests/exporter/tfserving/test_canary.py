@@ -6,13 +6,13 @@ import json
 
 import pytest
 
+from devtools.standins.tfserving import TfServingStandin
 from exporter.collectors.canary import CanaryCollector
 from exporter.tfserving.canary import CanaryRunner, GoldenError, load_golden
 from exporter.tfserving.client import TfServingClient
 from exporter.tfserving.models import ModelEntry, StaticTargets
 from exporter.tfserving.status import StatusTracker
 from tests.support.exporter import one_scrape, registry_of, write_golden
-from tokenpulse.testing.tfserving_standin import TfServingStandin
 
 PROMPTS = [("The sky is", " blue today", 1.5), ("Once upon", " a time", 0.5)]
 

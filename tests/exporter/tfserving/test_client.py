@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from devtools.standins.tfserving import TfServingStandin
 from exporter.tfserving.client import TfServingClient
 from tokenpulse.procs import free_port
-from tokenpulse.testing.tfserving_standin import TfServingStandin
 from tokenpulse.tfserving.errors import (
     TfServingBadResponse,
     TfServingHttpError,

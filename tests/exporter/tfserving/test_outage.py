@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from devtools.standins.tfserving import TfServingStandin
 from exporter.server import Exporter
 from exporter.settings import ExporterSettings
 from tests.support.exporter import scrape, scrape_until, write_golden
-from tokenpulse.testing.tfserving_standin import TfServingStandin
 
 SUCCESS = 'tokenpulse_canary_success{model="gen",version="1"}'
 RUNS = 'tokenpulse_canary_runs_total{model="gen",result="%s",version="1"}'

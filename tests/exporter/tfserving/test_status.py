@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from devtools.standins.tfserving import TfServingStandin
 from exporter.tfserving.client import TfServingClient
 from exporter.tfserving.models import ConfigTargets, ModelEntry, StaticTargets
 from exporter.tfserving.status import StatusTracker
-from tokenpulse.testing.tfserving_standin import TfServingStandin
 from tokenpulse.tfserving.errors import ConfigError
 
 

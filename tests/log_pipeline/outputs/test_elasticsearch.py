@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from devtools.standins.es import EsStandin
 from log_pipeline.outputs import Item, Outcome, RetryableError
 from log_pipeline.outputs.elasticsearch import ElasticsearchOutput, classify_item, make_client
-from tokenpulse.testing.es_standin import EsStandin
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ import threading
 
 import pytest
 
+from devtools.standins.grafana import GrafanaStandin
 from monitoring.grafana.push import (
     Credential,
     GrafanaConflictError,
@@ -16,9 +17,8 @@ from monitoring.grafana.push import (
     push,
 )
 from monitoring.mixin.dashboards.build import DEFAULT_OUT
-from tokenpulse.cli import main as tokenpulse_main
+from stack.cli import main as tokenpulse_main
 from tokenpulse.procs import free_port
-from tokenpulse.testing.grafana_standin import GrafanaStandin
 
 FILES = sorted(DEFAULT_OUT.glob("*.json"))
 

@@ -110,7 +110,7 @@ def test_resolved_line_says_so() -> None:
 
 def test_cli_rejects_a_bad_port_in_one_line() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "tokenpulse.cli", "oncall-receiver", "--port", "99999"],
+        [sys.executable, "-m", "stack.cli", "oncall-receiver", "--port", "99999"],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert out.returncode == 2

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from devtools.standins.tfserving import TfServingStandin
 from tests.support.gateway import make_keys_file
-from tokenpulse.testing.tfserving_standin import TfServingStandin
 
 
 @pytest.fixture

@@ -9,10 +9,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from devtools.standins.tfserving import TfServingStandin
 from serving.gateway.admission import Admission, Shed
 from tests.serving.gateway.helpers import auth, metric_value
 from tests.support.gateway import running_gateway
-from tokenpulse.testing.tfserving_standin import TfServingStandin
 
 
 def test_slots_queue_and_shed() -> None:

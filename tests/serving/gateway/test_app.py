@@ -10,9 +10,9 @@ import httpx
 import openai
 import pytest
 
+from devtools.standins.tfserving import TfServingStandin
 from tests.serving.gateway.helpers import auth, metric_value
 from tests.support.gateway import GatewayProcess, make_keys_file, running_gateway
-from tokenpulse.testing.tfserving_standin import TfServingStandin
 
 
 @pytest.fixture(scope="module")

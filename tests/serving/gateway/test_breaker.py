@@ -7,10 +7,10 @@ from pathlib import Path
 
 import httpx
 
+from devtools.standins.tfserving import TfServingStandin
 from serving.gateway.breaker import BreakerState, CircuitBreaker
 from tests.serving.gateway.helpers import auth, metric_value
 from tests.support.gateway import running_gateway
-from tokenpulse.testing.tfserving_standin import TfServingStandin
 
 STATE = "tokenpulse_gateway_circuit_breaker_state"
 

@@ -67,7 +67,7 @@ def test_bad_settings_exit_2_with_a_message(tmp_path: Path, argv: list[str], wor
     keys = tmp_path / "keys.json"
     keys.write_text('{"keys": []}')
     done = subprocess.run(
-        [sys.executable, "-m", "tokenpulse.cli", "gateway", "--keys-file", str(keys), *argv],
+        [sys.executable, "-m", "stack.cli", "gateway", "--keys-file", str(keys), *argv],
         capture_output=True,
         text=True,
         timeout=60,
@@ -79,7 +79,7 @@ def test_bad_settings_exit_2_with_a_message(tmp_path: Path, argv: list[str], wor
 
 def test_missing_keys_file_is_refused(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "tokenpulse.cli", "gateway", "--keys-file", str(tmp_path / "x")],
+        [sys.executable, "-m", "stack.cli", "gateway", "--keys-file", str(tmp_path / "x")],
         capture_output=True,
         text=True,
         timeout=60,
@@ -96,7 +96,7 @@ def test_malformed_keys_file_is_one_line_not_a_traceback(
     keys = tmp_path / "keys.json"
     keys.write_text(text)
     done = subprocess.run(
-        [sys.executable, "-m", "tokenpulse.cli", "gateway", "--keys-file", str(keys)],
+        [sys.executable, "-m", "stack.cli", "gateway", "--keys-file", str(keys)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -124,7 +124,7 @@ def test_readme_key_commands_work_after_make_up(tmp_path: Path) -> None:
         assert argv[argv.index("--file") + 1] == "run/gateway-keys.json", argv
         argv[argv.index("--file") + 1] = str(keys)
         done = subprocess.run(
-            [sys.executable, "-m", "tokenpulse.cli", "gateway", "keys", "add", *argv],
+            [sys.executable, "-m", "stack.cli", "gateway", "keys", "add", *argv],
             capture_output=True,
             text=True,
             timeout=60,

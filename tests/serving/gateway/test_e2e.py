@@ -144,7 +144,7 @@ def test_stop_sequence_truncates(stack: tuple[ModelServerProcess, GatewayProcess
 def _modelserver_on(base: Path, rest: int, grpc: int) -> Iterator[subprocess.Popen[bytes]]:
     """`tokenpulse modelserver` on fixed ports (so a restart comes back at the same address)."""
     cmd = [
-        sys.executable, "-m", "tokenpulse.cli", "modelserver", f"--port={grpc}",
+        sys.executable, "-m", "stack.cli", "modelserver", f"--port={grpc}",
         f"--rest_api_port={rest}", "--model_name=gen", f"--model_base_path={base}",
     ]  # fmt: skip
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")

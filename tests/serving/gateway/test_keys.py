@@ -12,11 +12,11 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
+from devtools.standins.tfserving import TfServingStandin
 from serving.gateway.keys import KeysFileError, KeyStore, add_key, hash_key, load_keys
 from serving.gateway.settings import GatewaySettings
 from tests.serving.gateway.helpers import auth
 from tests.support.gateway import running_gateway
-from tokenpulse.testing.tfserving_standin import TfServingStandin
 
 
 def test_file_stores_only_the_hash(tmp_path: Path) -> None:
@@ -70,7 +70,7 @@ def test_bad_keys_files_are_refused(tmp_path: Path, doc: str) -> None:
 
 def test_cli_prints_the_key_once_and_stores_its_hash(tmp_path: Path) -> None:
     path = tmp_path / "keys.json"
-    cmd = [sys.executable, "-m", "tokenpulse.cli", "gateway", "keys", "add"]
+    cmd = [sys.executable, "-m", "stack.cli", "gateway", "keys", "add"]
     done = subprocess.run(
         [*cmd, "--id", "demo", "--file", str(path)], capture_output=True, text=True, check=True
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from serving.gateway.metrics import GatewayMetrics
-from serving.gateway.stats import OutputSignals, RequestStats
+from tokenpulse.samples import OutputSignals, RequestStats
 
 EXPECTED = {
     "tokenpulse_gateway_requests": "counter",

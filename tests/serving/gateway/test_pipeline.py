@@ -9,13 +9,13 @@ import httpx
 import openai
 import pytest
 
+from devtools.standins.tfserving import TfServingStandin
 from serving.gateway.breaker import BreakerState
 from serving.gateway.errors import BadRequest
 from serving.gateway.pipeline import deadline_for
 from serving.gateway.settings import GatewaySettings
 from tests.serving.gateway.helpers import auth, metric_value
 from tests.support.gateway import running_gateway
-from tokenpulse.testing.tfserving_standin import TfServingStandin
 
 
 def _settings(keys_file: Path) -> GatewaySettings:

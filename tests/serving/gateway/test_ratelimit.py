@@ -7,10 +7,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from devtools.standins.tfserving import TfServingStandin
 from serving.gateway.ratelimit import BudgetTooLarge, RateLimiter, TokenBucket, retry_after_header
 from tests.serving.gateway.helpers import auth, metric_value
 from tests.support.gateway import make_keys_file, running_gateway
-from tokenpulse.testing.tfserving_standin import TfServingStandin
 
 
 class FakeClock:

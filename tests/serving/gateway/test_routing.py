@@ -9,11 +9,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from devtools.standins.tfserving import TfServingStandin
 from serving.gateway.errors import NotFound, UpstreamUnavailable
 from serving.gateway.routing import ModelConfigError, Router, canary_bucket, parse_version_labels
 from tests.serving.gateway.helpers import auth, metric_value
 from tests.support.gateway import running_gateway
-from tokenpulse.testing.tfserving_standin import TfServingStandin
 
 MODELS_CONFIG = """
 # two models; `gen` has a stable and a canary version

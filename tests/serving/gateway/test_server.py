@@ -13,15 +13,15 @@ from pathlib import Path
 
 import httpx
 
+from devtools.standins.tfserving import TfServingStandin
 from tests.serving.gateway.helpers import auth, metric_value
 from tests.support.gateway import running_gateway
-from tokenpulse.testing.tfserving_standin import TfServingStandin
 
 PROBE = """
 import json, sys
-import serving.gateway.server, serving.gateway.cli, serving.gateway.app, tokenpulse.bench.gateway
-import tokenpulse.cli
-tokenpulse.cli.build_parser()  # loads every registered command module, as `tokenpulse` does
+import serving.gateway.server, serving.gateway.cli, serving.gateway.app, devtools.bench.gateway
+import stack.cli
+stack.cli.build_parser()  # loads every registered command module, as `tokenpulse` does
 print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in
                         ("tensorflow", "tensorflow_serving", "keras", "tf_keras"))))
 """

@@ -9,19 +9,13 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
+from devtools.memory_sink import MemorySink
+from devtools.standins.tfserving import TfServingStandin
 from serving.gateway.app import Gateway
 from serving.gateway.settings import GatewaySettings
-from serving.gateway.sink import (
-    MemorySink,
-    NullSink,
-    Sample,
-    SampleDispatcher,
-    SampleSink,
-    load_sink,
-)
-from serving.gateway.stats import RequestStats
+from serving.gateway.sink import NullSink, SampleDispatcher, load_sink
 from tests.serving.gateway.helpers import auth
-from tokenpulse.testing.tfserving_standin import TfServingStandin
+from tokenpulse.samples import RequestStats, Sample, SampleSink
 
 
 class BlockedSink:
@@ -39,7 +33,7 @@ class BlockedSink:
 def test_protocol_and_loader() -> None:
     assert isinstance(MemorySink(), SampleSink) and isinstance(NullSink(), SampleSink)
     assert isinstance(load_sink(""), NullSink)
-    assert isinstance(load_sink("serving.gateway.sink:MemorySink"), MemorySink)
+    assert isinstance(load_sink("devtools.memory_sink:MemorySink"), MemorySink)
     with pytest.raises(ValueError, match="module:factory"):
         load_sink("serving.gateway.sink")
     with pytest.raises(ValueError, match="SampleSink"):

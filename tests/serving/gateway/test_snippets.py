@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from devtools.standins.tfserving import TfServingStandin
 from serving.gateway.snippets import curl_snippet, openai_snippet
 from tests.support.gateway import running_gateway
-from tokenpulse.testing.tfserving_standin import TfServingStandin
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from serving.model.settings import BuildSettings
-from tokenpulse.cli import build_parser
+from stack.cli import build_parser
 from tokenpulse.settings_cli import settings_from_args
 
-TOKENPULSE = [sys.executable, "-m", "tokenpulse.cli"]
+TOKENPULSE = [sys.executable, "-m", "stack.cli"]
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -66,7 +66,7 @@ def test_existing_version_is_not_overwritten_silently(model_base: Path) -> None:
 
 def test_cli_help_does_not_import_tensorflow() -> None:
     code = (
-        "import sys; from tokenpulse.cli import build_parser; build_parser(); "
+        "import sys; from stack.cli import build_parser; build_parser(); "
         "print('tensorflow' in sys.modules)"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

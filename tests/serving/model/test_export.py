@@ -10,10 +10,10 @@ import tensorflow as tf
 from tensorflow_serving.apis import prediction_log_pb2
 
 from serving.model import opcheck
-from serving.model import signature as sig
 from serving.model.config import get_preset
 from serving.model.export import CANARY_PROMPTS, ExportError, export_version, write_warmup
 from serving.model.transformer import GPT
+from tokenpulse.tfserving import signature as sig
 
 
 def test_export_uses_only_ops_the_stock_server_runs(tiny_export: Path) -> None:

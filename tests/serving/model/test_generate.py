@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from serving.model import signature as sig
 from serving.model.config import EOT_ID, get_preset
 from serving.model.generate import Generator
 from serving.model.transformer import GPT
+from tokenpulse.tfserving import signature as sig
 
 CONTEXT = get_preset("tiny").model.context
 

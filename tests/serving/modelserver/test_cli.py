@@ -88,7 +88,7 @@ def test_bad_settings_exit_2_with_one_line_and_no_traceback(
     argv: list[str], env: dict[str, str], words: str
 ) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "tokenpulse.cli", "modelserver", "--model_base_path=/m", *argv],
+        [sys.executable, "-m", "stack.cli", "modelserver", "--model_base_path=/m", *argv],
         capture_output=True,
         text=True,
         timeout=60,

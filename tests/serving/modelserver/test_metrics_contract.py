@@ -5,9 +5,9 @@ from __future__ import annotations
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from serving.model.signature import default_row
 from tests.serving.modelserver.test_metrics import EXPECTED_LATENCY_LE
 from tests.support.modelserver import ModelServerProcess
+from tokenpulse.tfserving.signature import default_row
 
 EXPECTED = {
     # name: (type, label names in order, le bounds or None)

@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from serving.model.signature import OUTPUTS, default_row
 from tests.support.modelserver import ModelServerProcess
+from tokenpulse.tfserving.signature import OUTPUTS, default_row
 
 
 def get(server: ModelServerProcess, path: str) -> httpx.Response:

@@ -15,12 +15,12 @@ import grpc
 import httpx
 import pytest
 
-from serving.model.signature import default_row
 from serving.modelserver.batching import QUEUE_FULL
 from tests.serving.modelserver.conftest import model_entry, write_config
 from tests.serving.modelserver.test_grpc import predict_request
 from tests.support.models import install_version
 from tests.support.modelserver import running_modelserver
+from tokenpulse.tfserving.signature import default_row
 
 
 def sample(text: str, prefix: str) -> float:
@@ -205,7 +205,7 @@ def start_and_fail(args: list[str]) -> subprocess.CompletedProcess[str]:
         [
             sys.executable,
             "-m",
-            "tokenpulse.cli",
+            "stack.cli",
             "modelserver",
             "--port=0",
             "--rest_api_port=0",

@@ -10,7 +10,7 @@ from monitoring.mixin.dashboards import BUILDERS, build_model, render_all
 from monitoring.mixin.dashboards.build import DEFAULT_OUT, drift, write
 from monitoring.mixin.dashboards.cli import main as cli_main
 from monitoring.mixin.dashboards.lint import exported_metrics, lint
-from tokenpulse.cli import build_parser
+from stack.cli import build_parser
 
 
 def test_committed_dashboards_have_not_drifted():

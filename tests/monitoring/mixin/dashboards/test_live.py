@@ -18,6 +18,7 @@ import shutil
 import httpx
 import pytest
 
+from devtools.stack import StackOptions, running_stack, wait_until
 from monitoring.mixin.dashboards.build import DEFAULT_OUT
 from monitoring.mixin.dashboards.queries import (
     annotation_exprs,
@@ -27,7 +28,6 @@ from monitoring.mixin.dashboards.queries import (
 )
 from monitoring.preview.prom import PromClient
 from monitoring.preview.render import render_dashboard
-from tokenpulse.testing.stack import StackOptions, running_stack, wait_until
 
 RATE_INTERVAL = "15s"  # Grafana's $__rate_interval for a 1 s scrape, rounded up for steadiness
 TRAFFIC_S = 60.0  # a minute of traffic, as the overview preview in reports shows

@@ -1,0 +1,211 @@
+"""`tokenpulse bench model`: generation speed, KV-cache scaling and FLOP/s vs keras_hub GPT-2.
+
+Both models get the same dimensions and random weights (speed does not depend on the weights;
+the end-of-text logit is pushed down in ours so no row stops early). Every figure is measured in
+this one run, side by side, including the matmul peak the FLOP/s are compared against.
+keras_hub is an optional extra (`pip install 'tokenpulse[bench-model]'`); without it the bench
+says so and measures the TokenPulse side only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from devtools.bench.harness import median_time, progress
+
+BATCH_SIZES = (1, 8, 32)
+PROMPT_LEN = 16
+NEW_TOKENS = 64
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of the model benchmark."""
+    parser.add_argument("--preset", default="default", help="model dimensions to benchmark")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs per figure (median)")
+    parser.add_argument(
+        "--no-peer",
+        dest="peer",
+        action="store_false",
+        help="skip the keras_hub GPT2CausalLM comparison (needs the bench-model extra)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+
+
+def _matmul_peak(repeats: int) -> float:
+    """FLOP/s of a large float32 matmul on this machine, now."""
+    import tensorflow as tf
+
+    n = 1024
+    a = tf.random.normal([n, n])
+    b = tf.random.normal([n, n])
+    fn = tf.function(lambda: tf.reduce_sum(tf.matmul(a, b)))
+    return 2 * n**3 / median_time(lambda: fn().numpy(), max(repeats, 5))
+
+
+def flops_per_token(cfg: Any, attended: float) -> float:
+    """Useful FLOPs to decode one token: weight matmuls, tied head, attention over `attended`."""
+    d, layers = cfg.d_model, cfg.n_layers
+    weights = layers * (3 * d * d + d * d + 2 * d * cfg.d_ff)
+    return 2 * weights + 2 * cfg.vocab_size * d + 4 * layers * d * attended
+
+
+class Runner:
+    """One model's `generate(batch, prompt_len, new_tokens)` with a uniform interface."""
+
+    def __init__(self, name: str, generate: Callable[[int, int, int], None]) -> None:
+        self.name = name
+        self.generate = generate
+
+
+def ours(cfg: Any) -> Runner:
+    """TokenPulse's in-graph generator."""
+    import tensorflow as tf
+
+    from serving.model.config import EOT_ID
+    from serving.model.generate import Generator
+    from serving.model.transformer import GPT
+
+    model = GPT(cfg, seed=0)
+    model.lnf_b.assign(-10.0 * model.wte[EOT_ID])  # never stop early: we time full lengths
+    gen = Generator(model)
+
+    def generate(batch: int, prompt_len: int, new_tokens: int) -> None:
+        out = gen.serve(
+            prompt=tf.constant(["a" * prompt_len] * batch),
+            max_new_tokens=tf.fill([batch], new_tokens),
+            temperature=tf.zeros([batch]),
+            top_k=tf.zeros([batch], tf.int32),
+            top_p=tf.ones([batch]),
+            seed=tf.zeros([batch], tf.int64),
+        )
+        produced = int(tf.reduce_min(out["output_tokens"]))
+        if produced != new_tokens:
+            raise RuntimeError(f"expected {new_tokens} tokens, got {produced}")
+
+    return Runner("tokenpulse", generate)
+
+
+def keras_hub_peer(cfg: Any) -> Runner:
+    """keras_hub's GPT2CausalLM at the same dimensions, random weights, greedy sampler."""
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    import keras_hub
+    import numpy as np
+
+    backbone = keras_hub.models.GPT2Backbone(
+        vocabulary_size=cfg.vocab_size,
+        num_layers=cfg.n_layers,
+        num_heads=cfg.n_heads,
+        hidden_dim=cfg.d_model,
+        intermediate_dim=cfg.d_ff,
+        max_sequence_length=cfg.context,
+    )
+    lm = keras_hub.models.GPT2CausalLM(backbone=backbone, preprocessor=None)
+    lm.compile(sampler="greedy")
+
+    def generate(batch: int, prompt_len: int, new_tokens: int) -> None:
+        total = prompt_len + new_tokens
+        ids = np.full((batch, total), 97, dtype="int32")
+        mask = np.zeros((batch, total), dtype=bool)
+        mask[:, :prompt_len] = True
+        lm.generate({"token_ids": ids, "padding_mask": mask}, stop_token_ids=None)
+
+    return Runner("keras_hub GPT2CausalLM", generate)
+
+
+def measure(runner: Runner, cfg: Any, repeats: int, say: Callable[[str], None]) -> dict:
+    """Tokens/s per batch size, decode cost late vs early in the window, achieved FLOP/s."""
+    new_tokens = min(NEW_TOKENS, cfg.context - PROMPT_LEN - 2)  # the window bounds the run
+    result: dict[str, Any] = {
+        "new_tokens": new_tokens,
+        "prompt_len": PROMPT_LEN,
+        "tokens_per_s": {},
+    }
+    for batch in BATCH_SIZES:
+        say(f"{runner.name}: batch {batch}")
+        secs = median_time(partial(runner.generate, batch, PROMPT_LEN, new_tokens), repeats)
+        result["tokens_per_s"][batch] = round(batch * new_tokens / secs, 1)
+    short, long = 8, 32
+
+    def per_token(prompt_len: int) -> float:
+        t_long = median_time(lambda: runner.generate(8, prompt_len, long), repeats)
+        t_short = median_time(lambda: runner.generate(8, prompt_len, short), repeats)
+        return (t_long - t_short) / (long - short)
+
+    say(f"{runner.name}: decode cost early vs late in the window")
+    early = per_token(8)
+    late = per_token(cfg.context - long - 8)
+    result["decode_ms_per_step_early"] = round(early * 1e3, 3)
+    result["decode_ms_per_step_late"] = round(late * 1e3, 3)
+    result["late_over_early"] = round(late / early, 3)
+    attended = PROMPT_LEN + new_tokens / 2
+    flops = flops_per_token(cfg, attended) * result["tokens_per_s"][32]
+    result["achieved_flop_per_s_batch32"] = round(flops)
+    return result
+
+
+KERAS_HUB_MISSING = (
+    "keras_hub is not installed, so the GPT2CausalLM comparison is skipped; install it with "
+    "`pip install 'tokenpulse[bench-model]'` (or pass --no-peer to silence this)"
+)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run every measurement and print a table (or JSON)."""
+    from serving.model.config import get_preset
+
+    cfg = get_preset(args.preset).model
+    say = progress("model", quiet=args.json)
+    say("matmul peak")
+    peak = _matmul_peak(args.repeats)
+    report: dict[str, Any] = {
+        "preset": args.preset,
+        "model": vars(cfg) | {"d_ff": cfg.d_ff},
+        "matmul_peak_flop_per_s": round(peak),
+        "runs": {},
+    }
+    runners = [ours(cfg)]
+    if args.peer:
+        try:
+            runners.append(keras_hub_peer(cfg))
+        except ModuleNotFoundError as exc:
+            if exc.name != "keras_hub":
+                raise
+            print(f"bench model: {KERAS_HUB_MISSING}", file=sys.stderr)
+            report["keras_hub"] = KERAS_HUB_MISSING
+    peer = len(runners) == 2
+    for runner in runners:
+        figures = measure(runner, cfg, args.repeats, say)
+        figures["fraction_of_matmul_peak"] = round(figures["achieved_flop_per_s_batch32"] / peak, 4)
+        report["runs"][runner.name] = figures
+    if peer:
+        a, b = (report["runs"][r.name] for r in runners)
+        report["ratio_tokenpulse_over_keras_hub"] = {
+            f"tokens_per_s_batch{n}": round(a["tokens_per_s"][n] / b["tokens_per_s"][n], 2)
+            for n in BATCH_SIZES
+        }
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        _print_table(report)
+    return 0
+
+
+def _print_table(report: dict[str, Any]) -> None:
+    print(f"preset {report['preset']}: {report['model']}")
+    print(f"matmul peak: {report['matmul_peak_flop_per_s'] / 1e9:.1f} GFLOP/s")
+    for name, r in report["runs"].items():
+        tps = ", ".join(f"b{k}={v:.0f}" for k, v in r["tokens_per_s"].items())
+        print(
+            f"{name:>24}: tokens/s {tps}; decode ms/step early {r['decode_ms_per_step_early']}"
+            f" late {r['decode_ms_per_step_late']} (late/early {r['late_over_early']});"
+            f" {r['achieved_flop_per_s_batch32'] / 1e9:.2f} GFLOP/s at b32"
+            f" = {100 * r['fraction_of_matmul_peak']:.1f}% of peak"
+        )
+    for key, value in report.get("ratio_tokenpulse_over_keras_hub", {}).items():
+        print(f"tokenpulse / keras_hub {key}: {value}x")

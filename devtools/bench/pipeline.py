@@ -1,0 +1,447 @@
+"""`tokenpulse bench pipeline`: the sample pipeline's throughput and delay, side by side in one run.
+
+1. Shipper throughput: one spool of records (written through the sink's real writer: sampling,
+   redaction, record building) shipped by a `tokenpulse shipper` process into SQLite, then into
+   the ES stand-in (its own process, so its CPU is not the shipper's). Targets: >= 10,000 docs/s
+   each.
+2. Gateway throughput with 100 % sampling against sampling off: two sampling-off gateways and
+   one sampling gateway against one TF Serving stand-in, all three loaded at once in rounds, so
+   that bursts of load from outside this run (a shared VM has them: one-at-a-time phases of
+   identical gateways differed by up to 30 %) hit them alike. The ratio is the sampling
+   gateway's requests over the mean of the two others'. Target: >= 97 %. The two sampling-off
+   gateways against each other are the control: how far apart two identical instances land.
+   The box is saturated while a round runs, so the writer process (nice 19) hardly runs; it
+   catches up between rounds, and the bench reports its CPU per request, how long it took, and
+   whether it wrote a record for every request (none dropped).
+3. End-to-end delay from response to acknowledgement (p50/p95 over every record): the sampling
+   gateway under steady load with a shipper feeding both stores. Target: p95 <= 5 s.
+Figures only; nothing here asserts on timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import random
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from devtools.bench.harness import cpu_seconds, progress
+from tokenpulse.procs import child_pids, free_port, stop_process
+
+DOCS_TARGET = 10_000.0
+RATIO_TARGET = 0.97
+P95_TARGET_S = 5.0
+_BODY = json.dumps({"prompt": "call me at 415-555-2671 about the order", "max_new_tokens": 3})
+_SAMPLE = re.compile(r"^(\w+)(?:\{([^}]*)\})? (\S+)$", re.M)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of `tokenpulse bench pipeline`."""
+    parser.add_argument("--records", type=int, default=20_000, help="records to ship (20000)")
+    parser.add_argument("--phase-seconds", type=float, default=3.0, help="round length (3 s)")
+    parser.add_argument("--rounds", type=int, default=9, help="rounds (9)")
+    parser.add_argument("--concurrency", type=int, default=16, help="clients per gateway (16)")
+    parser.add_argument("--delay-seconds", type=float, default=10.0, help="delay phase (10 s)")
+    parser.add_argument("--delay-rps", type=float, default=200.0, help="delay phase load (200)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _metrics(port: int) -> dict[tuple[str, str], float]:
+    """name, labels text -> value, from a /metrics page."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    return {(m.group(1), m.group(2) or ""): float(m.group(3)) for m in _SAMPLE.finditer(text)}
+
+
+def _wait(cond: Any, what: str, timeout_s: float, every_s: float = 0.02) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with contextlib.suppress(OSError):
+            if cond():
+                return
+        if time.monotonic() > deadline:
+            raise SystemExit(f"bench pipeline: timed out waiting for {what}")
+        time.sleep(every_s)
+
+
+@contextlib.contextmanager
+def _process(
+    cmd: list[str], env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield proc
+    finally:
+        stop_process(proc)
+
+
+def _main_thread_cpu(pid: int) -> float:
+    """CPU seconds of a process's main thread (the gateway's event loop) from /proc."""
+    fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@contextlib.contextmanager
+def _es_standin() -> Iterator[str]:
+    port = free_port()
+    cmd = [sys.executable, "-m", "devtools.standins.es", str(port)]
+    with _process(cmd):
+        url = f"http://127.0.0.1:{port}"
+        _wait(lambda: urllib.request.urlopen(url, timeout=1).status == 200, "the ES stand-in", 30)
+        yield url
+
+
+@contextlib.contextmanager
+def _shipper(
+    spool: Path, state: Path, outputs: list[str], **extra: str
+) -> Iterator[tuple[int, int]]:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENPULSE_SHIPPER_")}
+    cmd = [sys.executable, "-m", "stack.cli", "shipper", "--spool-dir", str(spool),
+           "--state-dir", str(state), "--outputs", *outputs, "--metrics-port", str(port),
+           "--log-level", "WARNING", "--poll-interval-s", "0.05"]  # fmt: skip
+    for flag, value in extra.items():
+        cmd += [f"--{flag.replace('_', '-')}", value]
+    with _process(cmd, env) as proc:
+        _wait(lambda: bool(_metrics(port)), "the shipper's /metrics", 60)
+        yield port, proc.pid
+
+
+def _written(port: int) -> float:
+    return _metrics(port).get(("tokenpulse_spool_records_written_total", ""), 0.0)
+
+
+def _shipped(port: int, output: str) -> float:
+    return _metrics(port).get(("tokenpulse_shipper_records_shipped_total",
+                               f'output="{output}"'), 0.0)  # fmt: skip
+
+
+def _fill_spool(spool: Path, n: int) -> tuple[float, int]:
+    """Write `n` kept records through the real sink; records per CPU-second of that work, and
+    how many records the spool holds."""
+    from log_pipeline.corpus import pii_corpus
+    from log_pipeline.sampler import SamplingRules
+    from log_pipeline.settings import SinkSettings
+    from log_pipeline.writer import SampleWriter
+    from tokenpulse.samples import OutputSignals, RequestStats, Sample
+
+    sink = SampleWriter(SinkSettings.model_validate({"spool_dir": spool}), rng=random.Random(0))
+    sink.sampler.rules = SamplingRules.model_validate(
+        {"head_rate": 1.0, "caps": {"per_key_per_minute": 0}}
+    )
+    texts = [t.text for t in pii_corpus(seed=5, size=500)]
+    now = time.time()
+    start = time.thread_time()  # this thread's CPU: the sink's work, not the box's load
+    batch: list[Sample] = []
+    for i in range(n):
+        stats = RequestStats(request_id=f"bench-{i}", route="generate", model="gen", version="1",
+                             key_id="bench", total_s=0.05, upstream_s=0.04,
+                             outputs=[OutputSignals(40, 16, "stop", False, 0.1, 2.0)])  # fmt: skip
+        batch.append(Sample(stats, (texts[i % 500],), (texts[(i * 7) % 500][:120],),
+                            {"max_new_tokens": 16}, now))  # fmt: skip
+        if len(batch) == 512 or i == n - 1:  # in batches, as the sink's writer process writes
+            sink.write_batch(batch)
+            batch = []
+    elapsed = time.thread_time() - start
+    sink.close()
+    written = sink.registry.get_sample_value("tokenpulse_spool_records_written_total") or 0.0
+    return n / elapsed, int(written)
+
+
+def _ship_rate(
+    spool: Path, tmp: Path, output: str, n: int, extra: dict[str, str]
+) -> tuple[float, float]:
+    """docs/s of one shipper process into one output, from its first ack to its last, and docs
+    per CPU-second of that process (what one core would sustain, whatever else the box runs)."""
+    copy = tmp / f"spool-{output}"
+    shutil.copytree(spool, copy)
+    with _shipper(copy, tmp / f"state-{output}", [output], **extra) as (port, pid):
+        _wait(lambda: _shipped(port, output) > 0, f"first {output} ack", 60)
+        t0, cpu0, first = time.perf_counter(), cpu_seconds(pid), _shipped(port, output)
+        # scraped at 10 Hz: each scrape renders the shipper's /metrics on the shipper's own CPU
+        _wait(lambda: _shipped(port, output) >= n, f"{n} {output} acks", 600, every_s=0.1)
+        wall, cpu = time.perf_counter() - t0, cpu_seconds(pid) - cpu0
+        return (n - first) / wall, (n - first) / max(cpu, 1e-3)
+
+
+def _quantile(buckets: list[tuple[float, float]], q: float) -> float:
+    """histogram_quantile over cumulative (le, count) pairs, linear inside a bucket."""
+    total = buckets[-1][1]
+    if total == 0:
+        return float("nan")
+    rank, prev_le, prev_count = q * total, 0.0, 0.0
+    for le, count in buckets:
+        if count >= rank:
+            if le == float("inf"):
+                return prev_le
+            return prev_le + (le - prev_le) * (rank - prev_count) / max(count - prev_count, 1e-9)
+        prev_le, prev_count = le, count
+    return prev_le
+
+
+def _delay_buckets(port: int, output: str) -> list[tuple[float, float]]:
+    found = []
+    for (name, labels), value in _metrics(port).items():
+        if (
+            name == "tokenpulse_shipper_delivery_delay_seconds_bucket"
+            and f'output="{output}"' in labels
+        ):
+            le = re.search(r'le="([^"]+)"', labels)
+            if le:
+                found.append((float(le.group(1)), value))
+    return sorted(found)
+
+
+async def _paced(url: str, key: str, n: int, concurrency: int, rps: float) -> None:
+    """Send `n` requests to `url` at `rps` from `concurrency` clients."""
+    import aiohttp
+
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as s:
+        counter = iter(range(n))
+        start = time.perf_counter()
+
+        async def worker() -> None:
+            for i in counter:
+                await asyncio.sleep(max(0.0, start + i / rps - time.perf_counter()))
+                async with s.post(url, data=_BODY, headers=headers) as resp:
+                    await resp.read()
+                    if resp.status != 200:
+                        raise SystemExit(f"bench pipeline: gateway answered {resp.status}")
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
+async def _load_for(url: str, key: str, seconds: float, concurrency: int) -> int:
+    """Requests completed against `url` by `concurrency` clients in `seconds`."""
+    import aiohttp
+
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    done = 0
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as s:
+        end = time.perf_counter() + seconds
+
+        async def worker() -> None:
+            nonlocal done
+            while time.perf_counter() < end:
+                async with s.post(url, data=_BODY, headers=headers) as resp:
+                    await resp.read()
+                    if resp.status != 200:
+                        raise SystemExit(f"bench pipeline: gateway answered {resp.status}")
+                done += 1
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return done
+
+
+async def _round(gateways: dict[str, Any], key: str, seconds: float, conc: int) -> list[int]:
+    loads = [_load_for(f"{gw.url}/v1/generate", key, seconds, conc) for gw in gateways.values()]
+    return list(await asyncio.gather(*loads))
+
+
+def _throughput(gateways: dict[str, Any], key: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Rounds in which all gateways are loaded at once, so that a burst of load from outside
+    hits them alike: requests each completed, their ratios overall and per round, CPU per
+    request of each gateway and of the sampling one's writer process, and whether it wrote
+    every record. Between rounds the writer (nice 19, starved while the box is saturated)
+    catches up; how long that takes is reported."""
+    on = gateways["on"]
+    (writer,) = child_pids(on.pid)  # the sink's writer process
+    names = list(gateways)
+    warm = asyncio.run(_round(gateways, key, 1.0, args.concurrency))
+    _wait(lambda: _written(on.port) >= warm[names.index("on")], "the warm-up records", 300)
+    done = dict.fromkeys(names, 0)
+    cpu = dict.fromkeys(names, 0.0)
+    loop = dict.fromkeys(names, 0.0)
+    rounds: dict[str, list[float]] = {"on": [], "control": []}
+    catch_up = []
+    written0 = _written(on.port)
+    writer_cpu0 = cpu_seconds(writer)
+    for _ in range(args.rounds):
+        target = _written(on.port)
+        cpu0 = {n: cpu_seconds(gw.pid) for n, gw in gateways.items()}
+        loop0 = {n: _main_thread_cpu(gw.pid) for n, gw in gateways.items()}
+        counts = dict(zip(names, asyncio.run(
+            _round(gateways, key, args.phase_seconds, args.concurrency)
+        ), strict=True))  # fmt: skip
+        for n, gw in gateways.items():
+            done[n] += counts[n]
+            cpu[n] += cpu_seconds(gw.pid) - cpu0[n]
+            loop[n] += _main_thread_cpu(gw.pid) - loop0[n]
+        baseline = (counts["off"] + counts["control"]) / 2
+        rounds["on"].append(counts["on"] / baseline)
+        rounds["control"].append(counts["control"] / counts["off"])
+        t0 = time.perf_counter()
+        _wait(lambda t=target + counts["on"]: _written(on.port) >= t, "the writer", 300)
+        catch_up.append(time.perf_counter() - t0)
+    baseline = (done["off"] + done["control"]) / 2
+    seconds = args.rounds * args.phase_seconds
+    return {
+        "gateway_rps_sampling_off": baseline / seconds,
+        "gateway_rps_sampling_100": done["on"] / seconds,
+        "gateway_throughput_ratio": done["on"] / baseline,
+        "gateway_throughput_ratio_median": statistics.median(rounds["on"]),
+        "gateway_round_ratios": rounds["on"],
+        # two identical gateways without sampling: how far apart two instances are on this box
+        "control_throughput_ratio": done["control"] / done["off"],
+        "control_throughput_ratio_median": statistics.median(rounds["control"]),
+        "control_round_ratios": rounds["control"],
+        # CPU per request of each gateway process (every thread)
+        "gateway_cpu_ms_per_request_off": 1000
+        * (cpu["off"] + cpu["control"])
+        / (done["off"] + done["control"]),
+        "gateway_cpu_ms_per_request_on": 1000 * cpu["on"] / done["on"],
+        "control_cpu_ratio": (cpu["off"] / done["off"]) / (cpu["control"] / done["control"]),
+        # the split: the event loop's thread, and every other thread of the gateway
+        "gateway_loop_cpu_ms_per_request_off": 1000
+        * (loop["off"] + loop["control"])
+        / (done["off"] + done["control"]),
+        "gateway_loop_cpu_ms_per_request_on": 1000 * loop["on"] / done["on"],
+        "gateway_other_threads_cpu_ms_per_request_on": 1000 * (cpu["on"] - loop["on"]) / done["on"],
+        "sink_catch_up_s_max": max(catch_up),
+        "sink_writer_cpu_ms_per_request": 1000 * (cpu_seconds(writer) - writer_cpu0) / done["on"],
+        "sink_requests": done["on"],
+        "sink_records_written": _written(on.port) - written0,
+        "sink_records_dropped": sum(
+            v
+            for (name, _), v in _metrics(on.port).items()
+            if name == "tokenpulse_spool_records_dropped_total"
+        ),  # fmt: skip
+    }
+
+
+def _gateways(tmp: Path, upstream: str, args: argparse.Namespace, say: Any) -> dict[str, Any]:
+    from serving.gateway.keys import add_key
+    from stack.launch import running_gateway
+
+    keys_file = tmp / "keys.json"
+    key = add_key(keys_file, "bench", requests_per_minute=1e9, tokens_per_minute=1e9)
+    rules = tmp / "keep-all.toml"
+    rules.write_text("head_rate = 1.0\n[caps]\nper_key_per_minute = 0\n")
+    spool = tmp / "gateway-spool"
+    sink_env = {"TOKENPULSE_SINK_SPOOL_DIR": str(spool), "TOKENPULSE_SINK_RULES_FILE": str(rules)}
+    out: dict[str, Any] = {}
+    quiet: dict[str, Any] = {"access_log": False, "log_level": "WARNING"}
+    with (
+        running_gateway(upstream, keys_file, **quiet) as off,
+        running_gateway(upstream, keys_file, **quiet) as control,
+        running_gateway(upstream, keys_file, env=sink_env,
+                        sample_sink="log_pipeline.sink:make_sink", **quiet) as on,
+    ):  # fmt: skip
+        say("gateway throughput: sampling off vs 100 % (and off vs a second off: the noise)")
+        out.update(_throughput({"off": off, "on": on, "control": control}, key, args))
+        backlog = _written(on.port)  # warm-up and throughput records, all written by now
+        say("end-to-end delay: sampling gateway + shipper into both stores")
+        state, db = tmp / "state-e2e", str(tmp / "e2e.db")
+        both = ["sqlite", "elasticsearch"]
+        with (
+            _es_standin() as es_url,
+            _shipper(spool, state, both, es_url=es_url, sqlite_path=db) as (port, _pid),
+        ):
+            for output in both:
+                _wait(lambda o=output: _shipped(port, o) >= backlog, f"{output} backlog", 120)
+            before = {o: _delay_buckets(port, o) for o in both}
+            n_delay = int(args.delay_seconds * args.delay_rps)
+            asyncio.run(_paced(f"{on.url}/v1/generate", key, n_delay, 8, args.delay_rps))
+            for output in both:
+                done = backlog + n_delay
+                _wait(lambda o=output, d=done: _shipped(port, o) >= d, f"{output} caught up", 120)
+                after = _delay_buckets(port, output)
+                buckets = [
+                    (le, c - c0) for (le, c), (_, c0) in zip(after, before[output], strict=True)
+                ]
+                out[f"delay_{output}_p50_s"] = _quantile(buckets, 0.50)
+                out[f"delay_{output}_p95_s"] = _quantile(buckets, 0.95)
+            out["delay_records"] = n_delay
+    return out
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the three measurements and print the figures."""
+    from devtools.standins.tfserving import TfServingStandin
+
+    say = progress("pipeline", quiet=False)
+    result: dict[str, Any] = {"records": args.records}
+    with tempfile.TemporaryDirectory(prefix="tp-bench-pipeline-") as name:
+        tmp = Path(name)
+        spool = tmp / "spool"
+        say(f"writing {args.records} records through the sink")
+        result["sink_records_per_cpu_s"], written = _fill_spool(spool, args.records)
+        if written != args.records:
+            raise SystemExit(f"bench pipeline: the sink wrote {written} of {args.records} records")
+        say("shipper -> sqlite")
+        db = {"sqlite_path": str(tmp / "bench.db"), "batch_records": "2000"}
+        rate, per_cpu = _ship_rate(spool, tmp, "sqlite", args.records, db)
+        result["shipper_sqlite_docs_per_s"] = rate
+        result["shipper_sqlite_docs_per_cpu_s"] = per_cpu
+        with _es_standin() as es_url:
+            say("shipper -> ES stand-in")
+            extra = {"es_url": es_url, "batch_records": "2000"}
+            rate, per_cpu = _ship_rate(spool, tmp, "elasticsearch", args.records, extra)
+            result["shipper_es_docs_per_s"] = rate
+            result["shipper_es_docs_per_cpu_s"] = per_cpu
+        with TfServingStandin() as upstream:
+            result.update(_gateways(tmp, upstream.url, args, say))
+    result["targets"] = {"docs_per_s": DOCS_TARGET, "gateway_ratio": RATIO_TARGET,
+                         "delay_p95_s": P95_TARGET_S}  # fmt: skip
+    if args.json:
+        print(json.dumps(result))
+    else:
+        _report(result)
+    return 0
+
+
+def _report(r: dict[str, Any]) -> None:
+    def mark(ok: bool) -> str:
+        return "ok" if ok else "MISSED"
+
+    print(f"records                         {r['records']}")
+    print(f"sink (sample+redact+spool)      {r['sink_records_per_cpu_s']:10.0f} records/CPU-s")
+    for out, key in (("SQLite", "shipper_sqlite"), ("ES stand-in", "shipper_es")):
+        wall, cpu = r[f"{key}_docs_per_s"], r[f"{key}_docs_per_cpu_s"]
+        print(f"shipper -> {out:<20} {wall:10.0f} docs/s, {cpu:.0f} docs/CPU-s "
+              f"(target >= {DOCS_TARGET:.0f} on one core: {mark(cpu >= DOCS_TARGET)})")  # fmt: skip
+    print(f"gateway, sampling off           {r['gateway_rps_sampling_off']:10.1f} req/s each, "
+          "two of them")  # fmt: skip
+    print(f"gateway, sampling 100 %         {r['gateway_rps_sampling_100']:10.1f} req/s "
+          "(all three loaded at once)")  # fmt: skip
+    ratio = r["gateway_throughput_ratio"]
+    print(f"throughput ratio                {ratio:10.3f}      "
+          f"(target >= {RATIO_TARGET}: {mark(ratio >= RATIO_TARGET)})")  # fmt: skip
+    for what, key in (("100 % vs off", "gateway"), ("off vs off (control)", "control")):
+        spread = r[f"{key}_round_ratios"]
+        print(f"  {what:<20} overall {r[f'{key}_throughput_ratio']:.3f}, median round "
+              f"{r[f'{key}_throughput_ratio_median']:.3f}, rounds {min(spread):.3f} .. "
+              f"{max(spread):.3f}")  # fmt: skip
+    print(
+        f"gateway CPU per request         {r['gateway_cpu_ms_per_request_off']:.3f} ms off, "
+        f"{r['gateway_cpu_ms_per_request_on']:.3f} ms at 100 % (off vs off "
+        f"{r['control_cpu_ratio']:.3f})"
+    )
+    print(
+        f"  event loop thread             {r['gateway_loop_cpu_ms_per_request_off']:.3f} ms off, "
+        f"{r['gateway_loop_cpu_ms_per_request_on']:.3f} ms at 100 %; other threads "
+        f"{r['gateway_other_threads_cpu_ms_per_request_on']:.3f} ms"
+    )
+    print(f"sink writer process             {r['sink_writer_cpu_ms_per_request']:.3f} ms CPU per "
+          f"request; {r['sink_records_written']:.0f} records for {r['sink_requests']} requests, "
+          f"{r['sink_records_dropped']:.0f} dropped; caught up within "
+          f"{r['sink_catch_up_s_max']:.2f} s of each round")  # fmt: skip
+    print(f"load average during the run     {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    for out in ("sqlite", "elasticsearch"):
+        p50, p95 = r[f"delay_{out}_p50_s"], r[f"delay_{out}_p95_s"]
+        print(f"delay to {out:<14} p50 {p50:6.3f} s  p95 {p95:6.3f} s "
+              f"(target p95 <= {P95_TARGET_S:.0f} s: {mark(p95 <= P95_TARGET_S)})")  # fmt: skip

@@ -1,0 +1,392 @@
+"""An Elasticsearch stand-in for tests and benchmarks: NOT Elasticsearch, it speaks the subset the
+9.x client and the log pipeline need, on 127.0.0.1 only.
+
+- every 2xx carries `X-Elastic-Product: Elasticsearch` (the client refuses a response without it);
+- `_bulk` (PUT/POST, NDJSON) with per-item results: 201, 409 for an existing `create` id, 400 for
+  `index` on a data stream or a missing `@timestamp`;
+- `PUT` of ILM policies, component/index templates, ingest pipelines and data streams;
+- a `_search`/`_count` subset (bool, term(s), range, match, multi_match, exists; sort, size);
+- a Kibana subset (`/api/status`, `/api/saved_objects/_import`) so `es setup` can be tested;
+- faults on demand: whole-request 429/503, per-item 429 and 400, refused connections, slow
+  responses, 2xx without the product header, and garbage bodies.
+
+The production path is a real Elasticsearch and Kibana (docker-compose.yml).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import collections
+import fnmatch
+import functools
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import web
+
+from devtools.standins.background import BackgroundServer, BackgroundStandin
+
+PRODUCT = {"X-Elastic-Product": "Elasticsearch"}
+
+
+@dataclass
+class Faults:
+    """What to break; tests set these between requests (plain attributes, read per request)."""
+
+    request_status: int = 0  # 429 or 503: every request answers this while > 0 ...
+    request_status_count: int = -1  # ... for this many requests (-1: until cleared)
+    item_429: dict[str, int] = field(default_factory=dict)  # id -> times to answer 429
+    item_400: set[str] = field(default_factory=set)  # ids always rejected with a mapping error
+    delay_s: float = 0.0
+    no_product_header: bool = False
+    garbage: bool = False  # 200 with a body that is not JSON
+
+
+class EsStandin(BackgroundStandin):
+    """The stand-in server on a background thread: `start()`, `.url`, `.faults`, `stop()`."""
+
+    def __init__(
+        self, port: int = 0, version: str = "9.1.0", api_key: str = "", basic_auth: str = ""
+    ) -> None:
+        self.version = version
+        self.api_key = api_key
+        self.basic_auth = basic_auth  # "user:password" that Elasticsearch and Kibana accept
+        self.faults = Faults()
+        self.streams: dict[str, dict[str, dict[str, Any]]] = {}
+        self.resources: dict[str, dict[str, Any]] = {}  # "<kind>/<name>" -> body
+        self.saved_objects: dict[str, dict[str, Any]] = {}  # "<type>/<id>" -> object
+        self.requests = 0
+        self.bulk_requests = 0
+        self._day = ""
+        self.item_attempts: collections.Counter[str] = collections.Counter()  # _id -> bulk items
+        self.created = 0  # documents created (a resend that answers 409 is not counted)
+        self._lock = threading.Lock()
+        self._server = BackgroundServer(self._app, port, name="es-standin")
+
+    def _app(self) -> web.Application:
+        app = web.Application(client_max_size=256 << 20, middlewares=[self._middleware])
+        r = app.router
+        r.add_get("/", self._info)
+        r.add_route("*", "/_bulk", self._bulk)
+        r.add_route("*", "/{target}/_bulk", self._bulk)
+        r.add_put("/_ilm/policy/{name}", self._put_resource)
+        r.add_put("/_component_template/{name}", self._put_resource)
+        r.add_put("/_index_template/{name}", self._put_resource)
+        r.add_put("/_ingest/pipeline/{name}", self._put_resource)
+        r.add_put("/_data_stream/{name}", self._put_stream)
+        r.add_get("/_data_stream/{name}", self._get_stream)
+        r.add_route("*", "/{target}/_search", self._search)
+        r.add_route("*", "/{target}/_count", self._count)
+        r.add_get("/api/status", self._kibana_status)
+        r.add_post("/api/saved_objects/_import", self._kibana_import)
+        return app
+
+    def refuse(self) -> None:
+        """Stop listening and close open connections: clients see refused connections."""
+        self._server.stop()
+
+    def accept(self) -> None:
+        """Listen again on the same port (the documents stay)."""
+        self._server.start()
+
+    # views for tests ----------------------------------------------------------------------------
+    def docs(self, stream: str) -> dict[str, dict[str, Any]]:
+        """A copy of the documents of one data stream, by id."""
+        with self._lock:
+            return dict(self.streams.get(stream, {}))
+
+    # plumbing -----------------------------------------------------------------------------------
+    @web.middleware
+    async def _middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        self.requests += 1
+        f = self.faults
+        if f.delay_s:
+            await asyncio.sleep(f.delay_s)
+        if self.api_key and not request.path.startswith("/api/"):
+            if request.headers.get("Authorization") != f"ApiKey {self.api_key}":
+                return _error(401, "security_exception", "unable to authenticate with api key")
+        if self.basic_auth:
+            wanted = "Basic " + base64.b64encode(self.basic_auth.encode()).decode()
+            if request.headers.get("Authorization") != wanted:
+                return _error(401, "security_exception", "unable to authenticate user")
+        accept = request.headers.get("Accept", "")
+        major = int(self.version.split(".")[0])
+        if "compatible-with=" in accept and int(accept.rsplit("=", 1)[1]) > major:
+            return _error(
+                400, "media_type_header_exception", f"Accept version must be {major} or {major - 1}"
+            )
+        if (
+            f.request_status
+            and f.request_status_count != 0
+            and not request.path.startswith("/api/")
+        ):
+            if f.request_status_count > 0:
+                f.request_status_count -= 1
+            kind = "es_rejected_execution_exception" if f.request_status == 429 else "unavailable"
+            return _error(f.request_status, kind, "injected by the stand-in")
+        if f.garbage:
+            return web.Response(status=200, body=b"<html>proxy error</html>", headers=PRODUCT)
+        response = await handler(request)
+        if not f.no_product_header and 200 <= response.status < 300:
+            response.headers.update(PRODUCT)
+        return response
+
+    async def _info(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            {"name": "es-standin", "cluster_name": "standin", "tagline": "You Know, for Search",
+             "version": {"number": self.version, "build_flavor": "default"}}
+        )  # fmt: skip
+
+    async def _put_resource(self, request: web.Request) -> web.Response:
+        kind = request.path.strip("/").split("/")[0]
+        body = await request.json()
+        with self._lock:
+            self.resources[f"{kind}/{request.match_info['name']}"] = body
+        return web.json_response({"acknowledged": True})
+
+    async def _put_stream(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        with self._lock:
+            if name in self.streams:
+                return _error(400, "resource_already_exists_exception", f"[{name}] exists")
+            self.streams[name] = {}
+        return web.json_response({"acknowledged": True})
+
+    async def _get_stream(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        if name not in self.streams:
+            return _error(404, "index_not_found_exception", f"no such index [{name}]")
+        return web.json_response({"data_streams": [{"name": name, "status": "GREEN"}]})
+
+    def _is_stream(self, name: str) -> bool:
+        templates = [v for k, v in self.resources.items() if k.startswith("_index_template/")]
+        if not templates:
+            return True  # the pipeline writes only to data streams
+        return any(
+            "data_stream" in t
+            and any(fnmatch.fnmatch(name, p) for p in t.get("index_patterns", []))
+            for t in templates
+        )
+
+    async def _bulk(self, request: web.Request) -> web.Response:
+        if request.method not in ("PUT", "POST"):
+            return _error(405, "method_not_allowed", request.method)
+        self.bulk_requests += 1
+        self._day = f"{datetime.now(UTC):%Y.%m.%d}"
+        lines = [ln for ln in (await request.read()).split(b"\n") if ln.strip()]
+        default = request.match_info.get("target", "")
+        items, errors = [], False
+        with self._lock:
+            for i in range(0, len(lines) - 1, 2):
+                action = json.loads(lines[i])
+                op, meta = next(iter(action.items()))
+                item = self._bulk_item(op, meta, lines[i + 1], default)
+                errors = errors or item["status"] >= 300
+                items.append({op: item})
+        return web.json_response({"took": 1, "errors": errors, "items": items})
+
+    def _bulk_item(
+        self, op: str, meta: dict[str, Any], source: bytes, default: str
+    ) -> dict[str, Any]:
+        index = meta.get("_index", default)
+        doc_id = meta.get("_id", "")
+        self.item_attempts[doc_id] += 1
+        backing = f".ds-{index}-{self._day}-000001"
+        base = {"_index": backing, "_id": doc_id}
+        f = self.faults
+        if f.item_429.get(doc_id, 0) > 0:
+            f.item_429[doc_id] -= 1
+            return _item_error(base, 429, "es_rejected_execution_exception", "rejected (injected)")
+        if doc_id in f.item_400:
+            return _item_error(base, 400, "document_parsing_exception", "bad field (injected)")
+        if op != "create" and self._is_stream(index):
+            return _item_error(base, 400, "illegal_argument_exception", _ONLY_CREATE)
+        try:
+            doc = json.loads(source)
+        except ValueError:
+            return _item_error(base, 400, "document_parsing_exception", "failed to parse")
+        if "@timestamp" not in doc:
+            return _item_error(base, 400, "illegal_argument_exception", _NO_TIMESTAMP)
+        stream = self.streams.setdefault(index, {})
+        if doc_id in stream:
+            reason = f"[{doc_id}]: version conflict, document already exists"
+            return _item_error(base, 409, "version_conflict_engine_exception", reason)
+        stream[doc_id] = doc
+        self.created += 1
+        return {**base, "_version": 1, "result": "created", "status": 201}
+
+    def _matching(
+        self, target: str, query: dict[str, Any]
+    ) -> list[tuple[str, str, dict[str, Any]]]:
+        with self._lock:
+            found = [
+                (name, doc_id, doc)
+                for name, docs in self.streams.items()
+                if any(fnmatch.fnmatch(name, t) for t in target.split(","))
+                for doc_id, doc in docs.items()
+                if matches(doc, query)
+            ]
+        return found
+
+    async def _search(self, request: web.Request) -> web.Response:
+        body = await request.json() if request.can_read_body else {}
+        hits = self._matching(request.match_info["target"], body.get("query", {"match_all": {}}))
+        for spec in reversed(body.get("sort", [])):
+            key, order = _sort_spec(spec)
+            hits.sort(key=functools.partial(_sort_key, key), reverse=order == "desc")
+        start, size = int(body.get("from", 0)), int(body.get("size", 10))
+        return web.json_response(
+            {"took": 1, "timed_out": False,
+             "hits": {"total": {"value": len(hits), "relation": "eq"},
+                      "hits": [{"_index": f".ds-{n}", "_id": i, "_source": d}
+                               for n, i, d in hits[start:start + size]]}}
+        )  # fmt: skip
+
+    async def _count(self, request: web.Request) -> web.Response:
+        body = await request.json() if request.can_read_body else {}
+        hits = self._matching(request.match_info["target"], body.get("query", {"match_all": {}}))
+        return web.json_response({"count": len(hits)})
+
+    async def _kibana_status(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            {"version": {"number": self.version}, "status": {"overall": {"level": "available"}}}
+        )
+
+    async def _kibana_import(self, request: web.Request) -> web.Response:
+        if request.headers.get("kbn-xsrf") is None:
+            return web.json_response({"statusCode": 400, "message": "missing kbn-xsrf"}, status=400)
+        reader = await request.multipart()
+        part = await reader.next()
+        if part is None or getattr(part, "name", "") != "file":
+            return web.json_response({"statusCode": 400, "message": "no file part"}, status=400)
+        data = await part.read()  # type: ignore[union-attr]
+        results = []
+        for line in data.decode().splitlines():
+            if line.strip():
+                obj = json.loads(line)
+                self.saved_objects[f"{obj['type']}/{obj['id']}"] = obj
+                results.append({"type": obj["type"], "id": obj["id"]})
+        return web.json_response(
+            {"success": True, "successCount": len(results), "successResults": results}
+        )
+
+
+_ONLY_CREATE = "only write ops with an op_type of create are allowed in data streams"
+_NO_TIMESTAMP = "data stream timestamp field [@timestamp] is missing"
+
+
+def _item_error(base: dict[str, Any], status: int, kind: str, reason: str) -> dict[str, Any]:
+    return {**base, "status": status, "error": {"type": kind, "reason": reason}}
+
+
+def _error(status: int, kind: str, reason: str) -> web.Response:
+    return web.json_response(
+        {"error": {"type": kind, "reason": reason}, "status": status}, status=status
+    )
+
+
+def _values(doc: Any, path: str) -> list[Any]:
+    """Every value at a dotted path (arrays flattened), as Elasticsearch sees a field."""
+    current = [doc]
+    for part in path.split("."):
+        nxt: list[Any] = []
+        for value in current:
+            if isinstance(value, dict) and part in value:
+                got = value[part]
+                nxt.extend(got if isinstance(got, list) else [got])
+        current = nxt
+    return current
+
+
+def _sort_spec(spec: Any) -> tuple[str, str]:
+    if isinstance(spec, str):
+        return spec, "asc"
+    key, how = next(iter(spec.items()))
+    return key, how.get("order", "asc") if isinstance(how, dict) else str(how)
+
+
+def _sort_key(path: str, hit: tuple[str, str, dict[str, Any]]) -> str:
+    values = _values(hit[2], path)
+    return str(values[0]) if values else ""
+
+
+def _text_hit(values: list[Any], query: str) -> bool:
+    words = [w for w in query.lower().split() if w]
+    text = " ".join(str(v) for v in values).lower()
+    return all(w in text for w in words)
+
+
+def _cmp_value(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return value
+    return value
+
+
+def matches(doc: dict[str, Any], query: dict[str, Any]) -> bool:
+    """Whether a document matches the query subset the search command sends."""
+    if not query:
+        return True
+    kind, spec = next(iter(query.items()))
+    if kind == "match_all":
+        return True
+    if kind == "bool":
+
+        def group(name: str) -> list[dict[str, Any]]:
+            value = spec.get(name, [])
+            return value if isinstance(value, list) else [value]
+
+        if not all(matches(doc, q) for q in group("must") + group("filter")):
+            return False
+        if any(matches(doc, q) for q in group("must_not")):
+            return False
+        should = group("should")
+        return not should or any(matches(doc, q) for q in should)
+    if kind == "term":
+        fld, want = next(iter(spec.items()))
+        want = want.get("value") if isinstance(want, dict) else want
+        return want in _values(doc, fld)
+    if kind == "terms":
+        fld, wants = next(iter(spec.items()))
+        return any(w in _values(doc, fld) for w in wants)
+    if kind == "exists":
+        return bool(_values(doc, spec["field"]))
+    if kind == "range":
+        fld, bounds = next(iter(spec.items()))
+        ops = {"gte": lambda a, b: a >= b, "gt": lambda a, b: a > b,
+               "lte": lambda a, b: a <= b, "lt": lambda a, b: a < b}  # fmt: skip
+        return any(
+            all(ops[op](_cmp_value(v), _cmp_value(b)) for op, b in bounds.items() if op in ops)
+            for v in _values(doc, fld)
+        )
+    if kind == "match":
+        fld, want = next(iter(spec.items()))
+        want = want.get("query") if isinstance(want, dict) else want
+        return _text_hit(_values(doc, fld), str(want))
+    if kind in ("multi_match", "simple_query_string"):
+        return any(_text_hit(_values(doc, f), spec["query"]) for f in spec.get("fields", []))
+    raise ValueError(f"the stand-in does not support query {kind!r}")
+
+
+def main() -> None:
+    """Run the stand-in in the foreground: `python -m devtools.standins.es PORT`."""
+    import sys
+
+    standin = EsStandin(port=int(sys.argv[1]) if len(sys.argv) > 1 else 0).start()
+    sys.stderr.write(f"es stand-in on {standin.url}\n")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        standin.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""The one `tokenpulse` entry point: thin subcommands over importable `run(settings)` functions.
+
+Each command module exposes `add_arguments(parser)` and `main(args) -> int`. Command modules must
+not import TensorFlow at import time, so `tokenpulse gateway --help` stays fast and light.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Any
+
+from tokenpulse.settings_cli import ArgumentParser, SettingsError
+
+# subcommand -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "model": ("serving.model.cli", "train, export and try the generation model"),
+    "modelserver": ("serving.modelserver.cli", "TF-Serving-compatible model server"),
+    "gateway": ("serving.gateway.cli", "public generation API in front of TF Serving"),
+    "exporter": ("exporter.cli", "sidecar exporter: GPU, model status, canaries"),
+    "up": ("stack.up", "start the whole local stack on this machine"),
+    "dashboards": ("monitoring.mixin.dashboards.cli", "build Grafana dashboards; PNG previews"),
+    "grafana": ("monitoring.grafana.cli", "push dashboards to Grafana; deployment annotations"),
+    "build": ("monitoring.build", "regenerate rules, Alertmanager and Prometheus files"),
+    "oncall-receiver": ("monitoring.oncall.cli", "local Alertmanager webhook receiver"),
+    "shipper": ("log_pipeline.commands.shipper", "ship spooled samples to SQLite/Elasticsearch"),
+    "samples": ("log_pipeline.commands.samples", "search sampled generations; show one"),
+    "es": ("log_pipeline.commands.es", "install Elasticsearch/Kibana assets for the samples"),
+}
+
+# `tokenpulse bench <name>` -> (module, one-line help)
+BENCHES: dict[str, tuple[str, str]] = {
+    "model": ("devtools.bench.model", "tokens/s, KV-cache scaling, FLOP/s vs keras_hub GPT-2"),
+    "batching": ("devtools.bench.batching", "model server with dynamic batching on vs off"),
+    "gateway": ("devtools.bench.gateway", "gateway overhead vs calling the model server"),
+    "exporter": ("devtools.bench.exporter", "exporter scrape latency and RSS"),
+    "pipeline": ("devtools.bench.pipeline", "shipper docs/s, delivery delay, sampling cost"),
+    "bodies": ("devtools.bench.bodies", "model server RSS and stalls around one large body"),
+}
+
+
+def _chosen(argv: list[str] | None, depth: int) -> str | None:
+    """The `depth`-th word of argv that is not an option; None (every command) without argv."""
+    if argv is None:
+        return None
+    words = [a for a in argv if not a.startswith("-")]
+    return words[depth] if len(words) > depth else ""
+
+
+def _add(sub: Any, table: dict[str, tuple[str, str]], wanted: str | None) -> None:
+    # Only the chosen command's module is imported, so one command's import cost (or breakage)
+    # never reaches another; `wanted is None` loads them all (tests, `tokenpulse` completion).
+    for name, (module_name, help_text) in table.items():
+        cmd = sub.add_parser(name, help=help_text, description=help_text)
+        if wanted is None or wanted == name:
+            module = importlib.import_module(module_name)
+            module.add_arguments(cmd)
+            cmd.set_defaults(_module=module)
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; with `argv`, only the command it names is loaded."""
+    parser = ArgumentParser(prog="tokenpulse", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add(sub, COMMANDS, _chosen(argv, 0))
+    bench = sub.add_parser("bench", help="benchmarks that print figures and ratios")
+    bench_sub = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
+    _add(bench_sub, BENCHES, _chosen(argv, 1) if _chosen(argv, 0) in (None, "bench") else "")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse arguments and hand over to the chosen command module.
+
+    Invalid settings (flags or env vars) end here as one line, `<prog>: error: <message>`, exit 2.
+    """
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv)
+    args = parser.parse_args(argv)
+    try:
+        return int(args._module.main(args) or 0)
+    except SettingsError as exc:
+        prog = getattr(args, "_settings_prog", parser.prog)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""`tokenpulse up`: the whole local stack on one machine, started in order, stopped on Ctrl-C.
+
+Model server (versions 1 `stable` and 2 `canary`, batching on), gateway (canary routing at a small
+weight, sampling into the log pipeline's spool), exporter, shipper (embedded SQLite store, and
+Elasticsearch when ES_URL is set), on-call receiver, Alertmanager and Prometheus (Debian's
+binaries, configs generated from monitoring/mixin). Every port is checked before anything starts;
+each component is healthy before the next starts; a component that exits is restarted after
+`restart_delay_s`; Ctrl-C or SIGTERM stops all of them and says so. Files live under RUN_DIR.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from stack.up.settings import UpSettings
+from tokenpulse.settings_cli import KEBAB, add_settings_arguments, settings_from_args
+
+
+def _say(message: str) -> None:
+    print(message, flush=True)
+
+
+def run(settings: UpSettings) -> int:
+    """Check ports, prepare files, start and supervise the stack until asked to stop."""
+    from stack.launch import LaunchError
+    from stack.up.banner import banner
+    from stack.up.components import MissingBinary
+    from stack.up.files import (
+        BuildFailed,
+        EsSetupFailed,
+        ensure_demo_key,
+        ensure_models,
+        setup_elasticsearch,
+        write_models_config,
+    )
+    from stack.up.ports import PortError, check_ports
+    from stack.up.supervise import Stack, Stopped, stop_on_signals
+
+    started = time.monotonic()
+    stack = Stack(settings, _say)
+    with stop_on_signals():
+        try:
+            check_ports(settings)
+            settings.path("logs").mkdir(parents=True, exist_ok=True)
+            ensure_models(settings, _say)
+            write_models_config(settings)
+            _, key = ensure_demo_key(settings)
+            if settings.es_url:
+                setup_elasticsearch(settings, _say)
+            stack.start_all()
+            _say(banner(settings, key, stack.pids()))
+            _say(f"ready in {time.monotonic() - started:.1f} s")
+            while not settings.exit_after_ready:
+                stack.watch_once()
+                time.sleep(0.5)
+        except Stopped as why:
+            _say(f"{why} received: stopping the stack ...")
+        except (PortError, MissingBinary, BuildFailed, EsSetupFailed) as exc:
+            _say(f"tokenpulse up: error: {exc}")
+            return 2
+        except LaunchError as exc:
+            _say(f"tokenpulse up: a component did not start: {exc}")
+            return 1
+        finally:
+            count = stack.stop_all()
+            if count:
+                _say(f"stopped all {count} processes of the stack")
+    return 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per UpSettings field (each also TOKENPULSE_UP_<NAME>)."""
+    add_settings_arguments(parser, UpSettings, style=KEBAB)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Build the settings from flags and environment, then run the stack."""
+    return run(settings_from_args(UpSettings, args))

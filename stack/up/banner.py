@@ -1,0 +1,83 @@
+"""What `tokenpulse up` prints once every component is healthy: where things are, how to use it."""
+
+from __future__ import annotations
+
+import shlex
+import urllib.parse
+
+from stack.up.components import COMPONENTS
+from stack.up.settings import UpSettings
+
+READY_LINE = "Ctrl-C stops everything."
+
+# (title, PromQL) of the graphs the banner links
+KEY_GRAPHS = (
+    ("requests/s by status", "sum by (code) (rate(tokenpulse_gateway_requests_total[1m]))"),
+    (
+        "p99 latency (s)",
+        "histogram_quantile(0.99, sum by (le) "
+        "(rate(tokenpulse_gateway_request_duration_seconds_bucket[5m])))",
+    ),
+    ("error ratio (5m)", "model:gateway_errors:ratio_rate5m"),
+    ("canary vs stable NLL", "tokenpulse_canary_mean_nll_nats"),
+    ("scrape targets up", "up"),
+)
+
+
+def graph_url(prometheus: str, expr: str) -> str:
+    """A Prometheus graph page for one expression over the last 30 minutes."""
+    query = urllib.parse.urlencode({"g0.expr": expr, "g0.tab": "0", "g0.range_input": "30m"})
+    return f"{prometheus}/graph?{query}"
+
+
+def banner(s: UpSettings, key: str, pids: dict[str, int]) -> str:
+    """The whole text, ending with READY_LINE."""
+    from serving.gateway.snippets import curl_snippet, openai_snippet
+
+    gateway = f"http://127.0.0.1:{s.gateway_port}"
+    prometheus = f"http://127.0.0.1:{s.prometheus_port}"
+    run = s.path("")
+    lines = ["", "TokenPulse local stack is up (every service on 127.0.0.1):"]
+    for c in COMPONENTS:
+        lines.append(f"  {c.name:<13}{c.url(s):<40} pid {pids[c.name]:<8} logs/{c.name}.log")
+    lines += ["", "Metrics pages Prometheus scrapes:"]
+    lines += [f"  {c.name:<13}{c.metrics(s)}" for c in COMPONENTS if c.name != "oncall"]
+    lines += ["", f"Key graphs in Prometheus ({s.rules} rules, scraped every {s.scrape_interval}):"]
+    lines += [f"  {title}: {graph_url(prometheus, expr)}" for title, expr in KEY_GRAPHS]
+    lines += [
+        f"  alerts: {prometheus}/alerts",
+        f"  Alertmanager: http://127.0.0.1:{s.alertmanager_port}/#/alerts",
+    ]
+    lines += [
+        "",
+        f"Try it with curl (demo key in {s.path('demo-key.txt')}):",
+        curl_snippet(gateway, key),
+        "",
+        "or with the openai SDK (.venv/bin/python):",
+        openai_snippet(gateway, key),
+        "",
+        "Find sampled requests (prompts redacted) in the embedded store:",
+        "  .venv/bin/tokenpulse samples search --sqlite-path "
+        f"{shlex.quote(str(s.path('samples.db')))} --since 15m",
+    ]
+    if s.es_url:
+        lines.append(f"  .venv/bin/tokenpulse samples search --es-url {s.es_url} --since 15m")
+    lines += [
+        "",
+        f"Notifications land in {s.path('oncall.jsonl')} (one JSON line each) and, readable,",
+        f"in {s.path('logs/oncall.log')}: tail -f it. Outage drill: kill {pids['modelserver']}"
+        f" (the model server); the page arrives, and `up` restarts it after"
+        f" {s.restart_delay_s:g} s, then the resolution arrives.",
+        "",
+        "Preview the dashboards as PNGs from this Prometheus:",
+        f"  .venv/bin/tokenpulse dashboards preview --prometheus {prometheus}"
+        f" --out {shlex.quote(str(s.path('previews')))} --since 15m",
+        "",
+        "TensorBoard on the training runs (checkpoint cache):",
+        "  .venv/bin/tensorboard --logdir .cache/tokenpulse/checkpoints --host 127.0.0.1",
+        "",
+        f"Generated configs and data: {run}/ (models.config, prometheus.yml, alertmanager.yml)",
+        READY_LINE,
+        "",
+    ]
+    return "\n".join(lines)

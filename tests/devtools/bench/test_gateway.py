@@ -1,0 +1,42 @@
+"""`tokenpulse bench gateway` runs side by side against an upstream and reports every figure."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from devtools.standins.tfserving import TfServingStandin
+
+
+@pytest.fixture
+def standin() -> Iterator[TfServingStandin]:
+    with TfServingStandin() as server:
+        yield server
+
+
+def test_bench_reports_direct_and_gateway_figures(standin: TfServingStandin) -> None:
+    cmd = [
+        sys.executable, "-m", "stack.cli", "bench", "gateway", "--upstream", standin.url,
+        "--requests", "10", "--throughput-requests", "16", "--rounds", "1", "--concurrency", "4",
+        "--json",
+    ]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True)
+    result = json.loads(done.stdout)
+    for name in ("direct", "gateway"):
+        assert result[f"{name}_p50_ms"] > 0 and result[f"{name}_rps_c4"] > 0
+    assert result["added_p50_ms"] == result["gateway_p50_ms"] - result["direct_p50_ms"]
+    assert result["throughput_ratio"] == result["gateway_rps_c4"] / result["direct_rps_c4"]
+    assert 0 < result["gateway_startup_s"] and 0 < result["gateway_rss_mb"]
+    # warmup, the c=1 pairs and both throughput phases all reached the upstream
+    assert standin.predict_calls() == 2 * 20 + 2 * 10 + 2 * 16
+
+
+def test_bench_without_a_model_says_what_to_do() -> None:
+    cmd = [sys.executable, "-m", "stack.cli", "bench", "gateway", "--model-base-path", "/nope"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "make model" in done.stderr
+    assert "Traceback" not in done.stderr

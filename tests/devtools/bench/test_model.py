@@ -1,0 +1,34 @@
+"""`tokenpulse bench model` runs end to end on the tiny preset, with or without keras_hub."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+@pytest.mark.slow
+def test_without_keras_hub_it_says_how_to_install_it_and_measures_tokenpulse(tmp_path: Path):
+    # a keras_hub that fails to import exactly as a missing one does
+    (tmp_path / "keras_hub.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'keras_hub'\", name='keras_hub')\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), os.getcwd()]))
+    done = subprocess.run(
+        [sys.executable, "-m", "stack.cli", "bench", "model", "--preset", "tiny",
+         "--repeats", "1", "--json"],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "pip install 'tokenpulse[bench-model]'" in done.stderr
+    report = json.loads(done.stdout)
+    assert list(report["runs"]) == ["tokenpulse"] and "bench-model" in report["keras_hub"]
+    run = report["runs"]["tokenpulse"]
+    assert set(run["tokens_per_s"]) == {"1", "8", "32"}
+    assert all(v > 0 for v in run["tokens_per_s"].values())
+    assert 0 < run["fraction_of_matmul_peak"] and report["matmul_peak_flop_per_s"] > 0
+    assert "ratio_tokenpulse_over_keras_hub" not in report

@@ -1,0 +1,39 @@
+"""The pipeline bench: its histogram quantile, and a tiny run that must account for every record."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+from devtools.bench.pipeline import _quantile
+
+
+def test_quantile_interpolates_inside_the_bucket() -> None:
+    buckets = [(0.1, 0.0), (0.5, 50.0), (1.0, 100.0), (math.inf, 100.0)]
+    assert _quantile(buckets, 0.5) == 0.5
+    assert abs(_quantile(buckets, 0.75) - 0.75) < 1e-9
+    assert abs(_quantile(buckets, 0.25) - 0.3) < 1e-9
+
+
+def test_quantile_of_nothing_is_nan_and_overflow_is_the_last_bound() -> None:
+    assert math.isnan(_quantile([(1.0, 0.0), (math.inf, 0.0)], 0.5))
+    assert _quantile([(1.0, 1.0), (math.inf, 10.0)], 0.95) == 1.0
+
+
+def test_a_tiny_run_reports_every_figure_and_the_writer_wrote_every_record() -> None:
+    argv = ["--records", "300", "--phase-seconds", "0.5", "--rounds", "3", "--delay-seconds", "1",
+            "--delay-rps", "40", "--json"]  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "stack.cli", "bench", "pipeline", *argv],
+        capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    result = json.loads(done.stdout)
+    assert result["sink_records_written"] == result["sink_requests"] > 0
+    assert result["sink_records_dropped"] == 0
+    assert len(result["gateway_round_ratios"]) == len(result["control_round_ratios"]) == 3
+    assert result["delay_records"] == 40
+    for output in ("sqlite", "elasticsearch"):
+        assert 0 < result[f"delay_{output}_p95_s"] < math.inf
+    assert result["sink_writer_cpu_ms_per_request"] >= 0

@@ -1,0 +1,38 @@
+"""The `tokenpulse` entry point: every registered command loads; only the chosen one is imported."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from stack import cli
+
+
+def test_every_registered_command_and_bench_loads() -> None:
+    cli.build_parser()  # without argv: every module, as tests and completion want
+    for module_name, _ in [*cli.COMMANDS.values(), *cli.BENCHES.values()]:
+        assert module_name in sys.modules
+    args = cli.build_parser(["gateway"]).parse_args(["gateway", "--port", "1"])
+    assert args._module is sys.modules["serving.gateway.cli"] and args.port == "1"
+
+
+def test_a_missing_command_module_is_an_error_not_a_silent_skip(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(cli.COMMANDS, "ghost", ("tokenpulse.no_such_module", "gone"))
+    with pytest.raises(ModuleNotFoundError):
+        cli.build_parser()
+
+
+def test_only_the_chosen_command_module_is_imported() -> None:
+    code = (
+        "import sys; from stack.cli import COMMANDS, BENCHES, main\n"
+        "try:\n    main(['gateway', '--help'])\nexcept SystemExit:\n    pass\n"
+        "others = [m for m, _ in [*COMMANDS.values(), *BENCHES.values()] if m in sys.modules]\n"
+        "print('LOADED=' + ','.join(sorted(others)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "LOADED=serving.gateway.cli"

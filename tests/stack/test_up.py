@@ -1,0 +1,238 @@
+"""`tokenpulse up` before anything starts: ports, settings, models, the generated files, the banner.
+
+The running stack itself (start, curl, Prometheus, alerts, Ctrl-C) is proven end to end in
+tests/e2e/test_up_stack.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import urllib.parse
+from pathlib import Path
+
+import pytest
+import yaml
+
+from stack.launch import Launched, running_process
+from stack.up import banner as up_banner
+from stack.up import components, files
+from stack.up.ports import PortError, check_ports
+from stack.up.settings import PORT_FIELDS, UpSettings
+from stack.up.supervise import Stack
+from tokenpulse.procs import free_port
+from tokenpulse.tfserving.config import parse_model_server_config
+
+
+def _settings(tmp_path: Path, **kw: object) -> UpSettings:
+    ports = {name: free_port() for name in PORT_FIELDS}
+    return UpSettings(run_dir=tmp_path / "run", models_dir=tmp_path / "models", **{**ports, **kw})
+
+
+def _up(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "stack.cli", "up", *args]
+    return subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+
+
+def test_a_taken_port_is_named_with_its_setting_before_anything_starts(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = _up(tmp_path, f"--gateway-port={port}", f"--run-dir={tmp_path / 'run'}")
+    assert done.returncode == 2
+    assert f"port {port} on 127.0.0.1 is already in use" in done.stdout
+    assert "--gateway-port / TOKENPULSE_UP_GATEWAY_PORT" in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
+    assert not (tmp_path / "run" / "logs").exists()  # nothing was prepared, nothing started
+
+
+def test_a_port_given_twice_is_an_error(tmp_path: Path) -> None:
+    s = _settings(tmp_path)
+    s = s.model_copy(update={"exporter_port": s.gateway_port})
+    with pytest.raises(PortError, match="both gateway_port .* and exporter_port"):
+        check_ports(s)
+
+
+def test_bad_settings_are_one_line_exit_2(tmp_path: Path) -> None:
+    done = _up(tmp_path, "--gateway-port=0")
+    assert done.returncode == 2
+    assert done.stderr.startswith("tokenpulse up: error:") and "gateway" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_es_url_comes_from_the_plain_environment_variable(monkeypatch) -> None:
+    monkeypatch.setenv("ES_URL", "http://127.0.0.1:9200/")
+    assert UpSettings().es_url == "http://127.0.0.1:9200"
+
+
+def test_models_config_labels_version_1_stable_and_2_canary(tmp_path: Path) -> None:
+    s = _settings(tmp_path)
+    s.run_dir.mkdir(parents=True)
+    (model,) = parse_model_server_config(files.write_models_config(s).read_text()).models
+    assert model.name == "gen" and Path(model.base_path) == (tmp_path / "models/gen").resolve()
+    assert model.version_labels == {"stable": 1, "canary": 2}
+    assert model.version_policy is not None and model.version_policy.versions == (1, 2)
+
+
+def test_missing_versions_are_built_canary_with_the_drill_noise(tmp_path, monkeypatch) -> None:
+    s = _settings(tmp_path, preset="tiny", canary_degrade_noise=2.5)
+    (s.models_dir / "gen" / "1").mkdir(parents=True)
+    (s.models_dir / "gen" / "1" / "saved_model.pb").write_bytes(b"")
+    calls: list[list[str]] = []
+
+    def fake_run(argv, check):
+        calls.append(argv)
+        return subprocess.CompletedProcess(argv, 0)
+
+    monkeypatch.setattr(files.subprocess, "run", fake_run)
+    said: list[str] = []
+    files.ensure_models(s, said.append)
+    (argv,) = calls  # version 1 exists: only the canary is built
+    assert argv[argv.index("--version") + 1] == "2"
+    assert argv[argv.index("--preset") + 1] == "tiny"
+    assert argv[argv.index("--degrade-noise") + 1] == "2.5"
+    assert "version 2 (canary)" in said[0]
+
+
+def test_a_failed_build_is_a_typed_error(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(
+        files.subprocess, "run", lambda argv, check: subprocess.CompletedProcess(argv, 1)
+    )
+    with pytest.raises(files.BuildFailed, match="version 1"):
+        files.ensure_models(_settings(tmp_path), lambda _: None)
+
+
+def test_demo_key_is_private_and_only_its_hash_is_stored(tmp_path: Path) -> None:
+    s = _settings(tmp_path)
+    s.run_dir.mkdir(parents=True)
+    keys, key = files.ensure_demo_key(s)
+    assert key not in keys.read_text()
+    assert s.path("demo-key.txt").stat().st_mode & 0o077 == 0
+    assert files.ensure_demo_key(s) == (keys, key)  # kept across runs
+
+
+def test_prometheus_scrapes_every_component_and_alertmanager_calls_the_receiver(
+    tmp_path, monkeypatch
+) -> None:
+    s = _settings(tmp_path, rules="compressed", scrape_interval="2s", group_wait="10s")
+    s.run_dir.mkdir(parents=True)
+    started: list[list[str]] = []
+    monkeypatch.setattr(
+        components, "_process", lambda s, name, argv, url, env=None: started.append(argv)
+    )
+    components.by_name("prometheus").start(s)
+    components.by_name("alertmanager").start(s)
+    prom = yaml.safe_load(s.path("prometheus.yml").read_text())
+    scraped = {t for job in prom["scrape_configs"] for t in job["static_configs"][0]["targets"]}
+    ports = {getattr(s, f) for f in PORT_FIELDS} - {s.grpc_port, s.oncall_port}
+    assert scraped == {f"127.0.0.1:{p}" for p in ports}
+    assert prom["global"]["scrape_interval"] == "2s"
+    assert all("/compressed/" in f and Path(f).is_file() for f in prom["rule_files"])
+    assert prom["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == [
+        f"127.0.0.1:{s.alertmanager_port}"
+    ]
+    am = yaml.safe_load(s.path("alertmanager.yml").read_text())
+    assert am["route"]["group_wait"] == "10s"
+    hooks = [c["url"] for r in am["receivers"] for c in r.get("webhook_configs", [])]
+    assert hooks and all(h.startswith(f"http://127.0.0.1:{s.oncall_port}/") for h in hooks)
+    assert all(f"127.0.0.1:{getattr(s, f)}" in " ".join(a) for a, f in
+               zip(started, ("prometheus_port", "alertmanager_port"), strict=True))  # fmt: skip
+
+
+def test_banner_lists_every_component_and_what_to_do_next(tmp_path: Path) -> None:
+    s = _settings(tmp_path)
+    pids = {name: 1000 + i for i, name in enumerate(components.names())}
+    text = up_banner.banner(s, "tp-demo", pids)
+    for c in components.COMPONENTS:
+        assert c.url(s) in text and c.metrics(s) in text or c.name == "oncall"
+        assert f"pid {pids[c.name]}" in text
+    assert "curl -sS" in text and "from openai import OpenAI" in text and "tp-demo" in text
+    assert "tokenpulse samples search" in text and "tokenpulse dashboards preview" in text
+    assert str(s.path("oncall.jsonl")) in text and "tensorboard --logdir" in text
+    assert text.rstrip().endswith(up_banner.READY_LINE)
+    links = [line.split(": ", 1)[1] for line in text.splitlines() if "/graph?" in line]
+    assert len(links) == len(up_banner.KEY_GRAPHS)
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(links[0]).query)
+    assert query["g0.expr"] == [up_banner.KEY_GRAPHS[0][1]]
+
+
+def test_shipper_writes_to_elasticsearch_too_when_es_url_is_set(tmp_path, monkeypatch) -> None:
+    calls: list[tuple[list[str], dict[str, str] | None]] = []
+    monkeypatch.setattr(
+        components, "_process", lambda s, name, argv, url, env=None: calls.append((argv, env))
+    )
+    components.by_name("shipper").start(_settings(tmp_path))
+    with_es = _settings(tmp_path, es_url="http://127.0.0.1:9200", es_api_key="k3y")
+    components.by_name("shipper").start(with_es)
+    (sqlite_only, _), (both, env) = calls
+    assert sqlite_only[sqlite_only.index("--outputs") + 1 :] == ["sqlite"]
+    assert both[both.index("--outputs") + 1 :] == [
+        "sqlite", "elasticsearch", "--es-url=http://127.0.0.1:9200",
+    ]  # fmt: skip
+    assert env is not None and env["TOKENPULSE_SHIPPER_ES_API_KEY"] == "k3y"
+    assert "k3y" not in " ".join(both)  # never on a command line
+
+
+def test_with_es_url_the_samples_data_stream_is_set_up_first(tmp_path, monkeypatch) -> None:
+    from devtools.standins.es import EsStandin
+    from log_pipeline import assets
+
+    with EsStandin(api_key="right") as es:
+        monkeypatch.setenv("ES_URL", es.url)
+        monkeypatch.setenv("ES_API_KEY", "right")
+        files.setup_elasticsearch(_settings(tmp_path), lambda _: None)
+        assert assets.DEFAULT_STREAM in es.streams
+        monkeypatch.setenv("ES_API_KEY", "wrong")
+        with pytest.raises(files.EsSetupFailed, match=es.url):
+            files.setup_elasticsearch(_settings(tmp_path), lambda _: None)
+
+
+def test_a_component_that_exits_is_restarted_after_the_delay_and_all_stop(tmp_path) -> None:
+    def sleeper(s: UpSettings) -> contextlib.AbstractContextManager[Launched]:
+        return running_process(["sleep", "600"], lambda: True, what="sleeper")
+
+    comp = components.Component("sleeper", sleeper, lambda s: "", lambda s: "")
+    said: list[str] = []
+    stack = Stack(_settings(tmp_path, restart_delay_s=0), said.append, (comp,))
+    try:
+        stack.start_all()
+        first = stack.pids()["sleeper"]
+        os.kill(first, signal.SIGKILL)
+        stack.running[0].child.process.wait()
+        stack.watch_once()
+        second = stack.pids()["sleeper"]
+        assert second != first and os.path.exists(f"/proc/{second}")
+        assert any("sleeper (pid" in m and "exited with -9" in m for m in said)
+        assert said[-1] == f"sleeper restarted (pid {second})"
+    finally:
+        assert stack.stop_all() == 1
+    assert stack.running == []
+    with pytest.raises(ProcessLookupError):
+        os.kill(second, 0)
+
+
+@pytest.mark.parametrize(("nvml", "wanted"), [(True, "real"), (False, "off")])
+def test_gpu_auto_runs_the_nvml_collector_only_where_nvml_works(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, nvml: bool, wanted: str
+) -> None:
+    """Without a GPU the collector would fail every scrape and page ExporterCollectorFailing."""
+    monkeypatch.setattr(components, "nvml_works", lambda: nvml)
+    assert components.gpu_backend(_settings(tmp_path)) == wanted
+    assert components.gpu_backend(_settings(tmp_path, gpu_backend="fake")) == "fake"
+
+
+def test_nvml_works_answers_here_without_raising() -> None:
+    assert isinstance(components.nvml_works(), bool)
+
+
+def test_the_gateway_window_is_the_one_the_served_export_recorded(tmp_path: Path) -> None:
+    s = _settings(tmp_path)
+    meta = s.models_dir / "gen" / "1" / "assets.extra" / "tokenpulse_model.json"
+    meta.parent.mkdir(parents=True)
+    meta.write_text('{"model": {"context": 64, "d_model": 64}}')
+    assert files.context_window(s) == 64

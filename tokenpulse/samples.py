@@ -1,0 +1,83 @@
+"""The sample contract between the gateway and the log pipeline, importable by both.
+
+The gateway measures each finished request into a `RequestStats` (plain dataclasses, no
+Prometheus) and hands a `Sample` to a `SampleSink`; the log pipeline implements the sink
+(`log_pipeline.sink:make_sink`), which the gateway loads by name from its settings. Neither app
+imports the other: both import this module, so the arrow from the gateway to the pipeline is a
+setting, not an import.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+
+@dataclass(frozen=True, slots=True)
+class OutputSignals:
+    """Quality signals of one generated output."""
+
+    prompt_tokens: int
+    output_tokens: int
+    finish_reason: str  # "stop" | "length"
+    empty: bool
+    repetition_ratio: float  # share of repeated n-grams, 0..1
+    mean_nll: float
+    truncated_prompt_tokens: int = 0
+
+
+@dataclass(slots=True)
+class RequestStats:
+    """Everything measured about one request, success or error."""
+
+    request_id: str
+    route: str  # "generate" | "completions"
+    model: str = ""
+    version: str = ""  # the version that served it ("" when none did)
+    version_label: str = ""
+    key_id: str = ""
+    status: int = 200
+    error_code: str = ""
+    queue_wait_s: float = 0.0
+    upstream_s: float = 0.0
+    total_s: float = 0.0
+    outputs: list[OutputSignals] = field(default_factory=list)
+    rate_limited: str = ""  # "requests" | "tokens" when refused by a rate limit
+    shed: bool = False
+    breaker_rejected: bool = False
+
+    @property
+    def output_tokens(self) -> int:
+        """Tokens generated over all outputs."""
+        return sum(o.output_tokens for o in self.outputs)
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Prompt tokens over all outputs."""
+        return sum(o.prompt_tokens for o in self.outputs)
+
+    @property
+    def time_per_output_token_s(self) -> float | None:
+        """Upstream time per generated token (None when nothing was generated)."""
+        tokens = max((o.output_tokens for o in self.outputs), default=0)
+        # rows of one request decode side by side in one batch: divide by the longest output
+        return self.upstream_s / tokens if tokens > 0 else None
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One finished request: its stats plus the texts (the sink decides what to keep and redact)."""
+
+    stats: RequestStats
+    prompts: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
+    params: dict[str, Any] = field(default_factory=dict)
+    timestamp: float = 0.0  # unix seconds at arrival
+
+
+@runtime_checkable
+class SampleSink(Protocol):
+    """Where samples go; `handle` runs on the gateway's loop, off the request path."""
+
+    async def handle(self, sample: Sample) -> None:
+        """Take one sample (may be slow; it never delays a response)."""
