@@ -1,0 +1,14 @@
+"""The default port of every component: one home, read by each component's settings, `up`, the
+generated Prometheus config and the compose file's test."""
+
+from __future__ import annotations
+
+MODELSERVER_GRPC = 8500  # TF Serving's own defaults
+MODELSERVER_REST = 8501
+GATEWAY = 8080
+EXPORTER = 9410
+SHIPPER = 9411
+ONCALL = 9095
+PROMETHEUS = 9090
+ALERTMANAGER = 9093
+ELASTICSEARCH = 9200
