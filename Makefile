@@ -51,6 +51,7 @@ test: venv debs
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 typecheck: venv
 	$(BIN)/mypy
