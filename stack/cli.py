@@ -1,7 +1,11 @@
 """The one `tokenpulse` entry point: thin subcommands over importable `run(settings)` functions.
 
 Each command module exposes `add_arguments(parser)` and `main(args) -> int`. Command modules must
-not import TensorFlow at import time, so `tokenpulse gateway --help` stays fast and light.
+not import TensorFlow at import time, so `tokenpulse gateway --help` stays fast and light. Only the
+chosen module is imported (by name, from COMMANDS); tests/test_layers.py holds these names to the
+import contract like any import. `tokenpulse bench` comes from the development tools (`devtools`,
+in a checkout, never in the wheel or the image): offered when they are importable, and when not,
+it says how to get them.
 """
 
 from __future__ import annotations
@@ -22,22 +26,29 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "up": ("stack.up", "start the whole local stack on this machine"),
     "dashboards": ("monitoring.mixin.dashboards.cli", "build Grafana dashboards; PNG previews"),
     "grafana": ("monitoring.grafana.cli", "push dashboards to Grafana; deployment annotations"),
-    "build": ("monitoring.build", "regenerate rules, Alertmanager and Prometheus files"),
+    "build": ("stack.build", "regenerate every generated file; --check: drift and metric names"),
     "oncall-receiver": ("monitoring.oncall.cli", "local Alertmanager webhook receiver"),
     "shipper": ("log_pipeline.commands.shipper", "ship spooled samples to SQLite/Elasticsearch"),
     "samples": ("log_pipeline.commands.samples", "search sampled generations; show one"),
     "es": ("log_pipeline.commands.es", "install Elasticsearch/Kibana assets for the samples"),
 }
 
-# `tokenpulse bench <name>` -> (module, one-line help)
-BENCHES: dict[str, tuple[str, str]] = {
-    "model": ("devtools.bench.model", "tokens/s, KV-cache scaling, FLOP/s vs keras_hub GPT-2"),
-    "batching": ("devtools.bench.batching", "model server with dynamic batching on vs off"),
-    "gateway": ("devtools.bench.gateway", "gateway overhead vs calling the model server"),
-    "exporter": ("devtools.bench.exporter", "exporter scrape latency and RSS"),
-    "pipeline": ("devtools.bench.pipeline", "shipper docs/s, delivery delay, sampling cost"),
-    "bodies": ("devtools.bench.bodies", "model server RSS and stalls around one large body"),
-}
+DEVTOOLS_BENCHES = "devtools.bench"  # the one name the stack layer looks up above itself
+NO_DEVTOOLS = (
+    "the benchmarks are development tools, which the wheel and the image leave out; run them "
+    "from a checkout: `make venv && .venv/bin/tokenpulse bench --help`"
+)
+
+
+def benches() -> dict[str, tuple[str, str]] | None:
+    """`tokenpulse bench <name>` -> (module, help), or None where devtools is not installed."""
+    try:
+        module = importlib.import_module(DEVTOOLS_BENCHES)
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("devtools", DEVTOOLS_BENCHES):
+            raise
+        return None
+    return dict(module.BENCHES)
 
 
 def _chosen(argv: list[str] | None, depth: int) -> str | None:
@@ -65,8 +76,13 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add(sub, COMMANDS, _chosen(argv, 0))
     bench = sub.add_parser("bench", help="benchmarks that print figures and ratios")
+    table = benches()
+    if table is None:
+        bench.set_defaults(_module=None)
+        bench.add_argument("bench", nargs="?", help=NO_DEVTOOLS)
+        return parser
     bench_sub = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
-    _add(bench_sub, BENCHES, _chosen(argv, 1) if _chosen(argv, 0) in (None, "bench") else "")
+    _add(bench_sub, table, _chosen(argv, 1) if _chosen(argv, 0) in (None, "bench") else "")
     return parser
 
 
@@ -78,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(argv)
     args = parser.parse_args(argv)
+    if args._module is None:
+        print(f"{parser.prog} bench: {NO_DEVTOOLS}", file=sys.stderr)
+        return 2
     try:
         return int(args._module.main(args) or 0)
     except SettingsError as exc:

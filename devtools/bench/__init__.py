@@ -1,1 +1,17 @@
-"""`tokenpulse bench <name>`: benchmarks that print figures and ratios, never run by the runtime."""
+"""`tokenpulse bench <name>`: benchmarks that print figures and ratios, never run by the runtime.
+
+The `tokenpulse` CLI (stack/cli.py) offers this table when `devtools` is importable, which is so
+in a checkout and not in the wheel or the image.
+"""
+
+from __future__ import annotations
+
+# `tokenpulse bench <name>` -> (module, one-line help)
+BENCHES: dict[str, tuple[str, str]] = {
+    "model": ("devtools.bench.model", "tokens/s, KV-cache scaling, FLOP/s vs keras_hub GPT-2"),
+    "batching": ("devtools.bench.batching", "model server with dynamic batching on vs off"),
+    "gateway": ("devtools.bench.gateway", "gateway overhead vs calling the model server"),
+    "exporter": ("devtools.bench.exporter", "exporter scrape latency and RSS"),
+    "pipeline": ("devtools.bench.pipeline", "shipper docs/s, delivery delay, sampling cost"),
+    "bodies": ("devtools.bench.bodies", "model server RSS and stalls around one large body"),
+}
