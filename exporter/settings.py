@@ -10,6 +10,8 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from exporter.registry import enabled_names
+from tokenpulse import ports
+from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME
 
 _LISTEN = re.compile(r"^(?P<host>\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.\-]*):(?P<port>\d{1,5})$")
 
@@ -21,19 +23,24 @@ class ExporterSettings(BaseSettings):
 
     # host:port; an empty host (":9410") listens on every interface, as in node_exporter.
     listen_address: str = Field(
-        "127.0.0.1:9410", description="host:port for /metrics; :9410 listens on every interface"
+        f"127.0.0.1:{ports.EXPORTER}",
+        description=f"host:port for /metrics; :{ports.EXPORTER} listens on every interface",
     )
     # Per-collector overrides of each collector's default, e.g. {"nvml": false}.
     collectors: dict[str, bool] = Field(
         default_factory=dict, description='per-collector overrides, e.g. {"nvml": false}'
     )
-    tfserving_url: str = Field("http://127.0.0.1:8501", description="TF Serving REST base URL")
+    tfserving_url: str = Field(
+        f"http://127.0.0.1:{ports.MODELSERVER_REST}", description="TF Serving REST base URL"
+    )
     # The same file TF Serving reads: model names, base paths (for golden files) and labels.
     model_config_file: Path | None = Field(
         None, description="TF Serving's --model_config_file: models, base paths, labels"
     )
     # Without a config file: the one model to watch and where its versions live.
-    model_name: str = Field("gen", description="without a config file: the model to watch")
+    model_name: str = Field(
+        DEFAULT_MODEL_NAME, description="without a config file: the model to watch"
+    )
     model_base_path: Path | None = Field(
         None, description="without a config file: the model's base path (golden files)"
     )
@@ -71,7 +78,10 @@ class ExporterSettings(BaseSettings):
     def _listen(cls, value: str) -> str:
         m = _LISTEN.match(value)
         if m is None or not 0 <= int(m["port"]) < 65536:
-            raise ValueError("listen address must be host:port (e.g. 127.0.0.1:9410 or :9410)")
+            raise ValueError(
+                "listen address must be host:port "
+                f"(e.g. 127.0.0.1:{ports.EXPORTER} or :{ports.EXPORTER})"
+            )
         return value
 
     @field_validator("tfserving_url")

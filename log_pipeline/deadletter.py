@@ -50,10 +50,3 @@ class DeadLetters:
             fh.write(lines)
             fh.flush()
             os.fsync(fh.fileno())
-
-
-def read_deadletters(path: Path) -> list[dict[str, object]]:
-    """Every entry (tests and operators)."""
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

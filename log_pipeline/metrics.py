@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from log_pipeline.redact import KINDS
+
 # why a sample was kept (a record may have several; the first that applies is counted)
 KEEP_REASONS = ("error", "slow", "low_quality", "canary", "head")
 # why a sample was not written
@@ -20,7 +22,7 @@ FAIL_REASONS = (
 )  # fmt: skip
 OUTPUTS = ("elasticsearch", "sqlite")
 # what redaction finds in sample texts
-REDACTION_KINDS = ("email", "phone", "card", "ipv4", "ipv6", "api_key", "bearer", "secret")
+REDACTION_KINDS = KINDS  # every kind the redactor labels
 
 STAGE_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 DELAY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)

@@ -16,6 +16,7 @@ from collections import Counter
 from typing import Any
 
 from tokenpulse.samples import OutputSignals, RequestStats, Sample
+from tokenpulse.tfserving.signature import FINISH_LENGTH
 
 MESSAGE = "generation sample"
 DATASET = "genai.samples"
@@ -46,12 +47,13 @@ def record_id(request_id: str, index: int) -> str:
     return hashlib.sha256(f"{request_id}/{index}".encode()).hexdigest()[:32]
 
 
-def _trace_id(request_id: str) -> str:
-    # ECS trace.id is 32 hex digits; the gateway's request id is the only trace it has
+def trace_id(request_id: str) -> str:
+    """ECS `trace.id` (32 hex digits): the gateway's request id is the only trace it has."""
     return hashlib.sha256(request_id.encode()).hexdigest()[:32]
 
 
-def _request_params(params: dict[str, Any]) -> dict[str, Any]:
+def request_params(params: dict[str, Any]) -> dict[str, Any]:
+    """The numeric request parameters a record keeps, under their `gen_ai.request` names."""
     out: dict[str, Any] = {}
     for name in _PARAMS:
         src = "max_new_tokens" if name == "max_tokens" and name not in params else name
@@ -61,29 +63,7 @@ def _request_params(params: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _timings(stats: RequestStats) -> dict[str, Any]:
-    return {
-        "queue_wait_s": round(stats.queue_wait_s, 6),
-        "upstream_s": round(stats.upstream_s, 6),
-        "total_s": round(stats.total_s, 6),
-        "time_per_output_token_s": round(stats.time_per_output_token_s or 0.0, 6),
-    }
-
-
-def _quality(out: OutputSignals | None) -> dict[str, Any]:
-    if out is None:
-        return {}
-    return {
-        "finish_reason": out.finish_reason,
-        "empty": out.empty,
-        "repetition_ratio": round(out.repetition_ratio, 6),
-        "mean_nll": round(out.mean_nll, 6),
-        "truncated": out.finish_reason == "length",
-        "truncated_prompt_tokens": out.truncated_prompt_tokens,
-    }
-
-
-def _rows(
+def record_rows(
     stats: RequestStats, prompts: list[str], outputs: list[str]
 ) -> list[tuple[OutputSignals | None, str, str]]:
     """(signals, prompt, output) per record: one per output, or one for a request without any."""
@@ -100,78 +80,10 @@ def _rows(
     ]
 
 
-def build_records(
-    sample: Sample,
-    prompts: list[str],
-    outputs: list[str],
-    reasons: tuple[str, ...],
-    head_rate: float,
-    redactions: Counter[str],
-) -> list[dict[str, Any]]:
-    """Records for one kept request; `prompts`/`outputs` are already redacted."""
-    stats = sample.stats
-    done_at = sample.timestamp + stats.total_s
-    records = []
-    for i, (signals, text_in, text_out) in enumerate(_rows(stats, prompts, outputs)):
-        failed = stats.status >= 400
-        gen_ai: dict[str, Any] = {
-            "operation": {"name": OPERATION},
-            "provider": {"name": PROVIDER},
-            "request": {"model": stats.model, **_request_params(sample.params)},
-            "response": {
-                "id": stats.request_id,
-                "model": stats.model,
-                "finish_reasons": [signals.finish_reason] if signals else [],
-            },
-            "usage": {
-                "input_tokens": signals.prompt_tokens if signals else 0,
-                "output_tokens": signals.output_tokens if signals else 0,
-            },
-        }
-        rec: dict[str, Any] = {
-            "@timestamp": iso_utc(done_at),
-            "message": MESSAGE,
-            "event": {
-                "id": record_id(stats.request_id, i),
-                "kind": "event",
-                "dataset": DATASET,
-                "outcome": "failure" if failed else "success",
-                "duration": int(stats.total_s * 1e9),
-                "start": iso_utc(sample.timestamp),
-            },
-            "service": {"name": SERVICE},
-            "trace": {"id": _trace_id(stats.request_id)},
-            "gen_ai": gen_ai,
-            "genai_sample": {
-                "request_id": stats.request_id,
-                "index": i,
-                "route": stats.route,
-                "model": stats.model,
-                "version": stats.version,
-                "version_label": stats.version_label,
-                "key_id": stats.key_id,
-                "status": stats.status,
-                "prompt": {"text": text_in},
-                "output": {"text": text_out},
-                "timings": _timings(stats),
-                "quality": _quality(signals),
-                "sampling": {
-                    "reason": reasons[0],
-                    "reasons": list(reasons),
-                    "head_rate": head_rate,
-                },
-                "redaction": {"total": sum(redactions.values()), "kinds": dict(redactions)},
-            },
-        }
-        if failed:
-            rec["error"] = {"type": stats.error_code or f"http_{stats.status}"}
-        records.append(rec)
-    return records
-
-
 # --- the sink's hot path: the same records, written straight to JSON-lines bytes ---------------
-# `build_records` + `json.dumps` cost more than redaction on the gateway's writer thread; this
-# writes the identical bytes (a test holds the two together) from a template: the constant parts
+# building dicts + `json.dumps` (devtools.records.build_records, the readable reference) cost more
+# than redaction on the gateway's writer thread; this writes the identical bytes (a test holds the
+# two together) from a template: the constant parts
 # encoded once, the parts one deployment repeats cached, and no dict built on the way.
 _enc = json.encoder.encode_basestring  # the C escaper json.dumps uses with ensure_ascii=False
 # json.dumps with these arguments builds this very encoder on every call; build it once
@@ -250,11 +162,11 @@ def _redaction_json(redactions: Counter[str]) -> str:
 
 def _params_json(params: dict[str, Any]) -> str:
     """The request parameters as `,"name":value` pairs, the tail of `gen_ai.request`."""
-    return "".join([f',"{name}":{_j(value)}' for name, value in _request_params(params).items()])
+    return "".join([f',"{name}":{_j(value)}' for name, value in request_params(params).items()])
 
 
 def _timings_json(stats: RequestStats) -> str:
-    """`genai_sample.timings` as `_timings` gives it."""
+    """`genai_sample.timings`: the four durations, rounded to the microsecond."""
     per_token = stats.time_per_output_token_s or 0.0
     return (
         f'{{"queue_wait_s":{_r6(stats.queue_wait_s)},"upstream_s":{_r6(stats.upstream_s)},'
@@ -263,8 +175,7 @@ def _timings_json(stats: RequestStats) -> str:
 
 
 def _output_json(out: OutputSignals | None) -> tuple[str, str]:
-    """The finish reasons and usage that close `gen_ai`, and `genai_sample.quality`, as
-    `_quality` and `build_records` give them."""
+    """The finish reasons and usage that close `gen_ai`, and `genai_sample.quality`."""
     if out is None:
         return '"finish_reasons":[]},"usage":{"input_tokens":0,"output_tokens":0}}', "{}"
     reason = _j(out.finish_reason)
@@ -276,7 +187,7 @@ def _output_json(out: OutputSignals | None) -> tuple[str, str]:
     quality = (
         f'{{"finish_reason":{reason},"empty":{_j(out.empty)},'
         f'"repetition_ratio":{_r6(out.repetition_ratio)},"mean_nll":{_r6(out.mean_nll)},'
-        f'"truncated":{"true" if out.finish_reason == "length" else "false"},'
+        f'"truncated":{"true" if out.finish_reason == FINISH_LENGTH else "false"},'
         f'"truncated_prompt_tokens":{_j(out.truncated_prompt_tokens)}}}'
     )
     return usage, quality
@@ -290,7 +201,8 @@ def encode_records(
     head_rate: float,
     redactions: Counter[str],
 ) -> tuple[bytes, int]:
-    """The spool lines of `build_records(...)` (each JSON ending in a newline) and their count."""
+    """The spool lines of one kept request (each JSON ending in a newline) and their count;
+    `prompts`/`outputs` are already redacted."""
     stats = sample.stats
     rid, model = _j(stats.request_id), _j(stats.model)
     failed = stats.status >= 400
@@ -308,12 +220,12 @@ def encode_records(
         f'"duration":{_j(int(stats.total_s * 1e9))},"start":"{iso_utc(sample.timestamp)}"}}'
     )
     envelope = (
-        f'{_SERVICE}"{_trace_id(stats.request_id)}"}}{_GEN_AI}{model}{_params_json(sample.params)}}},'
+        f'{_SERVICE}"{trace_id(stats.request_id)}"}}{_GEN_AI}{model}{_params_json(sample.params)}}},'
         f'"response":{{"id":{rid},"model":{model},'
     )
     timings = _timings_json(stats)
     lines = []
-    for i, (signals, text_in, text_out) in enumerate(_rows(stats, prompts, outputs)):
+    for i, (signals, text_in, text_out) in enumerate(record_rows(stats, prompts, outputs)):
         usage, quality = _output_json(signals)
         lines.append(
             f'{head}"{record_id(stats.request_id, i)}"{event}{envelope}{usage},'

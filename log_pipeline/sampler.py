@@ -12,6 +12,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tokenpulse.samples import OutputSignals, RequestStats
+from tokenpulse.tfserving.signature import FINISH_LENGTH
 
 DEFAULT_RULES_FILE = Path(__file__).with_name("sampling.toml")
 
@@ -71,7 +72,7 @@ def low_quality(out: OutputSignals, rules: AlwaysKeep) -> bool:
         (rules.empty and out.empty)
         or (rules.repetition_ratio > 0 and out.repetition_ratio >= rules.repetition_ratio)
         or (rules.mean_nll > 0 and out.mean_nll > rules.mean_nll)
-        or (rules.truncated and out.finish_reason == "length")
+        or (rules.truncated and out.finish_reason == FINISH_LENGTH)
     )
 
 

@@ -10,8 +10,10 @@ from typing import Annotated
 from pydantic import AfterValidator, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from log_pipeline.assets import DEFAULT_STREAM
 from log_pipeline.sampler import DEFAULT_RULES_FILE
 from log_pipeline.spool import FsyncPolicy
+from tokenpulse import ports
 
 
 def _http_url(value: str) -> str:
@@ -117,14 +119,16 @@ class ShipperSettings(EsAuthSettings):
     es_url: HttpUrlText = Field(
         "", description="Elasticsearch URL (required with output elasticsearch)"
     )
-    es_data_stream: str = Field("genai-samples-default", description="data stream to write")
+    es_data_stream: str = Field(DEFAULT_STREAM, description="data stream to write")
     es_timeout_s: float = Field(30.0, gt=0, description="per-request timeout")
     batch_records: int = Field(1000, ge=1, description="records per delivery request")
     poll_interval_s: float = Field(0.2, gt=0, description="idle wait before looking for new lines")
     backoff_initial_s: float = Field(0.5, gt=0, description="first retry delay")
     backoff_max_s: float = Field(30.0, gt=0, description="retry delay cap")
     metrics_host: str = Field("127.0.0.1", description="address of /metrics")
-    metrics_port: int = Field(9464, ge=0, le=65535, description="port of /metrics (0: any free)")
+    metrics_port: int = Field(
+        ports.SHIPPER, ge=0, le=65535, description="port of /metrics (0: any free)"
+    )
     log_level: str = Field("INFO", description="log level")
 
     @field_validator("outputs")
@@ -154,7 +158,7 @@ class EsSetupSettings(EsAuthSettings):
     es_url: HttpUrlText = Field(description="Elasticsearch URL")
     kibana_url: HttpUrlText = Field("", description="Kibana URL (empty: skip the saved objects)")
     kibana_api_key: str = Field("", description="Kibana API key (default: the ES sign-in)")
-    data_stream: str = Field("genai-samples-default", description="data stream to create")
+    data_stream: str = Field(DEFAULT_STREAM, description="data stream to create")
     timeout_s: float = Field(30.0, gt=0, description="per-request timeout")
 
 

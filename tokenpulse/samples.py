@@ -19,7 +19,7 @@ class OutputSignals:
 
     prompt_tokens: int
     output_tokens: int
-    finish_reason: str  # "stop" | "length"
+    finish_reason: str  # tfserving.signature.FINISH_STOP | FINISH_LENGTH
     empty: bool
     repetition_ratio: float  # share of repeated n-grams, 0..1
     mean_nll: float

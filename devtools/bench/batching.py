@@ -22,6 +22,7 @@ from typing import Any
 from devtools.bench.harness import add_model_arguments, latency_ms, progress
 from stack.launch import running_modelserver
 from tokenpulse.tfserving.predict import parse_predictions, predict_path, row_request
+from tokenpulse.tfserving.signature import SIGNATURE_NAME
 
 PROMPTS = [
     "The service was",
@@ -195,7 +196,7 @@ class InProcess:
 
         path = args.model_base_path / str(list_versions(args.model_base_path)[-1])
         self._tf = tf
-        self._fn = tf.saved_model.load(str(path)).signatures["serving_default"]
+        self._fn = tf.saved_model.load(str(path)).signatures[SIGNATURE_NAME]
         self._args = args
 
     def call_s(self, i: int) -> float:

@@ -21,10 +21,11 @@ from typing import Any
 
 from devtools.bench.harness import cpu_seconds, latency_ms, rss_bytes
 from stack.launch import ExporterProcess, LaunchError, running_exporter
+from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME, GOLDEN_FILE
 
 P99_TARGET_S = 0.020
 RSS_TARGET_BYTES = 80 * 1024 * 1024
-_CANARY_READY = 'tokenpulse_canary_match{model="gen",version="2"} 1.0'
+_CANARY_READY = f'tokenpulse_canary_match{{model="{DEFAULT_MODEL_NAME}",version="2"}} 1.0'
 _BASELINE_READY = "tokenpulse_exporter_build_info"
 _DURATION = re.compile(
     r'^tokenpulse_exporter_collector_duration_seconds\{collector="(\w+)"\} (\S+)$', re.M
@@ -69,15 +70,15 @@ _PROMPTS = {"The sky is": " blue and wide", "Once upon a time": " there was a mo
 
 def _setup_models(tmp: Path) -> tuple[Path, dict[str, tuple[str, float]]]:
     """A models.config with one model, two versions, labels, and each version's golden file."""
-    base = tmp / "gen"
+    base = tmp / DEFAULT_MODEL_NAME
     for version in (1, 2):
-        golden = base / str(version) / "assets.extra" / "golden_canary.json"
+        golden = base / str(version) / GOLDEN_FILE
         golden.parent.mkdir(parents=True)
         rows = [{"prompt": p, "text": t, "mean_nll": 1.0} for p, t in _PROMPTS.items()]
         golden.write_text(json.dumps({"max_new_tokens": 8, "prompts": rows}))
     config = tmp / "models.config"
     config.write_text(
-        f"model_config_list {{ config {{ name: 'gen' base_path: '{base}' "
+        f"model_config_list {{ config {{ name: '{DEFAULT_MODEL_NAME}' base_path: '{base}' "
         "version_labels { key: 'stable' value: 1 } version_labels { key: 'canary' value: 2 } } }\n"
     )
     return config, {p: (t, 1.0) for p, t in _PROMPTS.items()}
@@ -178,9 +179,9 @@ def main(args: argparse.Namespace) -> int:
     backend, described = _pick_backend(args.backend)
     with tempfile.TemporaryDirectory(prefix="tp-bench-exporter-") as tmp, TfServingStandin() as tfs:
         config, answers = _setup_models(Path(tmp))
-        tfs.state.versions["gen"] = {1: "AVAILABLE", 2: "AVAILABLE"}
-        tfs.state.answers[("gen", 1)] = answers
-        tfs.state.answers[("gen", 2)] = answers
+        tfs.state.versions[DEFAULT_MODEL_NAME] = {1: "AVAILABLE", 2: "AVAILABLE"}
+        tfs.state.answers[(DEFAULT_MODEL_NAME, 1)] = answers
+        tfs.state.answers[(DEFAULT_MODEL_NAME, 2)] = answers
         common = ["--log.level", "WARNING"]
         full_args = [
             *common,

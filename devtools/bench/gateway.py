@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from devtools.bench.harness import cpu_split, percentile, pin, rss_bytes
+from devtools.bench.harness import DEFAULT_MODEL_BASE, cpu_split, percentile, pin, rss_bytes
 from stack.launch import (
     LaunchError,
     available_versions,
@@ -31,7 +31,7 @@ from stack.launch import (
 )
 from tokenpulse import paths
 from tokenpulse.tfserving.predict import predict_path, row_request
-from tokenpulse.tfserving.signature import SIGNATURE_NAME, default_row
+from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME, SIGNATURE_NAME, default_row
 
 CONFIG_DIR = paths.SERVING_CONFIG
 PROMPTS = ["The service was", "Once upon a time", "Monitoring tells us", "A model server"]
@@ -40,8 +40,8 @@ PROMPTS = ["The service was", "Once upon a time", "Monitoring tells us", "A mode
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Bench options."""
     parser.add_argument("--upstream", help="model server REST URL (default: start one)")
-    parser.add_argument("--model-base-path", type=Path, default=Path("models/gen"))
-    parser.add_argument("--model-name", default="gen")
+    parser.add_argument("--model-base-path", type=Path, default=DEFAULT_MODEL_BASE)
+    parser.add_argument("--model-name", default=DEFAULT_MODEL_NAME)
     parser.add_argument("--requests", type=int, default=200, help="pairs at concurrency 1")
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--throughput-requests", type=int, default=600, help="per phase")

@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from tokenpulse import paths
+from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME
 
 DEFAULT_BATCHING = paths.BATCHING_PARAMETERS
+DEFAULT_MODEL_BASE = Path("models") / DEFAULT_MODEL_NAME  # where `make model` writes
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,10 +29,10 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model-base-path",
         type=Path,
-        default=Path("models/gen"),
-        help="base path with numeric version dirs (default models/gen)",
+        default=DEFAULT_MODEL_BASE,
+        help=f"base path with numeric version dirs (default {DEFAULT_MODEL_BASE})",
     )
-    parser.add_argument("--model-name", default="gen")
+    parser.add_argument("--model-name", default=DEFAULT_MODEL_NAME)
     parser.add_argument("--batching-parameters-file", type=Path, default=DEFAULT_BATCHING)
 
 

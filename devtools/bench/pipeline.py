@@ -40,6 +40,7 @@ from typing import Any
 
 from devtools.bench.harness import cpu_seconds, progress
 from tokenpulse.procs import child_pids, free_port, stop_process
+from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME, FINISH_STOP
 
 DOCS_TARGET = 10_000.0
 RATIO_TARGET = 0.97
@@ -132,7 +133,7 @@ def _shipped(port: int, output: str) -> float:
 def _fill_spool(spool: Path, n: int) -> tuple[float, int]:
     """Write `n` kept records through the real sink; records per CPU-second of that work, and
     how many records the spool holds."""
-    from log_pipeline.corpus import pii_corpus
+    from devtools.corpus import pii_corpus
     from log_pipeline.sampler import SamplingRules
     from log_pipeline.settings import SinkSettings
     from log_pipeline.writer import SampleWriter
@@ -146,10 +147,11 @@ def _fill_spool(spool: Path, n: int) -> tuple[float, int]:
     now = time.time()
     start = time.thread_time()  # this thread's CPU: the sink's work, not the box's load
     batch: list[Sample] = []
+    signals = OutputSignals(40, 16, FINISH_STOP, False, 0.1, 2.0)  # frozen: one for every request
     for i in range(n):
-        stats = RequestStats(request_id=f"bench-{i}", route="generate", model="gen", version="1",
-                             key_id="bench", total_s=0.05, upstream_s=0.04,
-                             outputs=[OutputSignals(40, 16, "stop", False, 0.1, 2.0)])  # fmt: skip
+        stats = RequestStats(request_id=f"bench-{i}", route="generate", model=DEFAULT_MODEL_NAME,
+                             version="1", key_id="bench", total_s=0.05, upstream_s=0.04,
+                             outputs=[signals])  # fmt: skip
         batch.append(Sample(stats, (texts[i % 500],), (texts[(i * 7) % 500][:120],),
                             {"max_new_tokens": 16}, now))  # fmt: skip
         if len(batch) == 512 or i == n - 1:  # in batches, as the sink's writer process writes

@@ -30,10 +30,11 @@ from typing import Any
 from aiohttp import web
 
 from devtools.standins.background import BackgroundServer, BackgroundStandin
+from devtools.tfserving_protocol import status_document
 from tokenpulse.tfserving.errors import error_body
 from tokenpulse.tfserving.predict import DEFAULT_SIGNATURE
-from tokenpulse.tfserving.signature import INPUTS
-from tokenpulse.tfserving.status import VersionStatus, status_document
+from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME, FINISH_LENGTH, INPUTS
+from tokenpulse.tfserving.status import VersionStatus
 
 _PREDICT = re.compile(r"^/v1/models/([^/:]+)(?:/versions/(\d+)|/labels/([^/:]+))?:predict$")
 
@@ -43,7 +44,9 @@ class StandinState:
     """What the stand-in serves and how it misbehaves; tests mutate it while it runs."""
 
     # model -> version -> state (START, LOADING, AVAILABLE, UNLOADING, END)
-    versions: dict[str, dict[int, str]] = field(default_factory=lambda: {"gen": {1: "AVAILABLE"}})
+    versions: dict[str, dict[int, str]] = field(
+        default_factory=lambda: {DEFAULT_MODEL_NAME: {1: "AVAILABLE"}}
+    )
     # model -> label -> version
     labels: dict[str, dict[str, int]] = field(default_factory=dict)
     # (model, version) -> (error_code, error_message) in the status of that version
@@ -55,7 +58,7 @@ class StandinState:
     delay_s: float = 0.0  # before answering a predict
     fail_status: int | None = None  # answer every predict with this HTTP status
     text: str = "hello world"  # the default answer is f"{text} (v{version})"
-    finish_reason: str = "length"
+    finish_reason: str = FINISH_LENGTH
     mean_nll: float = 1.5
     output_tokens: int | None = None  # None: the row's max_new_tokens (else the text's length)
 

@@ -20,6 +20,7 @@ from tokenpulse.tfserving.errors import (
     error_message,
 )
 from tokenpulse.tfserving.predict import parse_predictions, predict_path, row_request
+from tokenpulse.tfserving.signature import SIGNATURE_NAME
 from tokenpulse.tfserving.status import VersionStatus, parse_model_status, status_path
 
 
@@ -44,7 +45,7 @@ class TfServingClient:
         self, model: str, version: int, rows: list[dict[str, Any]], timeout_s: float
     ) -> list[dict[str, Any]]:
         """Row-format predict on one exact version; one prediction object per row."""
-        body = row_request(rows, "serving_default")
+        body = row_request(rows, SIGNATURE_NAME)
         doc = self._call("POST", predict_path(_quote(model), version), body, timeout_s)
         return parse_predictions(doc, len(rows))
 

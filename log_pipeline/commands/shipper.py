@@ -2,7 +2,7 @@
 
 Flags map 1:1 onto ShipperSettings (also TOKENPULSE_SHIPPER_* env vars), e.g.
     tokenpulse shipper --spool-dir run/spool --outputs sqlite elasticsearch \\
-        --es-url http://127.0.0.1:9200 --metrics-port 9464
+        --es-url http://127.0.0.1:9200 --metrics-port 9411
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from tokenpulse.samples import RequestStats
+from tokenpulse.tfserving.signature import FINISH_LENGTH, FINISH_STOP
 
 LATENCY_BUCKETS = (
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0,
@@ -32,7 +33,7 @@ REQ = ("model", "version", "route", "code")
 OUT = ("model", "version", "route")
 PFX = "tokenpulse_gateway_"
 CONNECTION_REJECT_REASONS = ("header_timeout", "max_connections")
-FINISH_REASONS = ("stop", "length")
+FINISH_REASONS = (FINISH_STOP, FINISH_LENGTH)
 UNKNOWN = "__unknown__"
 
 

@@ -39,6 +39,7 @@ from serving.gateway.upstream import (
     UpstreamUnreachable,
 )
 from tokenpulse.samples import RequestStats
+from tokenpulse.tfserving.signature import FINISH_STOP
 
 
 @dataclasses.dataclass
@@ -168,7 +169,7 @@ class Pipeline:
             text, stopped = apply_stop(pred.text, job.stop) if job.stop else (pred.text, False)
             sig = signals_for(pred, text)
             if stopped:
-                sig = dataclasses.replace(sig, finish_reason="stop")
+                sig = dataclasses.replace(sig, finish_reason=FINISH_STOP)
             stats.outputs.append(sig)
             texts.append(text)
         return texts

@@ -7,6 +7,7 @@ from pathlib import Path
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from tokenpulse import ports
 from tokenpulse.logging import LogLevel
 from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME
 
@@ -17,8 +18,10 @@ class GatewaySettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TOKENPULSE_GATEWAY_", extra="forbid")
 
     host: str = Field("127.0.0.1", description="address to bind")
-    port: int = Field(8080, ge=0, le=65535, description="port of the public API")
-    upstream_url: str = Field("http://127.0.0.1:8501", description="TF Serving's REST base URL")
+    port: int = Field(ports.GATEWAY, ge=0, le=65535, description="port of the public API")
+    upstream_url: str = Field(
+        f"http://127.0.0.1:{ports.MODELSERVER_REST}", description="TF Serving's REST base URL"
+    )
     keys_file: Path = Field(description="hashed API keys file (`tokenpulse gateway keys add`)")
     keys_poll_interval_s: float = Field(
         0.5,

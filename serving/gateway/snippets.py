@@ -5,10 +5,14 @@ from __future__ import annotations
 import json
 import shlex
 
+from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME
+
 DEFAULT_PROMPT = "Once upon a time"
 
 
-def curl_snippet(url: str, key: str, model: str = "gen", prompt: str = DEFAULT_PROMPT) -> str:
+def curl_snippet(
+    url: str, key: str, model: str = DEFAULT_MODEL_NAME, prompt: str = DEFAULT_PROMPT
+) -> str:
     """A curl command calling the OpenAI-compatible endpoint."""
     body = json.dumps({"model": model, "prompt": prompt, "max_tokens": 32})
     return (
@@ -19,7 +23,9 @@ def curl_snippet(url: str, key: str, model: str = "gen", prompt: str = DEFAULT_P
     )
 
 
-def openai_snippet(url: str, key: str, model: str = "gen", prompt: str = DEFAULT_PROMPT) -> str:
+def openai_snippet(
+    url: str, key: str, model: str = DEFAULT_MODEL_NAME, prompt: str = DEFAULT_PROMPT
+) -> str:
     """A Python snippet using the `openai` SDK."""
     return (
         "from openai import OpenAI\n"

@@ -12,6 +12,7 @@ import tensorflow as tf
 from serving.model import sampling, tokenizer
 from serving.model.config import EOT_ID, ModelConfig
 from serving.model.transformer import GPT, NEG_INF
+from tokenpulse.tfserving.signature import FINISH_LENGTH, FINISH_STOP
 
 SERVING_SPECS = {
     "prompt": tf.TensorSpec([None], tf.string, name="prompt"),
@@ -146,7 +147,7 @@ class Generator(tf.Module):
         generated = tf.reshape(generated, [batch, steps])
         # Emitted tokens are contiguous from column 0: a row stops emitting once it is done.
         text = tokenizer.decode(generated, n_out)
-        finish = tf.where(stopped, tf.constant("stop"), tf.constant("length"))
+        finish = tf.where(stopped, tf.constant(FINISH_STOP), tf.constant(FINISH_LENGTH))
         seen = keep - tf.cast(dropped == 0, tf.int32)  # prompt bytes seen; BOS is not one
         mean_nll = tf.math.divide_no_nan(nll_sum, tf.cast(n_scored, tf.float32))
         return {

@@ -34,9 +34,4 @@ def decode(ids: tf.Tensor, lengths: tf.Tensor) -> tf.Tensor:
     return sanitize_utf8(tf.strings.reduce_join(pieces, axis=1))
 
 
-def encode_py(text: str) -> list[int]:
-    """The same encoding in plain Python, for building training data."""
-    return list(text.encode("utf-8", errors="replace"))
-
-
-__all__ = ["EOT_ID", "decode", "encode", "encode_py", "sanitize_utf8"]
+__all__ = ["EOT_ID", "decode", "encode", "sanitize_utf8"]

@@ -24,6 +24,7 @@ from serving.modelserver.protos import metadata_json, status_json
 from serving.modelserver.status import HTTP_STATUS, ServingError, invalid_argument
 from serving.modelserver.tensors import error_json, outputs_to_json, parse_predict_body
 from tokenpulse.logging import get_logger
+from tokenpulse.tfserving.predict import DEFAULT_SIGNATURE
 
 PREDICT_RE = re.compile(
     r"(?i)/v1/models/([^/:]+)(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?:"
@@ -222,7 +223,7 @@ def _check_version_and_label(version: int | None, label: str | None) -> None:
 
 
 def _input_dtypes(servable: Any, signature: str) -> dict[str, int]:
-    key = signature or "serving_default"
+    key = signature or DEFAULT_SIGNATURE
     if key not in servable.signatures:
         raise invalid_argument(f'Serving signature name: "{key}" not found in signature def')
     return dict(servable.signatures[key].inputs)

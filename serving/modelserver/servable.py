@@ -14,10 +14,8 @@ import numpy as np
 from serving.modelserver.metrics import ServingMetrics
 from serving.modelserver.status import ServingError, failed_precondition, invalid_argument
 from serving.modelserver.tensors import dtype_name
-
-DEFAULT_SIGNATURE = "serving_default"
-WARMUP_FILE = Path("assets.extra") / "tf_serving_warmup_requests"
-MAX_WARMUP_RECORDS = 1000
+from tokenpulse.tfserving.predict import DEFAULT_SIGNATURE
+from tokenpulse.tfserving.signature import MAX_WARMUP_RECORDS, WARMUP_FILE
 
 
 class LoadError(Exception):

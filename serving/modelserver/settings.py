@@ -7,6 +7,7 @@ from pathlib import Path
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from tokenpulse import ports
 from tokenpulse.logging import LogLevel
 
 
@@ -20,9 +21,12 @@ class ModelServerSettings(BaseSettings):
         protected_namespaces=(),
     )
 
-    port: int = Field(8500, ge=0, le=65535, description="gRPC port")
+    port: int = Field(ports.MODELSERVER_GRPC, ge=0, le=65535, description="gRPC port")
     rest_api_port: int = Field(
-        8501, ge=0, le=65535, description="REST port; 0 disables REST and the metrics page"
+        ports.MODELSERVER_REST,
+        ge=0,
+        le=65535,
+        description="REST port; 0 disables REST and the metrics page",
     )
     host: str = Field("127.0.0.1", description="address both servers bind to")
     rest_api_timeout_in_ms: int = Field(30000, ge=0, description="REST request deadline in ms")

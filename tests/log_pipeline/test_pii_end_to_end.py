@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from devtools.corpus import clean_corpus, pii_corpus
 from devtools.standins.es import EsStandin
-from log_pipeline.corpus import clean_corpus, pii_corpus
 from log_pipeline.spool import list_segments
 from tests.log_pipeline.conftest import make_sample, write_samples
 from tests.log_pipeline.support import STREAM, shipped, shipper_settings, shipping, wait_until

@@ -8,9 +8,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from devtools.records import build_records
 from log_pipeline import assets
 from log_pipeline.reader import parse_line
-from log_pipeline.record import build_records, encode_records, record_id
+from log_pipeline.record import encode_records, record_id
 from tests.log_pipeline.conftest import make_sample
 from tokenpulse.samples import OutputSignals, Sample
 

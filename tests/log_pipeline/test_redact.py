@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from log_pipeline.corpus import PII_KINDS, clean_corpus, pii_corpus
+from devtools.corpus import PII_KINDS, clean_corpus, pii_corpus
 from log_pipeline.metrics import REDACTION_KINDS
 from log_pipeline.redact import KINDS, luhn_ok, redact
 

@@ -6,9 +6,10 @@ import json
 import threading
 from pathlib import Path
 
+from devtools.records import read_deadletters
 from devtools.standins.es import EsStandin
 from log_pipeline.checkpoint import checkpoint_path, load_checkpoint
-from log_pipeline.deadletter import deadletter_path, read_deadletters
+from log_pipeline.deadletter import deadletter_path
 from log_pipeline.record import record_id
 from log_pipeline.spool import list_segments
 from tests.log_pipeline.conftest import make_sample, write_samples

@@ -34,14 +34,6 @@ def row_request(rows: list[dict[str, Any]], signature_name: str | None = None) -
     return body
 
 
-def columnar_request(inputs: dict[str, Any], signature_name: str | None = None) -> dict[str, Any]:
-    """A columnar predict body."""
-    body: dict[str, Any] = {"inputs": inputs}
-    if signature_name is not None:
-        body = {"signature_name": signature_name, **body}
-    return body
-
-
 def b64(raw: bytes) -> dict[str, str]:
     """A binary string in TF Serving's JSON: `{"b64": "<base64>"}`."""
     return {"b64": base64.b64encode(raw).decode("ascii")}
@@ -79,15 +71,3 @@ def parse_predictions(doc: object, rows: int) -> list[dict[str, Any]]:
     if not all(isinstance(p, dict) for p in preds):
         raise TfServingBadResponse("prediction row is not an object")
     return preds
-
-
-def parse_outputs(doc: object) -> dict[str, Any]:
-    """The `outputs` of a columnar answer, always as a name -> value map.
-
-    With a single output TF Serving writes the value itself, not a map; it comes back as
-    `{"": value}`.
-    """
-    if not isinstance(doc, dict) or "outputs" not in doc:
-        raise TfServingBadResponse("predict response has no outputs")
-    outputs = doc["outputs"]
-    return outputs if isinstance(outputs, dict) and not is_b64(outputs) else {"": outputs}

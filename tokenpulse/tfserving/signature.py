@@ -6,7 +6,9 @@ leading batch dimension, because TF Serving's batcher concatenates requests alon
 
 from __future__ import annotations
 
-SIGNATURE_NAME = "serving_default"
+from tokenpulse.tfserving.predict import DEFAULT_SIGNATURE
+
+SIGNATURE_NAME = DEFAULT_SIGNATURE  # TF Serving's default key: a request may leave it out
 DEFAULT_MODEL_NAME = "gen"
 
 # input name -> (TF dtype name, REST JSON python type)
@@ -23,7 +25,7 @@ OUTPUTS: dict[str, str] = {
     "text": "string",  # the continuation only, valid UTF-8
     "prompt_tokens": "int32",  # prompt tokens the model saw (after keeping the window's end)
     "output_tokens": "int32",  # tokens in `text` (the end-of-text token is not counted)
-    "finish_reason": "string",  # "stop" (end-of-text emitted) or "length"
+    "finish_reason": "string",  # FINISH_STOP (end-of-text emitted) or FINISH_LENGTH
     "mean_nll": "float32",  # mean negative log-likelihood per generated token, >= 0
     "truncated_prompt_tokens": "int32",  # prompt tokens dropped from the start to fit the window
 }

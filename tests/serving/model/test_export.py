@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 from tensorflow_serving.apis import prediction_log_pb2
 
-from serving.model import opcheck
+from devtools import opcheck
 from serving.model.config import get_preset
 from serving.model.export import CANARY_PROMPTS, ExportError, export_version, write_warmup
 from serving.model.transformer import GPT

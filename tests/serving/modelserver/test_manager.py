@@ -11,9 +11,10 @@ from google.protobuf import text_format
 from serving.modelserver.manager import ModelManager, aspired_versions, list_versions
 from serving.modelserver.metrics import ServingMetrics
 from serving.modelserver.predict import Predictor
-from serving.modelserver.servable import WARMUP_FILE, read_warmup_records
+from serving.modelserver.servable import read_warmup_records
 from serving.modelserver.status import ServingError
 from tests.support.models import install_version
+from tokenpulse.tfserving.signature import WARMUP_FILE
 
 
 def policy(text: str):  # type: ignore[no-untyped-def]

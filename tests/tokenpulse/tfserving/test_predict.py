@@ -7,11 +7,9 @@ import pytest
 from tokenpulse.tfserving.errors import TfServingBadResponse
 from tokenpulse.tfserving.predict import (
     b64,
-    columnar_request,
     decode_bytes,
     decode_text,
     is_b64,
-    parse_outputs,
     parse_predictions,
     predict_path,
     row_request,
@@ -23,7 +21,6 @@ def test_requests_and_paths() -> None:
         "signature_name": "serving_default",
         "instances": [{"x": 1}],
     }
-    assert columnar_request({"x": [1]}) == {"inputs": {"x": [1]}}
     assert predict_path("gen", 3) == "/v1/models/gen/versions/3:predict"
     assert predict_path("gen", label="stable") == "/v1/models/gen/labels/stable:predict"
     with pytest.raises(ValueError):
@@ -43,13 +40,9 @@ def test_b64_round_trip_and_text_decoding() -> None:
         decode_text(3)
 
 
-def test_predictions_and_outputs() -> None:
+def test_predictions() -> None:
     assert parse_predictions({"predictions": [{"text": "a"}]}, 1) == [{"text": "a"}]
     bads: list[object] = [{"predictions": []}, {"outputs": {}}, {"predictions": ["x"]}, None]
     for bad in bads:
         with pytest.raises(TfServingBadResponse):
             parse_predictions(bad, 1)
-    assert parse_outputs({"outputs": {"text": ["a"]}}) == {"text": ["a"]}
-    assert parse_outputs({"outputs": [1, 2]}) == {"": [1, 2]}
-    with pytest.raises(TfServingBadResponse):
-        parse_outputs({"predictions": []})
