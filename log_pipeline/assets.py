@@ -1,7 +1,7 @@
 """Elasticsearch and Kibana assets for the samples data stream, built here and committed as files.
 
-`python -m log_pipeline.assets` rewrites `log_pipeline/assets/`; a test fails when the committed
-files drift from this module. `tokenpulse es setup` installs them.
+`tokenpulse build` rewrites `log_pipeline/assets/` from `files()`, and `tokenpulse build --check`
+fails when the committed files drift from this module. `tokenpulse es setup` installs them.
 """
 
 from __future__ import annotations
@@ -211,14 +211,3 @@ def files() -> dict[str, str]:
         "index-template.json": dump(index_template()),
         "kibana.ndjson": ndjson(kibana_objects()),
     }
-
-
-def write(directory: Path = ASSETS_DIR) -> None:
-    """Regenerate the committed files."""
-    directory.mkdir(exist_ok=True)
-    for name, content in files().items():
-        (directory / name).write_text(content)
-
-
-if __name__ == "__main__":
-    write()

@@ -7,48 +7,10 @@ with no AVAILABLE version) explains, which Alertmanager then inhibits.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
 from monitoring.mixin import config as c
+from monitoring.mixin.health import health_alerts
+from monitoring.mixin.model import GATEWAY_PREFIX, Alert, baseline, quality_current, sli_name
 from monitoring.mixin.promql import Timing, number, sel
-from monitoring.mixin.rules import baseline, quality_current, sli_name
-
-GW = "tokenpulse_gateway_"
-
-
-@dataclass(frozen=True)
-class Alert:
-    """One alerting rule before rendering."""
-
-    name: str  # after the TokenPulse prefix; starts with the component
-    expr: str
-    for_: str  # uncompressed; the compressed rule set divides it
-    severity: str  # critical pages, warning goes to chat/tickets, info notifies nobody
-    summary: str
-    description: str
-    symptom: bool = False
-    labels: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def alertname(self) -> str:
-        """The full alert name."""
-        return c.ALERT_PREFIX + self.name
-
-    def rule(self, t: Timing) -> dict[str, Any]:
-        """The rule as it goes into the YAML file."""
-        return {
-            "alert": self.alertname,
-            "expr": self.expr,
-            "for": t(self.for_),
-            "labels": {"severity": self.severity, **self.labels},
-            "annotations": {
-                "summary": self.summary,
-                "description": self.description,
-                "runbook_url": c.RUNBOOK_URL_PATTERN.format(alertname=self.alertname),
-            },
-        }
-
 
 SLO_NAMES = {
     "availability": ("GatewayAvailabilityBudgetBurn", "answering with server errors"),
@@ -59,7 +21,8 @@ SLO_NAMES = {
 
 def _traffic(window: str, metric: str = "requests_total") -> str:
     """The minimum-traffic guard: the model had requests in the window."""
-    return f"sum by (model) (rate({GW}{metric}{sel('gateway')}[{window}])) > {c.MIN_REQUEST_RATE}"
+    rate = f"rate({GATEWAY_PREFIX}{metric}{sel('gateway')}[{window}])"
+    return f"sum by (model) ({rate}) > {c.MIN_REQUEST_RATE}"
 
 
 def slo_alerts(t: Timing) -> list[Alert]:
@@ -197,7 +160,7 @@ def canary_alerts() -> list[Alert]:
 
 def batching_alerts(t: Timing) -> list[Alert]:
     """TF Serving's batcher: batches of about one while requests queue; slow batch queue."""
-    queued = f"avg_over_time({GW}queued_requests{sel('gateway')}[{t(c.BATCH_WINDOW)}])"
+    queued = f"avg_over_time({GATEWAY_PREFIX}queued_requests{sel('gateway')}[{t(c.BATCH_WINDOW)}])"
     return [
         Alert(
             "TfServingBatchingIneffective",
@@ -223,8 +186,6 @@ def batching_alerts(t: Timing) -> list[Alert]:
 
 def all_alerts(t: Timing) -> list[Alert]:
     """Every alert, in file order."""
-    from monitoring.mixin.health import health_alerts
-
     return [
         *slo_alerts(t),
         *quality_alerts(t),
@@ -232,16 +193,3 @@ def all_alerts(t: Timing) -> list[Alert]:
         *batching_alerts(t),
         *health_alerts(t),
     ]
-
-
-def alert_groups(t: Timing) -> list[dict[str, Any]]:
-    """Alerting-rule groups, one per component prefix."""
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for alert in all_alerts(t):
-        component = next(p for p in COMPONENTS if alert.name.startswith(p))
-        groups.setdefault(component, []).append(alert.rule(t))
-    return [{"name": f"tokenpulse-{k.lower()}.alerts", "rules": v} for k, v in groups.items()]
-
-
-# Component prefixes an alert name may start with (after TokenPulse), in group order.
-COMPONENTS = ("Gateway", "Quality", "Canary", "TfServing", "Exporter", "Gpu", "Shipper", "Pipeline")

@@ -1,6 +1,6 @@
 """The one mixin config: every threshold, window and name the rules, routes and dashboards use.
 
-Data only. Change behaviour here, run `tokenpulse build monitoring`, commit the regenerated files;
+Data only. Change behaviour here, run `tokenpulse build`, commit the regenerated files;
 never edit the generated YAML by hand (a test fails when it drifts from this module).
 Durations are Prometheus duration strings ("5m", "1h", "3d").
 """

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from monitoring.mixin import config as c
-from monitoring.mixin.alerts import Alert
+from monitoring.mixin.model import Alert
 from monitoring.mixin.promql import Timing, number, sel
 
 

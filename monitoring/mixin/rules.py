@@ -1,4 +1,4 @@
-"""Recording rules (`level:metric:operations`) and the rule files, from the mixin config.
+"""Recording rules (`level:metric:operations`) from the mixin config.
 
 TF Serving's histograms are in microseconds with colon names and no version label; they become
 per-model seconds. Availability comes from the gateway (TF Serving's request_count also counts the
@@ -11,29 +11,21 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
-
 from monitoring.mixin import config
-from monitoring.mixin.promql import COMPRESSED, NORMAL, Timing, sel
+from monitoring.mixin.model import (
+    GATEWAY_PREFIX,
+    TFSERVING_PREFIX,
+    Rule,
+    baseline,
+    quality_current,
+    sli_name,
+    slo_windows,
+)
+from monitoring.mixin.promql import Timing, sel
+from monitoring.mixin.slis import error_ratio, share
+from tokenpulse.tfserving.signature import FINISH_LENGTH
 
-Rule = dict[str, Any]
-TFS = ":tensorflow:serving:"
-GW = "tokenpulse_gateway_"
 BY_MODEL = "sum by (model)"
-
-
-def slo_windows() -> list[str]:
-    """Every window a burn-rate tier uses, shortest first."""
-    from monitoring.mixin.promql import seconds
-
-    names = {w for t in config.BURN_TIERS for w in (t.long, t.short)}
-    return sorted(names, key=seconds)
-
-
-def sli_name(slo: str, window: str) -> str:
-    """Recorded error ratio of one SLO over one (uncompressed) window."""
-    what = {"availability": "errors", "latency": "slow_requests", "tpot": "slow_tokens"}[slo]
-    return f"model:gateway_{what}:ratio_rate{window}"
 
 
 def _to_model(expr: str) -> str:
@@ -45,8 +37,8 @@ def tfserving_rules(t: Timing) -> list[Rule]:
     """Seconds-based per-model latency and the server-wide batching SLIs."""
     w = t("5m")
     predict = sel("modelserver", 'API="predict"')
-    lat = f"{TFS}request_latency"
-    b = f"{TFS}batching_session:"
+    lat = f"{TFSERVING_PREFIX}request_latency"
+    b = f"{TFSERVING_PREFIX}batching_session:"
     bw = t(config.BATCH_WINDOW)
     return [
         {
@@ -80,58 +72,18 @@ def tfserving_rules(t: Timing) -> list[Rule]:
     ]
 
 
-def _ratio(bad: str, total: str) -> str:
-    # `or ... * 0`: a model with traffic and no bad events records 0, not nothing
-    return f"({BY_MODEL} ({bad}) or {BY_MODEL} ({total}) * 0) / {BY_MODEL} ({total})"
-
-
 def sli_rules(t: Timing) -> list[Rule]:
     """Error ratios of every SLO over every burn-rate window, per model, labelled `window`."""
-    g = sel("gateway")
-    ok = sel("gateway", 'code=~"2.."')
-    bad = sel("gateway", f'code=~"{config.ERROR_CODES}"')
-    by_slo = {s.name: s for s in config.SLOS}
-    rules: list[Rule] = []
-    for window in slo_windows():
-        w = t(window)
-        req = f"rate({GW}requests_total{g}[{w}])"
-        err = f"rate({GW}requests_total{bad}[{w}])"
-        dur = f"{GW}request_duration_seconds"
-        tpot = f"{GW}time_per_output_token_seconds"
-        lat_le = by_slo["latency"].threshold_le
-        tpot_le = by_slo["tpot"].threshold_le
-        exprs = {
-            "availability": _ratio(err, req),
-            "latency": f'1 - {BY_MODEL} (rate({dur}_bucket{{{ok[1:-1]},le="{lat_le}"}}[{w}]))'
-            f" / {BY_MODEL} (rate({dur}_count{ok}[{w}]))",
-            "tpot": f'1 - {BY_MODEL} (rate({tpot}_bucket{{{g[1:-1]},le="{tpot_le}"}}[{w}]))'
-            f" / {BY_MODEL} (rate({tpot}_count{g}[{w}]))",
+    job = config.JOBS.selector("gateway")
+    return [
+        {
+            "record": sli_name(slo.name, window),
+            "expr": error_ratio(slo, t(window), job),
+            "labels": {"window": window},
         }
-        for slo in config.SLOS:
-            rules.append(
-                {
-                    "record": sli_name(slo.name, window),
-                    "expr": exprs[slo.name],
-                    "labels": {"window": window},
-                }
-            )
-    return rules
-
-
-def quality_current(name: str) -> str:
-    """Recorded current value of a degradation signal."""
-    return {
-        "empty_output": "model:gateway_empty_outputs:ratio_rate30m",
-        "truncation": "model:gateway_truncated_outputs:ratio_rate30m",
-        "repetition": "model:gateway_repetition_ratio:mean30m",
-        "nll": "model:gateway_mean_nll_nats:mean30m",
-        "speed": "model:gateway_output_tokens_per_upstream_second:ratio_rate30m",
-    }[name]
-
-
-def baseline(name: str, op: str = "avg") -> str:
-    """Recorded baseline (avg or stddev over the baseline window, a day ago) of a signal."""
-    return f"{quality_current(name)}_{op}_over_time7d_offset1d"
+        for window in slo_windows()
+        for slo in config.SLOS
+    ]
 
 
 def quality_rules(t: Timing) -> list[Rule]:
@@ -141,16 +93,17 @@ def quality_rules(t: Timing) -> list[Rule]:
 
     def rate(metric: str, window: str, extra: str = "") -> str:
         s = sel("gateway", extra) if extra else g
-        return f"rate({GW}{metric}{s}[{t(window)}])"
+        return f"rate({GATEWAY_PREFIX}{metric}{s}[{t(window)}])"
 
     outputs = "request_output_tokens_count"
+    truncated = f'finish_reason="{FINISH_LENGTH}"'
     current = {
-        "empty_output": _ratio(
+        "empty_output": share(
             rate("empty_outputs_total", by_name["empty_output"].window),
             rate(outputs, by_name["empty_output"].window),
         ),
-        "truncation": _ratio(
-            rate("finish_reason_total", by_name["truncation"].window, 'finish_reason="length"'),
+        "truncation": share(
+            rate("finish_reason_total", by_name["truncation"].window, truncated),
             rate("finish_reason_total", by_name["truncation"].window),
         ),
         "repetition": f"{BY_MODEL} ({rate('repetition_ratio_sum', by_name['repetition'].window)})"
@@ -207,30 +160,3 @@ def recording_groups(t: Timing) -> list[dict[str, Any]]:
         {"name": "tokenpulse-quality.rules", "rules": quality_rules(t)},
         {"name": "tokenpulse-canary.rules", "rules": canary_rules()},
     ]
-
-
-HEADER = (
-    "# Generated by `tokenpulse build monitoring` from monitoring/mixin/config.py; do not edit.\n"
-    "# Change thresholds and windows in the config, then regenerate.\n"
-)
-
-
-def _dump(groups: list[dict[str, Any]], note: str = "") -> str:
-    return HEADER + note + yaml.safe_dump({"groups": groups}, sort_keys=False, width=100)
-
-
-def render_files(compressed: bool = False) -> dict[str, str]:
-    """File name -> YAML of the recording and alerting rule files."""
-    from monitoring.mixin.alerts import alert_groups
-
-    t = COMPRESSED if compressed else NORMAL
-    note = ""
-    if compressed:
-        note = (
-            f"# TIME-COMPRESSED for tests: every window, offset and `for` divided by "
-            f"{config.COMPRESSION_FACTOR}. Rule names keep their uncompressed windows.\n"
-        )
-    return {
-        "recording.rules.yml": _dump(recording_groups(t), note),
-        "alerts.rules.yml": _dump(alert_groups(t), note),
-    }

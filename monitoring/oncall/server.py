@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from tokenpulse import ports
 from tokenpulse.logging import get_logger
 from tokenpulse.threaded_http import CappedHTTPServer
 
@@ -33,7 +34,7 @@ class OncallSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TOKENPULSE_ONCALL_", extra="ignore")
 
     host: str = Field("127.0.0.1", description="listen address")
-    port: int = Field(9095, ge=0, le=65535, description="listen port (0: any free)")
+    port: int = Field(ports.ONCALL, ge=0, le=65535, description="listen port (0: any free)")
     file: Path = Field(
         Path("run/oncall.jsonl"), description="JSON-lines file notifications are appended to"
     )

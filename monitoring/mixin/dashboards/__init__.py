@@ -1,7 +1,7 @@
 """Grafana dashboards as code, built with grafana-foundation-sdk from the mixin config.
 
-`render_all()` gives each dashboard's JSON text by file name; `tokenpulse dashboards build` writes
-them to `dashboards/`, where they are committed (a test fails when they drift).
+`render_all()` gives each dashboard's JSON text by file name; `tokenpulse build` writes them to
+`dashboards/`, where they are committed (`tokenpulse build --check` fails when they drift).
 """
 
 from __future__ import annotations

@@ -1,73 +1,21 @@
-"""House rules every dashboard must pass, and the metric names the components really export.
+"""House rules every dashboard must pass.
 
 Rules: a title, a description and a unit on every panel; legends on every target; stable,
 unique UIDs; no datasource other than the `$datasource` variable (Grafana's built-in annotation
-store excepted); every metric a query selects is exported by a TokenPulse component.
+store excepted). Whether every metric a query selects is declared by a component is checked with
+the rules and runbooks, against the stack's metric catalogue (monitoring.mixin.references).
 """
 
 from __future__ import annotations
 
-import inspect
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from prometheus_client import CollectorRegistry
-
 from monitoring.mixin import config as cfg
-from monitoring.mixin.dashboards.queries import annotation_exprs, metric_names, panel_queries
 from tokenpulse import paths
 
-ROOT = paths.ROOT
-# The exporter README's metric table is contract-tested against what the exporter exposes.
-EXPORTER_README = ROOT / "exporter" / "README.md"
-# Series Prometheus itself adds for every target.
-PROMETHEUS_SERIES = {"up", "scrape_duration_seconds", "scrape_samples_scraped"}
-RUNBOOKS = ROOT / "alerts" / "runbooks"
+RUNBOOKS = paths.ALERTS / "runbooks"
 ALLOWED_DATASOURCE_UIDS = {"${datasource}", "-- Grafana --"}
-_SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
-
-
-def _series_names(name: str, kind: str) -> set[str]:
-    return {name + s for s in _SUFFIXES.get(kind, ("",))}
-
-
-def _registry_names(registry: CollectorRegistry) -> set[str]:
-    names: set[str] = set()
-    for family in registry.collect():
-        names |= _series_names(family.name, family.type)
-    return names
-
-
-def _gateway_metrics() -> Any:
-    from serving.gateway.metrics import GatewayMetrics
-
-    # newer gateways take the closed set of model names they serve (label values only)
-    if "models" in inspect.signature(GatewayMetrics).parameters:
-        return GatewayMetrics(models=("gen",))  # type: ignore[call-arg,unused-ignore]
-    return GatewayMetrics()  # type: ignore[call-arg,unused-ignore]
-
-
-def exported_metrics() -> set[str]:
-    """Every series name the model server, gateway, exporter, log pipeline and Prometheus expose."""
-    from log_pipeline.metrics import OUTPUTS, ShipperMetrics, SinkMetrics
-    from serving.modelserver.metrics import ServingMetrics
-
-    names = set(PROMETHEUS_SERIES)
-    names |= _registry_names(_gateway_metrics().registry)
-    pipeline = CollectorRegistry(auto_describe=False)
-    SinkMetrics(pipeline)
-    ShipperMetrics(pipeline, OUTPUTS)
-    names |= _registry_names(pipeline)
-    serving = ServingMetrics()
-    serving.batch_recorded()  # the batching histograms appear after the first batch
-    for name, kind in re.findall(r"^# TYPE (\S+) (\w+)$", serving.render(), re.M):
-        # TF Serving's counters have no `_total`
-        names |= {name} if kind == "counter" else _series_names(name, kind)
-    table = re.findall(r"^\| `(tokenpulse_\w+)` \| (\w+) \|", EXPORTER_README.read_text(), re.M)
-    for name, kind in table:
-        names |= {name} if kind == "counter" else _series_names(name, kind)
-    return names
 
 
 def _datasource_problems(where: str, node: Any) -> Iterable[str]:
@@ -117,7 +65,7 @@ def _panel_problems(uid: str, panel: Mapping[str, Any]) -> Iterable[str]:
         yield f"{where}: legend hidden"
 
 
-def lint(models: Mapping[str, Mapping[str, Any]], known: set[str]) -> list[str]:
+def lint(models: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """Problems found in the dashboards (file name -> model); empty when all rules hold."""
     problems: list[str] = []
     uids = [m.get("uid", "") for m in models.values()]
@@ -134,8 +82,4 @@ def lint(models: Mapping[str, Mapping[str, Any]], known: set[str]) -> list[str]:
         problems.extend(_datasource_problems(uid, model))
         for panel in model.get("panels", []):
             problems.extend(_panel_problems(uid, panel))
-        exprs = [q.expr for q in panel_queries(model)] + annotation_exprs(model)
-        for expr in exprs:
-            for metric in sorted(metric_names(expr) - known):
-                problems.append(f"{uid}: {metric} is not exported by any component")
     return problems

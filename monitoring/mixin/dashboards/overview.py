@@ -17,12 +17,11 @@ from monitoring.mixin.dashboards.panels import (
     steps,
     ts_panel,
 )
+from monitoring.mixin.slis import DURATION, TPOT, error_ratio
+from monitoring.mixin.slis import REQUESTS as REQS
 
-GW = cfg.JOBS.selector("gateway")
-SEL = f'{GW}, model=~"$model", version=~"$version"'
-REQS = "tokenpulse_gateway_requests_total"
-DURATION = "tokenpulse_gateway_request_duration_seconds"
-TPOT = "tokenpulse_gateway_time_per_output_token_seconds"
+GW_JOB = cfg.JOBS.selector("gateway")
+SEL = f'{GW_JOB}, model=~"$model", version=~"$version"'
 # the burn-rate alert of each SLO (its runbook is linked from the SLO's panels)
 SLO_ALERTS = {
     "availability": "TokenPulseGatewayAvailabilityBudgetBurn",
@@ -32,20 +31,22 @@ SLO_ALERTS = {
 BREAKER = {"0": ("closed", "green"), "1": ("half-open", "yellow"), "2": ("open", "red")}
 
 
+def bad_ratio(slo: cfg.Slo, window: str) -> str:
+    """The SLI's share of bad events over `window` for the chosen models and versions.
+
+    The same expression the recording rules record per model (monitoring.mixin.slis).
+    """
+    return error_ratio(slo, window, SEL, by="")
+
+
 def good_ratio(slo: cfg.Slo, window: str) -> str:
     """PromQL for the share of good events of an SLO over `window` (no traffic: no result)."""
-    if slo.threshold_le:
-        metric = TPOT if slo.name == "tpot" else DURATION
-        good = f'sum(rate({metric}_bucket{{{SEL}, le="{slo.threshold_le}"}}[{window}]))'
-        return f"{good} / sum(rate({metric}_count{{{SEL}}}[{window}]))"
-    # no 5xx yet means no series: count that as zero bad, not as no data
-    bad = f'(sum(rate({REQS}{{{SEL}, code=~"{cfg.ERROR_CODES}"}}[{window}])) or vector(0))'
-    return f"1 - {bad} / sum(rate({REQS}{{{SEL}}}[{window}]))"
+    return f"1 - ({bad_ratio(slo, window)})"
 
 
 def budget_left(slo: cfg.Slo) -> str:
     """Share of the period's error budget not yet spent (negative: overspent)."""
-    return f"1 - (1 - ({good_ratio(slo, cfg.SLO_PERIOD)})) / {1 - slo.objective:.6g}"
+    return f"1 - ({bad_ratio(slo, cfg.SLO_PERIOD)}) / {1 - slo.objective:.6g}"
 
 
 def _slo_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
@@ -80,10 +81,7 @@ def _slo_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
             f"How fast each SLO spends its budget over {fast.long}: 1 spends exactly the budget "
             f"in {cfg.SLO_PERIOD}; the dashed line is the {fast.factor:g}x page threshold.",
             "x",
-            [
-                Q(f"(1 - ({good_ratio(s, fast.long)})) / {1 - s.objective:.6g}", s.name)
-                for s in cfg.SLOS
-            ],
+            [Q(f"({bad_ratio(s, fast.long)}) / {1 - s.objective:.6g}", s.name) for s in cfg.SLOS],
             bad_above(fast.factor, warn=1),
             width=24,
             runbooks=tuple(SLO_ALERTS[s.name] for s in cfg.SLOS),
@@ -173,7 +171,7 @@ def _protection_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
     # then the true value is zero, so fall back to 0 rather than showing no data
     def events(metric: str) -> str:
         return (
-            f'sum(rate({metric}{{{GW}, model=~"$model"}}[{RATE}])) '
+            f'sum(rate({metric}{{{GW_JOB}, model=~"$model"}}[{RATE}])) '
             f"or (sum(rate({REQS}{{{SEL}}}[{RATE}])) * 0)"
         )
 
@@ -185,9 +183,9 @@ def _protection_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 "Requests being handled now by route, and requests waiting for a concurrency slot.",
                 "short",
                 [
-                    Q(f"sum by (route) (tokenpulse_gateway_in_flight_requests{{{GW}}})",
+                    Q(f"sum by (route) (tokenpulse_gateway_in_flight_requests{{{GW_JOB}}})",
                       "in flight {{route}}"),
-                    Q(f"sum(tokenpulse_gateway_queued_requests{{{GW}}})", "queued"),
+                    Q(f"sum(tokenpulse_gateway_queued_requests{{{GW_JOB}}})", "queued"),
                 ],
                 bad_above(float(cfg.BATCH_QUEUED_MIN) * 32, warn=float(cfg.BATCH_QUEUED_MIN)),
                 width=10,
@@ -214,7 +212,7 @@ def _protection_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 "The gateway's upstream circuit breaker: closed (normal), half-open (probing) "
                 "or open (failing fast).",
                 "none",
-                [Q(f"max(tokenpulse_gateway_circuit_breaker_state{{{GW}}})", "breaker")],
+                [Q(f"max(tokenpulse_gateway_circuit_breaker_state{{{GW_JOB}}})", "breaker")],
                 steps((None, "green"), (1, "yellow"), (2, "red")),
                 mappings=BREAKER,
                 width=4,
@@ -235,10 +233,12 @@ def build() -> dashboard.Dashboard:
             "generation API, as the gateway sees it.",
             ["tokenpulse", "slo", "gateway"],
         )
-        .with_variable(query_variable("model", "Model", f"label_values({REQS}{{{GW}}}, model)"))
+        .with_variable(query_variable("model", "Model", f"label_values({REQS}{{{GW_JOB}}}, model)"))
         .with_variable(
             query_variable(
-                "version", "Version", f'label_values({REQS}{{{GW}, model=~"$model"}}, version)'
+                "version",
+                "Version",
+                f'label_values({REQS}{{{GW_JOB}, model=~"$model"}}, version)',
             )
         )
         .link(

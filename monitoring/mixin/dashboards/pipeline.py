@@ -14,7 +14,7 @@ from monitoring.mixin.dashboards.panels import (
     ts_panel,
 )
 
-GW = cfg.JOBS.selector("gateway")
+GW_JOB = cfg.JOBS.selector("gateway")
 SH = cfg.JOBS.selector("shipper")
 EX = cfg.JOBS.selector("exporter")
 # component part of each `...Down` alert name, one per scraped job above
@@ -32,9 +32,9 @@ def _flow_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 "(acknowledged) by each output.",
                 "ops",
                 [
-                    Q(f"sum(rate(tokenpulse_sampler_samples_kept_total{{{GW}}}[{RATE}]))",
+                    Q(f"sum(rate(tokenpulse_sampler_samples_kept_total{{{GW_JOB}}}[{RATE}]))",
                       "sampled"),
-                    Q(f"sum(rate(tokenpulse_spool_records_written_total{{{GW}}}[{RATE}]))",
+                    Q(f"sum(rate(tokenpulse_spool_records_written_total{{{GW_JOB}}}[{RATE}]))",
                       "spooled"),
                     Q(f"sum by (output) (rate(tokenpulse_shipper_records_shipped_total{{{SH}}}"
                       f"[{RATE}]))", "shipped {{output}}"),
@@ -48,9 +48,9 @@ def _flow_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 "full gateway sink queue, rejected for good by an output (dead letters).",
                 "ops",
                 [
-                    Q(f"sum by (reason) (rate(tokenpulse_spool_records_dropped_total{{{GW}}}"
+                    Q(f"sum by (reason) (rate(tokenpulse_spool_records_dropped_total{{{GW_JOB}}}"
                       f"[{RATE}]))", "dropped {{reason}}"),
-                    Q(f"sum(rate(tokenpulse_gateway_samples_dropped_total{{{GW}}}[{RATE}]))",
+                    Q(f"sum(rate(tokenpulse_gateway_samples_dropped_total{{{GW_JOB}}}[{RATE}]))",
                       "sink queue full"),
                     Q(f"sum by (output) (rate(tokenpulse_shipper_records_dead_lettered_total"
                       f"{{{SH}}}[{RATE}]))", "dead-lettered {{output}}"),

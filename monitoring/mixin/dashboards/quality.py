@@ -16,14 +16,16 @@ from monitoring.mixin.dashboards.panels import (
     query_variable,
     ts_panel,
 )
+from tokenpulse.tfserving.signature import FINISH_LENGTH
 
-GW = cfg.JOBS.selector("gateway")
+GW_JOB = cfg.JOBS.selector("gateway")
 EX = cfg.JOBS.selector("exporter")
-SEL = f'{GW}, model=~"$model", version=~"$version"'
+SEL = f'{GW_JOB}, model=~"$model", version=~"$version"'
 CANARY = f'{EX}, model=~"$model", version=~"$version"'
 OUTPUTS = (
     f"sum by (version) (rate(tokenpulse_gateway_request_output_tokens_count{{{SEL}}}[{RATE}]))"
 )
+TRUNCATED = f', finish_reason="{FINISH_LENGTH}"'
 DEGRADATION = {d.name: d for d in cfg.DEGRADATIONS}
 
 
@@ -83,7 +85,7 @@ def _gateway_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 "Truncation",
                 "Share of outputs stopped by max_new_tokens instead of a stop token.",
                 "percentunit",
-                [Q(_share("tokenpulse_gateway_finish_reason_total", ', finish_reason="length"'),
+                [Q(_share("tokenpulse_gateway_finish_reason_total", TRUNCATED),
                    "v{{version}}")],
                 bad_above(DEGRADATION["truncation"].floor),
                 width=8,
@@ -182,14 +184,16 @@ def build() -> dashboard.Dashboard:
         )
         .with_variable(
             query_variable(
-                "model", "Model", f"label_values(tokenpulse_gateway_requests_total{{{GW}}}, model)"
+                "model",
+                "Model",
+                f"label_values(tokenpulse_gateway_requests_total{{{GW_JOB}}}, model)",
             )
         )
         .with_variable(
             query_variable(
                 "version",
                 "Version",
-                f'label_values(tokenpulse_gateway_requests_total{{{GW}, model=~"$model"}}, '
+                f'label_values(tokenpulse_gateway_requests_total{{{GW_JOB}, model=~"$model"}}, '
                 "version)",
             )
         )

@@ -71,6 +71,7 @@ def metric_names(expr: str) -> set[str]:
     text = re.sub(r'"(?:[^"\\]|\\.)*"', "", expr)  # strings
     text = re.sub(r"\{[^}]*\}", " ", text)  # label matchers
     text = re.sub(r"\[[^\]]*\]", " ", text)  # ranges
+    text = re.sub(r"\boffset\s+-?\w+", " ", text)  # offsets
     text = _GROUPING.sub(" ", text)
     text = re.sub(r"(?<![\w:])\d+(?:\.\d*)?(?:[eE][+-]?\d+)?", " ", text)  # numbers
     names = set()

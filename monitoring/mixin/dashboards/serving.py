@@ -19,10 +19,10 @@ from monitoring.mixin.dashboards.panels import (
     stat_panel,
     ts_panel,
 )
+from monitoring.mixin.model import TFSERVING_PREFIX as TFS
 
 MS = cfg.JOBS.selector("modelserver")
 EX = cfg.JOBS.selector("exporter")
-TFS = ":tensorflow:serving:"
 BATCH = f"{TFS}batching_session:"
 MODEL = f'{MS}, model_name=~"$model"'
 

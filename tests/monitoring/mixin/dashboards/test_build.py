@@ -1,25 +1,26 @@
-"""The committed dashboards equal the generator's output and pass the house lint."""
+"""The generated dashboards pass the house lint and follow the config; the SLO ones use the SLIs."""
 
 from __future__ import annotations
 
 import json
-import shutil
+from pathlib import Path
 
-from monitoring.mixin import config
+from monitoring.mixin import config, slis
 from monitoring.mixin.dashboards import BUILDERS, build_model, render_all
-from monitoring.mixin.dashboards.build import DEFAULT_OUT, drift, write
-from monitoring.mixin.dashboards.cli import main as cli_main
-from monitoring.mixin.dashboards.lint import exported_metrics, lint
-from stack.cli import build_parser
-
-
-def test_committed_dashboards_have_not_drifted():
-    assert drift(DEFAULT_OUT, render_all()) == [], "run `tokenpulse dashboards build` and commit"
+from monitoring.mixin.dashboards.build import files
+from monitoring.mixin.dashboards.lint import lint
+from monitoring.mixin.model import sli_name
+from monitoring.mixin.promql import NORMAL
+from monitoring.mixin.rules import sli_rules
 
 
 def test_generated_dashboards_pass_the_lint():
     models = {name: json.loads(text) for name, text in render_all().items()}
-    assert lint(models, exported_metrics()) == []
+    assert lint(models) == []
+
+
+def test_files_go_to_the_dashboards_folder_by_uid():
+    assert sorted(files()) == sorted(Path("dashboards") / n for n in render_all())
 
 
 def test_five_dashboards_with_the_config_uids_and_grafana_11_schema():
@@ -43,28 +44,18 @@ def test_signal_panels_link_the_runbooks_of_their_alerts():
     assert linked >= 25
 
 
+def test_slo_panels_draw_the_slis_the_rules_record():
+    panels = {p["title"]: p for p in build_model("slo")["panels"]}
+    job = config.JOBS.selector("gateway")
+    chosen = f'{job}, model=~"$model", version=~"$version"'
+    recorded = {r["record"]: r["expr"] for r in sli_rules(NORMAL)}
+    for slo in config.SLOS:
+        (target,) = panels[f"SLI: {slo.name}"]["targets"]
+        assert slis.error_ratio(slo, config.SLO_PERIOD, chosen, by="") in target["expr"]
+        assert recorded[sli_name(slo.name, "1h")] == slis.error_ratio(slo, "1h", job)
+    latency = panels["SLI: latency"]["targets"][0]["expr"]
+    assert 'code=~"2.."' in latency  # answered requests only, as in the rule
+
+
 def test_the_generator_is_deterministic():
     assert render_all() == render_all()
-
-
-def test_check_reports_a_stale_and_a_stray_file(tmp_path):
-    rendered = render_all()
-    write(tmp_path, rendered)
-    assert drift(tmp_path, rendered) == []
-    stale = sorted(rendered)[0]
-    (tmp_path / stale).write_text("{}\n")
-    (tmp_path / "old.json").write_text("{}\n")
-    assert drift(tmp_path, rendered) == sorted([stale, "old.json"])
-    write(tmp_path, rendered)
-    assert drift(tmp_path, rendered) == []
-
-
-def test_cli_check_exits_1_on_drift_and_0_when_rebuilt(tmp_path, capsys):
-    shutil.copytree(DEFAULT_OUT, tmp_path / "d")
-    out = tmp_path / "d"
-    (out / sorted(render_all())[0]).write_text("{}\n")
-    args = build_parser().parse_args(["dashboards", "build", "--check", "--out", str(out)])
-    assert cli_main(args) == 1
-    assert "drifted" in capsys.readouterr().err
-    assert cli_main(build_parser().parse_args(["dashboards", "build", "--out", str(out)])) == 0
-    assert cli_main(args) == 0

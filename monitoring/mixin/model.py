@@ -1,0 +1,90 @@
+"""The mixin's model: the alert type, the rule type and the names of recorded series.
+
+Imported by the alert, health and recording-rule builders and by the rendering; imports none of
+them, so the builders form no circle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from monitoring.mixin import config as c
+from monitoring.mixin.promql import Timing, seconds
+
+# One recording rule or rendered alerting rule, as it goes into the YAML file.
+Rule = dict[str, Any]
+
+# Metric name prefixes (not job selectors: those come from config.JOBS).
+GATEWAY_PREFIX = "tokenpulse_gateway_"
+# TF Serving's own metrics: colon names, microseconds, no version label.
+TFSERVING_PREFIX = ":tensorflow:serving:"
+
+# Component prefixes an alert name may start with (after TokenPulse), in group order.
+COMPONENTS = ("Gateway", "Quality", "Canary", "TfServing", "Exporter", "Gpu", "Shipper", "Pipeline")
+
+
+@dataclass(frozen=True)
+class Alert:
+    """One alerting rule before rendering."""
+
+    name: str  # after the TokenPulse prefix; starts with the component
+    expr: str
+    for_: str  # uncompressed; the compressed rule set divides it
+    severity: str  # critical pages, warning goes to chat/tickets, info notifies nobody
+    summary: str
+    description: str
+    symptom: bool = False
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def alertname(self) -> str:
+        """The full alert name."""
+        return c.ALERT_PREFIX + self.name
+
+    @property
+    def component(self) -> str:
+        """The component prefix of the name, which picks the rule group."""
+        return next(p for p in COMPONENTS if self.name.startswith(p))
+
+    def rule(self, t: Timing) -> Rule:
+        """The rule as it goes into the YAML file."""
+        return {
+            "alert": self.alertname,
+            "expr": self.expr,
+            "for": t(self.for_),
+            "labels": {"severity": self.severity, **self.labels},
+            "annotations": {
+                "summary": self.summary,
+                "description": self.description,
+                "runbook_url": c.RUNBOOK_URL_PATTERN.format(alertname=self.alertname),
+            },
+        }
+
+
+def slo_windows() -> list[str]:
+    """Every window a burn-rate tier uses, shortest first."""
+    names = {w for t in c.BURN_TIERS for w in (t.long, t.short)}
+    return sorted(names, key=seconds)
+
+
+def sli_name(slo: str, window: str) -> str:
+    """Recorded error ratio of one SLO over one (uncompressed) window."""
+    what = {"availability": "errors", "latency": "slow_requests", "tpot": "slow_tokens"}[slo]
+    return f"model:gateway_{what}:ratio_rate{window}"
+
+
+def quality_current(name: str) -> str:
+    """Recorded current value of a degradation signal."""
+    return {
+        "empty_output": "model:gateway_empty_outputs:ratio_rate30m",
+        "truncation": "model:gateway_truncated_outputs:ratio_rate30m",
+        "repetition": "model:gateway_repetition_ratio:mean30m",
+        "nll": "model:gateway_mean_nll_nats:mean30m",
+        "speed": "model:gateway_output_tokens_per_upstream_second:ratio_rate30m",
+    }[name]
+
+
+def baseline(name: str, op: str = "avg") -> str:
+    """Recorded baseline (avg or stddev over the baseline window, a day ago) of a signal."""
+    return f"{quality_current(name)}_{op}_over_time7d_offset1d"
