@@ -1,4 +1,4 @@
-"""A whole running stack for end-to-end tests: components, real Prometheus, optionally alerting.
+"""A whole running stack for end-to-end tests: `tokenpulse up`'s component table, test options.
 
     from devtools.stack import StackOptions, running_stack
 
@@ -11,17 +11,11 @@
         stack.stop_modelserver(); stack.start_modelserver()      # a fault and its fix
         stack.notifications()                                    # what the on-call receiver got
 
-What runs (all on 127.0.0.1, free ports, files under `workdir`):
-- model server (TF-Serving compatible) on a copy of `export_dir` as version 1 of model "gen",
-  with a models.config that labels version 1 "stable"; restartable on the same ports;
-- gateway (one API key: `stack.key`), reading the same models.config, sampling requests into a
-  spool under `workdir/spool` (log_pipeline's spool sink);
-- shipper tailing that spool into the embedded SQLite store (`stack.shipper_url` is its /metrics);
-- exporter with the FAKE NVML backend (2 GPUs), the tfserving and canary collectors;
-- real Prometheus (`prometheus` binary) scraping all of them every `scrape_interval`, with the
-  rule files given (default: the generated time-compressed rules, see alerts/compressed/);
-- with `alerting=True`: real Alertmanager (`prometheus-alertmanager`) with the generated local
-  routes (short group timings) and `tokenpulse oncall-receiver` writing `workdir/oncall.jsonl`.
+What runs is stack/components.py's table, the one `tokenpulse up` starts, with a StackConfig for
+tests: free ports on 127.0.0.1, files under `workdir`, a copy of `export_dir` as version 1 of
+model "gen" labelled "stable", the FAKE NVML backend (2 GPUs), the time-compressed rules
+(alerts/compressed/), fast scrapes and polls; with `alerting=True` also Alertmanager (the
+generated local routes, short group timings) and the on-call receiver (`workdir/oncall.jsonl`).
 Everything is stopped when the block ends, also on failure.
 """
 
@@ -33,36 +27,24 @@ import shutil
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
 from devtools.traffic import steady_traffic
-from monitoring.mixin import alertmanager as am_config
-from monitoring.mixin import prometheus as prom_config
+from serving.gateway.keys import add_key
 from stack import launch
-from stack.launch import (
-    ExporterProcess,
-    GatewayProcess,
-    ModelServerProcess,
-    http_ok,
-    running_exporter,
-    running_gateway,
-    running_modelserver,
-    running_process,
-    tokenpulse_argv,
-)
-from tokenpulse import paths
+from stack.config import RULES, Ports, StackConfig
+from stack.launch import ExporterProcess, GatewayProcess, ModelServerProcess
+from stack.supervise import Stack as Supervisor
 from tokenpulse.procs import free_port
+from tokenpulse.tfserving.render import render_models_config
+from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME
 
-ROOT = paths.ROOT
-COMPRESSED_RULES = (
-    ROOT / "alerts/compressed/recording.rules.yml",
-    ROOT / "alerts/compressed/alerts.rules.yml",
-)
-MODEL = "gen"
+COMPRESSED_RULES = RULES["compressed"]
+MODEL = DEFAULT_MODEL_NAME
 
 
 @dataclass(frozen=True)
@@ -91,15 +73,47 @@ class Stack:
     workdir: Path
     options: StackOptions
     key: str
-    prometheus_url: str
-    modelserver: ModelServerProcess
-    gateway: GatewayProcess
-    exporter: ExporterProcess
-    shipper_url: str = ""
-    alertmanager_url: str | None = None
-    oncall_url: str | None = None
-    _restart: Callable[[], ModelServerProcess] | None = field(default=None, repr=False)
-    _stop: Callable[[], None] | None = field(default=None, repr=False)
+    supervisor: Supervisor
+
+    @property
+    def config(self) -> StackConfig:
+        """What the component table was started with."""
+        return self.supervisor.config
+
+    @property
+    def modelserver(self) -> ModelServerProcess:
+        """The model server's current process."""
+        return cast(ModelServerProcess, self.supervisor.child("modelserver"))
+
+    @property
+    def gateway(self) -> GatewayProcess:
+        """The gateway's process."""
+        return cast(GatewayProcess, self.supervisor.child("gateway"))
+
+    @property
+    def exporter(self) -> ExporterProcess:
+        """The exporter's process."""
+        return cast(ExporterProcess, self.supervisor.child("exporter"))
+
+    @property
+    def prometheus_url(self) -> str:
+        """Prometheus' base URL."""
+        return self.config.url("prometheus_port")
+
+    @property
+    def shipper_url(self) -> str:
+        """The shipper's /metrics page."""
+        return self.config.url("shipper_port", "/metrics")
+
+    @property
+    def alertmanager_url(self) -> str | None:
+        """Alertmanager's base URL (None without alerting)."""
+        return self.config.url("alertmanager_port") if self.config.alerting else None
+
+    @property
+    def oncall_url(self) -> str | None:
+        """The on-call receiver's base URL (None without alerting)."""
+        return self.config.url("oncall_port") if self.config.alerting else None
 
     # --- traffic -------------------------------------------------------------------------------
     def generate(self, prompt: str = "the quick brown fox", **body: Any) -> httpx.Response:
@@ -155,14 +169,12 @@ class Stack:
 
     # --- faults ---------------------------------------------------------------------------------
     def stop_modelserver(self) -> None:
-        """Stop the model server (SIGTERM); its ports stay reserved for start_modelserver()."""
-        if self._stop is not None:
-            self._stop()
+        """Stop the model server (SIGTERM); start_modelserver() starts it on the same ports."""
+        self.supervisor.stop("modelserver")
 
     def start_modelserver(self) -> None:
         """Start the model server again on the same ports; returns once a version is AVAILABLE."""
-        if self._restart is not None:
-            self.modelserver = self._restart()
+        self.supervisor.restart("modelserver")
 
     # --- on-call ----------------------------------------------------------------------------------
     def notifications(self) -> list[dict[str, Any]]:
@@ -180,80 +192,36 @@ def wait_until(
     return launch.wait_until(predicate, timeout_s=timeout_s, what=what, every_s=every_s)
 
 
-MODELS_CONFIG = """model_config_list {{
-  config {{
-    name: "{model}"
-    base_path: "{base}"
-    model_platform: "tensorflow"
-    model_version_policy {{ latest {{ num_versions: 1 }} }}
-    version_labels {{ key: "stable" value: 1 }}
-  }}
-}}
-"""
-
-
-def _write_models(workdir: Path, export_dir: Path) -> Path:
+def _write_models(workdir: Path, export_dir: Path) -> None:
     base = workdir / "models" / MODEL
     if not (base / "1").exists():
         shutil.copytree(export_dir, base / "1")
-    config = workdir / "models.config"
-    config.write_text(MODELS_CONFIG.format(model=MODEL, base=base))
-    return config
+    text = render_models_config(MODEL, base, (1,), {"stable": 1})
+    (workdir / "models.config").write_text(text)
 
 
-def _keys(workdir: Path) -> tuple[Path, str]:
-    from serving.gateway.keys import add_key
-
-    path = workdir / "gateway-keys.json"
-    return path, add_key(path, "stack", replace=True)
-
-
-@contextlib.contextmanager
-def _binary(argv: list[str], ready_url: str, what: str, log: Path) -> Iterator[None]:
-    with running_process(argv, lambda: http_ok(ready_url), what=what, log_path=log):
-        yield
-
-
-@contextlib.contextmanager
-def _shipper(workdir: Path) -> Iterator[str]:
-    """The shipper on the gateway's spool, into SQLite; yields its /metrics URL."""
-    port = free_port()
-    argv = tokenpulse_argv(
-        "shipper", f"--spool-dir={workdir / 'spool'}", f"--state-dir={workdir / 'spool-state'}",
-        "--outputs=sqlite", f"--sqlite-path={workdir / 'samples.db'}", f"--metrics-port={port}",
-        "--poll-interval-s=0.5",
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}/metrics"
-    with _binary(argv, url, "shipper", workdir / "logs/shipper.log"):
-        yield url
-
-
-@contextlib.contextmanager
-def _alerting(workdir: Path, options: StackOptions) -> Iterator[tuple[str, str]]:
-    """On-call receiver and Alertmanager; yields (alertmanager_url, oncall_url)."""
-    oncall_port, am_port = free_port(), free_port()
-    oncall_url = f"http://127.0.0.1:{oncall_port}"
-    am_file = workdir / "alertmanager.yml"
-    am_file.write_text(
-        am_config.render_local(
-            oncall_url, group_wait=options.group_wait, group_interval=options.group_interval,
-            repeat_interval=options.repeat_interval,
-        )
-    )  # fmt: skip
-    am_url = f"http://127.0.0.1:{am_port}"
-    oncall = tokenpulse_argv(
-        "oncall-receiver", f"--port={oncall_port}", f"--file={workdir / 'oncall.jsonl'}"
+def config_for_tests(workdir: Path, options: StackOptions) -> StackConfig:
+    """The component table's options for a test: free ports, fake GPUs, fast polls."""
+    return StackConfig(
+        run_dir=workdir,
+        ports=Ports(**{name: free_port() for name in Ports.names()}),
+        rules=tuple(options.rule_files),
+        gpu_backend="fake",
+        alerting=options.alerting,
+        canary_interval_s=options.canary_interval_s,
+        scrape_interval=options.scrape_interval,
+        evaluation_interval=options.evaluation_interval,
+        group_wait=options.group_wait,
+        group_interval=options.group_interval,
+        repeat_interval=options.repeat_interval,
+        start_timeout_s=120.0,
+        gateway={"status_poll_interval_s": 1},
+        extra_flags={
+            "exporter": ("--tfserving.poll-interval=1",),
+            "shipper": ("--poll-interval-s=0.5",),
+        },
+        modelserver_poll_s=1.0,
     )
-    am = [
-        "prometheus-alertmanager", f"--config.file={am_file}",
-        f"--storage.path={workdir / 'am-data'}", f"--web.listen-address=127.0.0.1:{am_port}",
-        "--cluster.listen-address=", "--log.level=warn",
-    ]  # fmt: skip
-    with (
-        _binary(oncall, f"{oncall_url}/healthz", "on-call receiver", workdir / "logs/oncall.log"),
-        _binary(am, f"{am_url}/-/ready", "alertmanager", workdir / "logs/alertmanager.log"),
-    ):
-        yield am_url, oncall_url
 
 
 @contextlib.contextmanager
@@ -263,72 +231,11 @@ def running_stack(
     """Start the stack described in the module docstring; stop all of it when the block ends."""
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "logs").mkdir(exist_ok=True)
-    config = _write_models(workdir, export_dir)
-    keys_file, key = _keys(workdir)
-    rest_port, grpc_port = free_port(), free_port()
-    with contextlib.ExitStack() as outer:
-        ms_stack = contextlib.ExitStack()
-        outer.callback(lambda: ms_stack.close())
-
-        def start_ms() -> ModelServerProcess:
-            return ms_stack.enter_context(
-                running_modelserver(
-                    config_file=config, model_name=MODEL, rest_port=rest_port, grpc_port=grpc_port,
-                    log_path=workdir / "logs/modelserver.log",
-                )
-            )  # fmt: skip
-
-        ms = start_ms()
-        gw = outer.enter_context(
-            running_gateway(
-                ms.rest_url, keys_file, model_config_file=str(config), status_poll_interval_s=1,
-                log_path=workdir / "logs/gateway.log", sample_sink="log_pipeline.sink:make_sink",
-                env={"TOKENPULSE_SINK_SPOOL_DIR": str(workdir / "spool")},
-            )
-        )  # fmt: skip
-        ex = outer.enter_context(
-            running_exporter(
-                [
-                    f"--tfserving.url={ms.rest_url}", f"--tfserving.model-config-file={config}",
-                    "--tfserving.poll-interval=1", "--collector.nvml.backend=fake",
-                    "--collector.nvml.fake-gpus=2",
-                    f"--collector.canary.interval={options.canary_interval_s:g}",
-                ],
-                log_path=workdir / "logs/exporter.log",
-            )
-        )  # fmt: skip
-        shipper_url = outer.enter_context(_shipper(workdir))
-        am_url = oncall_url = None
-        if options.alerting:
-            am_url, oncall_url = outer.enter_context(_alerting(workdir, options))
-        prom_port = free_port()
-        targets = prom_config.Targets(
-            modelserver=[f"127.0.0.1:{rest_port}"], gateway=[f"127.0.0.1:{gw.port}"],
-            exporter=[f"127.0.0.1:{ex.port}"], shipper=[shipper_url.split("/")[2]],
-        )  # fmt: skip
-        prom_file = workdir / "prometheus.yml"
-        prom_file.write_text(
-            prom_config.render(
-                targets, [str(p) for p in options.rule_files],
-                alertmanagers=[am_url.removeprefix("http://")] if am_url else [],
-                scrape_interval=options.scrape_interval,
-                evaluation_interval=options.evaluation_interval,
-            )
-        )  # fmt: skip
-        prom_url = f"http://127.0.0.1:{prom_port}"
-        prom = [
-            "prometheus", f"--config.file={prom_file}", f"--storage.tsdb.path={workdir / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{prom_port}", "--log.level=warn",
-        ]  # fmt: skip
-        outer.enter_context(
-            _binary(prom, f"{prom_url}/-/ready", "prometheus", workdir / "logs/prometheus.log")
-        )
-
-        def stop_ms() -> None:
-            ms_stack.close()
-
-        yield Stack(
-            workdir=workdir, options=options, key=key, prometheus_url=prom_url, modelserver=ms,
-            gateway=gw, exporter=ex, shipper_url=shipper_url, alertmanager_url=am_url,
-            oncall_url=oncall_url, _restart=start_ms, _stop=stop_ms,
-        )  # fmt: skip
+    _write_models(workdir, export_dir)
+    key = add_key(workdir / "gateway-keys.json", "stack", replace=True)
+    supervisor = Supervisor(config_for_tests(workdir, options))
+    try:
+        supervisor.start_all()
+        yield Stack(workdir=workdir, options=options, key=key, supervisor=supervisor)
+    finally:
+        supervisor.stop_all()

@@ -29,7 +29,9 @@ def _layers() -> list[grimp.Layer]:
 
 def _graph() -> grimp.ImportGraph:
     """The tree's imports, plus the CLI's by-name imports of its command modules."""
-    graph = grimp.build_graph(*CONFIG["root_packages"], include_external_packages=False)
+    graph = grimp.build_graph(
+        *CONFIG["root_packages"], include_external_packages=False, cache_dir=None
+    )
     for module_name, _ in cli.COMMANDS.values():
         graph.add_import(
             importer="stack.cli", imported=module_name, line_number=0, line_contents="COMMANDS"

@@ -13,6 +13,20 @@ from __future__ import annotations
 import argparse
 import time
 
+from stack.components import MissingBinary
+from stack.launch import LaunchError
+from stack.supervise import Stack, Stopped, stop_on_signals
+from stack.up import banner as up_banner
+from stack.up.files import (
+    BuildFailed,
+    EsSetupFailed,
+    ensure_demo_key,
+    ensure_models,
+    setup_elasticsearch,
+    write_models_config,
+)
+from stack.up.plan import stack_config
+from stack.up.ports import PortError, check_ports
 from stack.up.settings import UpSettings
 from tokenpulse.settings_cli import KEBAB, add_settings_arguments, settings_from_args
 
@@ -23,22 +37,8 @@ def _say(message: str) -> None:
 
 def run(settings: UpSettings) -> int:
     """Check ports, prepare files, start and supervise the stack until asked to stop."""
-    from stack.launch import LaunchError
-    from stack.up.banner import banner
-    from stack.up.components import MissingBinary
-    from stack.up.files import (
-        BuildFailed,
-        EsSetupFailed,
-        ensure_demo_key,
-        ensure_models,
-        setup_elasticsearch,
-        write_models_config,
-    )
-    from stack.up.ports import PortError, check_ports
-    from stack.up.supervise import Stack, Stopped, stop_on_signals
-
     started = time.monotonic()
-    stack = Stack(settings, _say)
+    stack: Stack | None = None
     with stop_on_signals():
         try:
             check_ports(settings)
@@ -48,8 +48,10 @@ def run(settings: UpSettings) -> int:
             _, key = ensure_demo_key(settings)
             if settings.es_url:
                 setup_elasticsearch(settings, _say)
+            config = stack_config(settings)
+            stack = Stack(config, _say, restart_delay_s=settings.restart_delay_s)
             stack.start_all()
-            _say(banner(settings, key, stack.pids()))
+            _say(up_banner.banner(settings, config, key, stack.pids()))
             _say(f"ready in {time.monotonic() - started:.1f} s")
             while not settings.exit_after_ready:
                 stack.watch_once()
@@ -63,7 +65,7 @@ def run(settings: UpSettings) -> int:
             _say(f"tokenpulse up: a component did not start: {exc}")
             return 1
         finally:
-            count = stack.stop_all()
+            count = stack.stop_all() if stack is not None else 0
             if count:
                 _say(f"stopped all {count} processes of the stack")
     return 0

@@ -5,10 +5,13 @@ from __future__ import annotations
 import shlex
 import urllib.parse
 
-from stack.up.components import COMPONENTS
+from serving.gateway.snippets import curl_snippet, openai_snippet
+from stack.components import enabled
+from stack.config import StackConfig
 from stack.up.settings import UpSettings
 
 READY_LINE = "Ctrl-C stops everything."
+VENV_PYTHON = ".venv/bin/python"  # the venv `make up` builds, from the repository root
 
 # (title, PromQL) of the graphs the banner links
 KEY_GRAPHS = (
@@ -30,18 +33,25 @@ def graph_url(prometheus: str, expr: str) -> str:
     return f"{prometheus}/graph?{query}"
 
 
-def banner(s: UpSettings, key: str, pids: dict[str, int]) -> str:
-    """The whole text, ending with READY_LINE."""
-    from serving.gateway.snippets import curl_snippet, openai_snippet
+def try_it(gateway: str, key: str) -> tuple[str, str]:
+    """The banner's two ways to call the gateway, as printed: a curl command, and the openai SDK
+    snippet run by the Python of the venv `make up` builds (its `stack` extra has the SDK)."""
+    sdk = f"{VENV_PYTHON} - <<'EOF'\n{openai_snippet(gateway, key)}\nEOF"
+    return curl_snippet(gateway, key), sdk
 
+
+def banner(s: UpSettings, config: StackConfig, key: str, pids: dict[str, int]) -> str:
+    """The whole text, ending with READY_LINE."""
     gateway = f"http://127.0.0.1:{s.gateway_port}"
+    curl, sdk = try_it(gateway, key)
     prometheus = f"http://127.0.0.1:{s.prometheus_port}"
     run = s.path("")
     lines = ["", "TokenPulse local stack is up (every service on 127.0.0.1):"]
-    for c in COMPONENTS:
-        lines.append(f"  {c.name:<13}{c.url(s):<40} pid {pids[c.name]:<8} logs/{c.name}.log")
+    components = enabled(config)
+    for c in components:
+        lines.append(f"  {c.name:<13}{c.url(config):<40} pid {pids[c.name]:<8} logs/{c.name}.log")
     lines += ["", "Metrics pages Prometheus scrapes:"]
-    lines += [f"  {c.name:<13}{c.metrics(s)}" for c in COMPONENTS if c.name != "oncall"]
+    lines += [f"  {c.name:<13}{c.metrics(config)}" for c in components if c.name != "oncall"]
     lines += ["", f"Key graphs in Prometheus ({s.rules} rules, scraped every {s.scrape_interval}):"]
     lines += [f"  {title}: {graph_url(prometheus, expr)}" for title, expr in KEY_GRAPHS]
     lines += [
@@ -51,10 +61,10 @@ def banner(s: UpSettings, key: str, pids: dict[str, int]) -> str:
     lines += [
         "",
         f"Try it with curl (demo key in {s.path('demo-key.txt')}):",
-        curl_snippet(gateway, key),
+        curl,
         "",
-        "or with the openai SDK (.venv/bin/python):",
-        openai_snippet(gateway, key),
+        "or with the openai SDK (`make up` installed it in .venv):",
+        sdk,
         "",
         "Find sampled requests (prompts redacted) in the embedded store:",
         "  .venv/bin/tokenpulse samples search --sqlite-path "

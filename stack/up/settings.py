@@ -3,26 +3,23 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from monitoring.mixin import config as mixin
+from stack.config import Ports
+from tokenpulse import ports
 
 DURATION = r"^\d+(ms|s|m|h)$"
 
-# setting name -> the component that listens there (for the port check and its messages)
-PORT_FIELDS = (
-    "grpc_port",
-    "rest_port",
-    "gateway_port",
-    "exporter_port",
-    "shipper_port",
-    "prometheus_port",
-    "alertmanager_port",
-    "oncall_port",
-)
+# the port settings, one per listening component (for the port check and its messages)
+PORT_FIELDS = Ports.names()
+
+
+def _port(default: int, description: str) -> Any:
+    return Field(default, ge=1, le=65535, description=description)
 
 
 class UpSettings(BaseSettings):
@@ -35,14 +32,24 @@ class UpSettings(BaseSettings):
     run_dir: Path = Field(
         Path("run"), description="keys, generated configs, logs, spool, stores, TSDB"
     )
-    grpc_port: int = Field(8500, ge=1, le=65535, description="model server gRPC port")
-    rest_port: int = Field(8501, ge=1, le=65535, description="model server REST port")
-    gateway_port: int = Field(8080, ge=1, le=65535, description="gateway (public API) port")
-    exporter_port: int = Field(9410, ge=1, le=65535, description="exporter /metrics port")
-    shipper_port: int = Field(9411, ge=1, le=65535, description="log shipper /metrics port")
-    prometheus_port: int = Field(9090, ge=1, le=65535, description="Prometheus port")
-    alertmanager_port: int = Field(9093, ge=1, le=65535, description="Alertmanager port")
-    oncall_port: int = Field(9095, ge=1, le=65535, description="on-call receiver port")
+    grpc_port: int = Field(
+        ports.MODELSERVER_GRPC, ge=1, le=65535, description="model server gRPC port"
+    )
+    rest_port: int = Field(
+        ports.MODELSERVER_REST, ge=1, le=65535, description="model server REST port"
+    )
+    gateway_port: int = Field(
+        ports.GATEWAY, ge=1, le=65535, description="gateway (public API) port"
+    )
+    exporter_port: int = _port(ports.EXPORTER, "exporter /metrics port")
+    shipper_port: int = Field(
+        ports.SHIPPER, ge=1, le=65535, description="log shipper /metrics port"
+    )
+    prometheus_port: int = _port(ports.PROMETHEUS, "Prometheus port")
+    alertmanager_port: int = Field(
+        ports.ALERTMANAGER, ge=1, le=65535, description="Alertmanager port"
+    )
+    oncall_port: int = _port(ports.ONCALL, "on-call receiver port")
     canary_weight: float = Field(
         0.05, ge=0.0, le=1.0, description="share of requests the gateway sends to the canary"
     )

@@ -18,12 +18,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from stack import components
+from stack.config import StackConfig
 from stack.launch import Launched, running_process
+from stack.supervise import Stack
 from stack.up import banner as up_banner
-from stack.up import components, files
+from stack.up import files, plan
 from stack.up.ports import PortError, check_ports
 from stack.up.settings import PORT_FIELDS, UpSettings
-from stack.up.supervise import Stack
 from tokenpulse.procs import free_port
 from tokenpulse.tfserving.config import parse_model_server_config
 
@@ -31,6 +33,14 @@ from tokenpulse.tfserving.config import parse_model_server_config
 def _settings(tmp_path: Path, **kw: object) -> UpSettings:
     ports = {name: free_port() for name in PORT_FIELDS}
     return UpSettings(run_dir=tmp_path / "run", models_dir=tmp_path / "models", **{**ports, **kw})
+
+
+def _config(s: UpSettings) -> StackConfig:
+    """`up`'s StackConfig, with the export metadata it reads in place."""
+    meta = s.models_dir / "gen" / "1" / "assets.extra" / "tokenpulse_model.json"
+    meta.parent.mkdir(parents=True, exist_ok=True)
+    meta.write_text('{"model": {"context": 64, "d_model": 64}}')
+    return plan.stack_config(s)
 
 
 def _up(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -123,10 +133,10 @@ def test_prometheus_scrapes_every_component_and_alertmanager_calls_the_receiver(
     s.run_dir.mkdir(parents=True)
     started: list[list[str]] = []
     monkeypatch.setattr(
-        components, "_process", lambda s, name, argv, url, env=None: started.append(argv)
+        components, "_process", lambda c, name, argv, url, env=None: started.append(argv)
     )
-    components.by_name("prometheus").start(s)
-    components.by_name("alertmanager").start(s)
+    components.by_name("prometheus").start(_config(s))
+    components.by_name("alertmanager").start(_config(s))
     prom = yaml.safe_load(s.path("prometheus.yml").read_text())
     scraped = {t for job in prom["scrape_configs"] for t in job["static_configs"][0]["targets"]}
     ports = {getattr(s, f) for f in PORT_FIELDS} - {s.grpc_port, s.oncall_port}
@@ -146,10 +156,11 @@ def test_prometheus_scrapes_every_component_and_alertmanager_calls_the_receiver(
 
 def test_banner_lists_every_component_and_what_to_do_next(tmp_path: Path) -> None:
     s = _settings(tmp_path)
+    config = _config(s)
     pids = {name: 1000 + i for i, name in enumerate(components.names())}
-    text = up_banner.banner(s, "tp-demo", pids)
+    text = up_banner.banner(s, config, "tp-demo", pids)
     for c in components.COMPONENTS:
-        assert c.url(s) in text and c.metrics(s) in text or c.name == "oncall"
+        assert c.url(config) in text and c.metrics(config) in text or c.name == "oncall"
         assert f"pid {pids[c.name]}" in text
     assert "curl -sS" in text and "from openai import OpenAI" in text and "tp-demo" in text
     assert "tokenpulse samples search" in text and "tokenpulse dashboards preview" in text
@@ -164,11 +175,11 @@ def test_banner_lists_every_component_and_what_to_do_next(tmp_path: Path) -> Non
 def test_shipper_writes_to_elasticsearch_too_when_es_url_is_set(tmp_path, monkeypatch) -> None:
     calls: list[tuple[list[str], dict[str, str] | None]] = []
     monkeypatch.setattr(
-        components, "_process", lambda s, name, argv, url, env=None: calls.append((argv, env))
+        components, "_process", lambda c, name, argv, url, env=None: calls.append((argv, env))
     )
-    components.by_name("shipper").start(_settings(tmp_path))
+    components.by_name("shipper").start(_config(_settings(tmp_path)))
     with_es = _settings(tmp_path, es_url="http://127.0.0.1:9200", es_api_key="k3y")
-    components.by_name("shipper").start(with_es)
+    components.by_name("shipper").start(_config(with_es))
     (sqlite_only, _), (both, env) = calls
     assert sqlite_only[sqlite_only.index("--outputs") + 1 :] == ["sqlite"]
     assert both[both.index("--outputs") + 1 :] == [
@@ -193,12 +204,12 @@ def test_with_es_url_the_samples_data_stream_is_set_up_first(tmp_path, monkeypat
 
 
 def test_a_component_that_exits_is_restarted_after_the_delay_and_all_stop(tmp_path) -> None:
-    def sleeper(s: UpSettings) -> contextlib.AbstractContextManager[Launched]:
+    def sleeper(c: StackConfig) -> contextlib.AbstractContextManager[Launched]:
         return running_process(["sleep", "600"], lambda: True, what="sleeper")
 
-    comp = components.Component("sleeper", sleeper, lambda s: "", lambda s: "")
+    comp = components.Component("sleeper", sleeper, lambda c: "", lambda c: "")
     said: list[str] = []
-    stack = Stack(_settings(tmp_path, restart_delay_s=0), said.append, (comp,))
+    stack = Stack(StackConfig(run_dir=tmp_path), said.append, restart_delay_s=0, components=(comp,))
     try:
         stack.start_all()
         first = stack.pids()["sleeper"]
@@ -221,13 +232,13 @@ def test_gpu_auto_runs_the_nvml_collector_only_where_nvml_works(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, nvml: bool, wanted: str
 ) -> None:
     """Without a GPU the collector would fail every scrape and page ExporterCollectorFailing."""
-    monkeypatch.setattr(components, "nvml_works", lambda: nvml)
-    assert components.gpu_backend(_settings(tmp_path)) == wanted
-    assert components.gpu_backend(_settings(tmp_path, gpu_backend="fake")) == "fake"
+    monkeypatch.setattr(plan, "nvml_works", lambda: nvml)
+    assert plan.gpu_backend(_settings(tmp_path)) == wanted
+    assert plan.gpu_backend(_settings(tmp_path, gpu_backend="fake")) == "fake"
 
 
 def test_nvml_works_answers_here_without_raising() -> None:
-    assert isinstance(components.nvml_works(), bool)
+    assert isinstance(plan.nvml_works(), bool)
 
 
 def test_the_gateway_window_is_the_one_the_served_export_recorded(tmp_path: Path) -> None:
@@ -236,3 +247,4 @@ def test_the_gateway_window_is_the_one_the_served_export_recorded(tmp_path: Path
     meta.parent.mkdir(parents=True)
     meta.write_text('{"model": {"context": 64, "d_model": 64}}')
     assert files.context_window(s) == 64
+    assert plan.stack_config(s).gateway["context_window_tokens"] == 64

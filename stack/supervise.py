@@ -1,4 +1,7 @@
-"""Start the components in order, watch them, restart one that exits, stop all on Ctrl-C."""
+"""Start the components in order, watch them, restart one that exits, stop all on Ctrl-C.
+
+`tokenpulse up` supervises its stack with this; the test stack starts and stops it the same way.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +12,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import FrameType
 
+from stack.components import Component, enabled
+from stack.config import StackConfig
 from stack.launch import Launched, LaunchError
-from stack.up.components import COMPONENTS, Component
-from stack.up.settings import UpSettings
 
 
 class Stopped(Exception):  # noqa: N818 - a request, not a failure
@@ -51,11 +54,11 @@ class Running:
         self.scope.close()
 
 
-def start(component: Component, settings: UpSettings) -> Running:
+def start(component: Component, config: StackConfig) -> Running:
     """Start one component and wait until it is healthy; LaunchError with its log tail if not."""
     scope = contextlib.ExitStack()
     try:
-        child = scope.enter_context(component.start(settings))
+        child = scope.enter_context(component.start(config))
     except BaseException:
         scope.close()
         raise
@@ -66,20 +69,42 @@ def start(component: Component, settings: UpSettings) -> Running:
 class Stack:
     """Every running component, in start order."""
 
-    settings: UpSettings
-    say: Callable[[str], None]
-    components: tuple[Component, ...] = COMPONENTS
+    config: StackConfig
+    say: Callable[[str], None] = lambda message: None
+    restart_delay_s: float = 150.0
+    components: tuple[Component, ...] | None = None  # None: the table's, as the config enables
     running: list[Running] = field(default_factory=list)
 
     def start_all(self) -> None:
         """Start the components in order, each healthy before the next one starts."""
-        for component in self.components:
+        for component in self.components or enabled(self.config):
             self.say(f"starting {component.name} ...")
             started = time.monotonic()
-            r = start(component, self.settings)
+            r = start(component, self.config)
             self.running.append(r)
             took = time.monotonic() - started
             self.say(f"  {component.name} ready (pid {r.child.pid}, {took:.1f} s)")
+
+    def child(self, name: str) -> Launched:
+        """The running process of one component."""
+        return self._running(name).child
+
+    def _running(self, name: str) -> Running:
+        for r in self.running:
+            if r.component.name == name:
+                return r
+        raise KeyError(f"no component {name!r} in this stack")
+
+    def stop(self, name: str) -> None:
+        """Stop one component (a fault); `restart` starts it again on the same ports."""
+        self._running(name).stop()
+
+    def restart(self, name: str) -> Launched:
+        """Start one stopped component again and wait until it is healthy."""
+        i = self.running.index(self._running(name))
+        self.running[i].stop()
+        self.running[i] = start(self.running[i].component, self.config)
+        return self.running[i].child
 
     def pids(self) -> dict[str, int]:
         """Component name -> pid of its current process."""
@@ -96,13 +121,13 @@ class Stack:
                 r.died_at = now
                 self.say(
                     f"{r.component.name} (pid {r.child.pid}) exited with {code}; restarting it in "
-                    f"{self.settings.restart_delay_s:g} s (log: logs/{r.component.name}.log)"
+                    f"{self.restart_delay_s:g} s (log: logs/{r.component.name}.log)"
                 )
-            if now - r.died_at < self.settings.restart_delay_s:
+            if now - r.died_at < self.restart_delay_s:
                 continue
             r.stop()
             try:
-                self.running[i] = start(r.component, self.settings)
+                self.running[i] = start(r.component, self.config)
             except LaunchError as exc:
                 self.say(f"{r.component.name} failed to restart, trying again: {exc}")
                 r.died_at = time.monotonic()

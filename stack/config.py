@@ -1,0 +1,89 @@
+"""What one run of the stack is: ports, files, rule set, GPU source, pace. `tokenpulse up` builds it
+from its settings, the test stack from its options; both start the same component table with it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal
+
+from monitoring.mixin import config as mixin
+from tokenpulse import paths, ports
+from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME
+
+RULES = {
+    "normal": (paths.ALERTS / "recording.rules.yml", paths.ALERTS / "alerts.rules.yml"),
+    "compressed": (
+        paths.COMPRESSED_ALERTS / "recording.rules.yml",
+        paths.COMPRESSED_ALERTS / "alerts.rules.yml",
+    ),
+}
+GpuBackend = Literal["real", "fake", "off"]
+
+
+@dataclass(frozen=True)
+class Ports:
+    """Where each component listens on 127.0.0.1 (the field names are `up`'s port settings)."""
+
+    grpc_port: int = ports.MODELSERVER_GRPC
+    rest_port: int = ports.MODELSERVER_REST
+    gateway_port: int = ports.GATEWAY
+    exporter_port: int = ports.EXPORTER
+    shipper_port: int = ports.SHIPPER
+    prometheus_port: int = ports.PROMETHEUS
+    alertmanager_port: int = ports.ALERTMANAGER
+    oncall_port: int = ports.ONCALL
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """The port fields, in start order of their components."""
+        return tuple(f.name for f in fields(cls))
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    """Every knob the component table reads (see stack/components.py)."""
+
+    run_dir: Path  # absolute: logs/, generated configs, spool, stores, TSDB
+    ports: Ports = Ports()
+    model: str = DEFAULT_MODEL_NAME
+    rules: tuple[Path, ...] = RULES["normal"]
+    gpu_backend: GpuBackend = "off"
+    fake_gpus: int = 2
+    alerting: bool = True  # the on-call receiver and Alertmanager
+    canary_interval_s: float = 30.0
+    scrape_interval: str = mixin.SCRAPE_INTERVAL
+    evaluation_interval: str = mixin.EVALUATION_INTERVAL
+    group_wait: str = mixin.AM_GROUP_WAIT
+    group_interval: str = mixin.AM_GROUP_INTERVAL
+    repeat_interval: str | None = None  # None: the generated routes' own
+    es_url: str = ""
+    es_api_key: str = ""
+    start_timeout_s: float = 300.0
+    # GatewaySettings fields (canary weight, context window, poll pace, ...), as the gateway's env
+    gateway: Mapping[str, Any] = field(default_factory=dict)
+    # extra command-line flags per component name (e.g. a faster poll for tests)
+    extra_flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    modelserver_poll_s: float = 5.0  # how often the model server looks for new versions on disk
+
+    def path(self, name: str) -> Path:
+        """A file or folder under the run directory."""
+        return self.run_dir / name
+
+    @property
+    def models_config(self) -> Path:
+        """The models.config the model server, gateway and exporter read."""
+        return self.path("models.config")
+
+    def log(self, component: str) -> Path:
+        """Where a component's output goes."""
+        return self.path("logs") / f"{component}.log"
+
+    def url(self, port_field: str, path: str = "") -> str:
+        """http://127.0.0.1:<port><path> for one of the Ports fields."""
+        return f"http://127.0.0.1:{getattr(self.ports, port_field)}{path}"
+
+    def flags(self, component: str) -> list[str]:
+        """The extra flags given for one component."""
+        return list(self.extra_flags.get(component, ()))

@@ -1,0 +1,48 @@
+"""`tokenpulse up`'s settings as a StackConfig: the component table's options for this machine."""
+
+from __future__ import annotations
+
+from stack.config import RULES, GpuBackend, Ports, StackConfig
+from stack.up.files import context_window
+from stack.up.settings import PORT_FIELDS, UpSettings
+
+
+def nvml_works() -> bool:
+    """Whether NVML initialises on this machine (a driver and at least the library)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - any NVML error means: no usable GPU here
+        return False
+    return True
+
+
+def gpu_backend(s: UpSettings) -> GpuBackend:
+    """The exporter's GPU source; `auto` resolves to `real` or `off`."""
+    if s.gpu_backend == "auto":
+        return "real" if nvml_works() else "off"
+    return s.gpu_backend
+
+
+def stack_config(s: UpSettings) -> StackConfig:
+    """The stack `up` runs: fixed ports, the chosen rule set, both versions behind the gateway."""
+    return StackConfig(
+        run_dir=s.path(""),
+        ports=Ports(**{name: int(getattr(s, name)) for name in PORT_FIELDS}),
+        rules=RULES[s.rules],
+        gpu_backend=gpu_backend(s),
+        canary_interval_s=s.canary_interval_s,
+        scrape_interval=s.scrape_interval,
+        evaluation_interval=s.evaluation_interval,
+        group_wait=s.group_wait,
+        group_interval=s.group_interval,
+        es_url=s.es_url,
+        es_api_key=s.es_api_key,
+        start_timeout_s=s.start_timeout_s,
+        gateway={
+            "canary_weight": s.canary_weight,
+            "context_window_tokens": context_window(s),
+        },
+    )
