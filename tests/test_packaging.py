@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import ast
 import importlib.metadata as md
+import re
+import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
@@ -114,3 +118,37 @@ def test_image_installs_the_runtime_set_only_and_keeps_the_context_small() -> No
     assert "--no-deps ." in runs
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert {".venv", ".git", "models/", "run/", ".cache/", "**/__pycache__"} <= set(ignored)
+
+
+@pytest.fixture(scope="module")
+def wheel_files(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """The file list of the wheel `pip wheel .` builds from this checkout."""
+    out = tmp_path_factory.mktemp("wheel")
+    argv = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (wheel,) = out.glob("tokenpulse-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        return archive.namelist()
+
+
+def test_the_wheel_ships_the_runtime_and_no_bench_stand_in_or_test_code(
+    wheel_files: list[str],
+) -> None:
+    tops = {name.split("/")[0] for name in wheel_files if ".dist-info/" not in name}
+    assert tops == set(RUNTIME_PACKAGES)
+    assert "stack/cli.py" in wheel_files and "stack/components.py" in wheel_files
+    leaked = [
+        n for n in wheel_files if re.search(r"(^|/)(devtools|tests?|bench|standins?)(/|_)", n)
+    ]
+    assert leaked == []
+    assert any(n.endswith(".dist-info/entry_points.txt") for n in wheel_files)
+    assert PYPROJECT["project"]["scripts"] == {"tokenpulse": "stack.cli:main"}
+
+
+def test_the_image_copies_the_runtime_packages_only() -> None:
+    copies = re.findall(r"^COPY (\S+) \./", (ROOT / "Dockerfile").read_text(), re.M)
+    packages = [c for c in copies if (ROOT / c / "__init__.py").is_file()]
+    assert sorted(packages) == sorted(RUNTIME_PACKAGES)
+    ignored = (ROOT / ".dockerignore").read_text().split()
+    assert {"devtools/", "tests/"} <= set(ignored)

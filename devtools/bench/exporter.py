@@ -21,6 +21,7 @@ from typing import Any
 
 from devtools.bench.harness import cpu_seconds, latency_ms, rss_bytes
 from stack.launch import ExporterProcess, LaunchError, running_exporter
+from tokenpulse.tfserving.render import render_models_config
 from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME, GOLDEN_FILE
 
 P99_TARGET_S = 0.020
@@ -77,10 +78,8 @@ def _setup_models(tmp: Path) -> tuple[Path, dict[str, tuple[str, float]]]:
         rows = [{"prompt": p, "text": t, "mean_nll": 1.0} for p, t in _PROMPTS.items()]
         golden.write_text(json.dumps({"max_new_tokens": 8, "prompts": rows}))
     config = tmp / "models.config"
-    config.write_text(
-        f"model_config_list {{ config {{ name: '{DEFAULT_MODEL_NAME}' base_path: '{base}' "
-        "version_labels { key: 'stable' value: 1 } version_labels { key: 'canary' value: 2 } } }\n"
-    )
+    labels = {"stable": 1, "canary": 2}
+    config.write_text(render_models_config(DEFAULT_MODEL_NAME, base, (1, 2), labels))
     return config, {p: (t, 1.0) for p, t in _PROMPTS.items()}
 
 

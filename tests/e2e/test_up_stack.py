@@ -24,12 +24,12 @@ import pytest
 import yaml
 
 from devtools.stack import wait_until
-from monitoring.mixin.dashboards.build import DEFAULT_OUT
 from monitoring.mixin.dashboards.queries import metric_names, panel_queries, substitute
 from monitoring.preview.prom import PromClient
 from tests.e2e.upstack import UpStack, alive, running_up
 from tests.support.binaries import needs_prometheus
 from tests.support.models import install_version
+from tokenpulse.paths import DASHBOARDS
 from tokenpulse.tfserving.signature import GOLDEN_FILE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,7 +111,7 @@ def _rule_metrics() -> set[str]:
 
 
 def _dashboards() -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted(DEFAULT_OUT.glob("*.json"))]
+    return [json.loads(p.read_text()) for p in sorted(DASHBOARDS.glob("*.json"))]
 
 
 def _declared(up: UpStack) -> set[str]:
@@ -193,7 +193,7 @@ def test_degraded_canary_alerts_for_its_version_and_stable_stays_quiet(
 
 def _quality_panel(prom: PromClient, title: str, legend: str) -> dict[str, float]:
     """Latest value per version of one query of the quality dashboard, as Grafana sends it."""
-    model = json.loads((DEFAULT_OUT / "tokenpulse-quality.json").read_text())
+    model = json.loads((DASHBOARDS / "tokenpulse-quality.json").read_text())
     (query,) = [q for q in panel_queries(model) if q.panel == title and q.legend.startswith(legend)]
     series = prom.query(substitute(query.expr, RATE_INTERVAL))
     return {s.labels["version"]: s.points[-1][1] for s in series}

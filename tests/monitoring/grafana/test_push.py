@@ -16,11 +16,11 @@ from monitoring.grafana.push import (
     connect,
     push,
 )
-from monitoring.mixin.dashboards.build import DEFAULT_OUT
 from stack.cli import main as tokenpulse_main
+from tokenpulse.paths import DASHBOARDS
 from tokenpulse.procs import free_port
 
-FILES = sorted(DEFAULT_OUT.glob("*.json"))
+FILES = sorted(DASHBOARDS.glob("*.json"))
 
 
 @pytest.fixture
