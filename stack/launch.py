@@ -38,11 +38,12 @@ from typing import Any
 
 from tokenpulse.procs import free_port, stop_process
 from tokenpulse.tfserving import status as tfs_status
+from tokenpulse.tfserving.config import DEFAULT_METRICS_PATH
 from tokenpulse.tfserving.errors import TfServingBadResponse
+from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME
 
 MODELSERVER_START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 15.0
-METRICS_PATH = "/monitoring/prometheus/metrics"
 
 
 class LaunchError(RuntimeError):
@@ -175,7 +176,7 @@ class ModelServerProcess(Launched):
 
     rest_url: str = ""  # e.g. http://127.0.0.1:41234
     grpc_target: str = ""  # e.g. 127.0.0.1:41235
-    model_name: str = "gen"
+    model_name: str = DEFAULT_MODEL_NAME
     rest_port: int = 0
     grpc_port: int = 0
     metrics_url: str = ""
@@ -197,7 +198,7 @@ class ModelServerProcess(Launched):
 def running_modelserver(
     base_path: Path | None = None,
     *,
-    model_name: str = "gen",
+    model_name: str = DEFAULT_MODEL_NAME,
     config_file: Path | None = None,
     enable_batching: bool = True,
     batching_parameters: str | None = None,
@@ -216,7 +217,7 @@ def running_modelserver(
 
     `batching_parameters` is the text of a TF Serving `batching_parameters.txt`, or pass the file
     itself as `batching_parameters_file` (neither: the server's defaults). Ready once `model_name`
-    has an AVAILABLE version. The metrics page is on at METRICS_PATH unless a monitoring config
+    has an AVAILABLE version. The metrics page is on at DEFAULT_METRICS_PATH unless a monitoring config
     file says otherwise.
     """
     if (base_path is None) == (config_file is None):
@@ -228,7 +229,7 @@ def running_modelserver(
         if monitoring_config_file is None:
             monitoring_config_file = Path(tmp) / "monitoring.config"
             monitoring_config_file.write_text(
-                f'prometheus_config: {{ enable: true, path: "{METRICS_PATH}" }}\n'
+                f'prometheus_config: {{ enable: true, path: "{DEFAULT_METRICS_PATH}" }}\n'
             )
         if batching_parameters is not None:
             batching_parameters_file = Path(tmp) / "batching_parameters.txt"
@@ -266,7 +267,7 @@ def running_modelserver(
                 model_name=model_name,
                 rest_port=rest_port,
                 grpc_port=grpc_port,
-                metrics_url=f"{rest_url}{METRICS_PATH}",
+                metrics_url=f"{rest_url}{DEFAULT_METRICS_PATH}",
                 config_file=config_file,
             )
 
