@@ -217,8 +217,8 @@ def running_modelserver(
 
     `batching_parameters` is the text of a TF Serving `batching_parameters.txt`, or pass the file
     itself as `batching_parameters_file` (neither: the server's defaults). Ready once `model_name`
-    has an AVAILABLE version. The metrics page is on at DEFAULT_METRICS_PATH unless a monitoring config
-    file says otherwise.
+    has an AVAILABLE version. The metrics page is on at DEFAULT_METRICS_PATH unless a monitoring
+    config file says otherwise.
     """
     if (base_path is None) == (config_file is None):
         raise ValueError("give exactly one of base_path or config_file")
