@@ -13,7 +13,7 @@ PIP_INSTALL := URLLIB3_NO_OVERRIDE=1 $(BIN)/pip install -q --no-binary urllib3-f
 MODELS ?= models
 PRESET ?= default
 
-.PHONY: up test lint typecheck debs venv model clean-models bench
+.PHONY: up test lint typecheck debs venv stack-venv model clean-models bench
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON)"; exit 1; }
@@ -34,6 +34,9 @@ $(STACK_STAMP): pyproject.toml requirements.lock scripts/requirements.py | $(BIN
 	@touch $(STACK_STAMP)
 
 venv: $(STAMP)
+
+# `make up`'s venv alone (`make VENV=/tmp/v stack-venv` builds one elsewhere, as a test does).
+stack-venv: $(STACK_STAMP)
 
 debs:
 	@bash scripts/ensure-debs.sh
