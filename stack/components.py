@@ -141,10 +141,10 @@ def _targets(c: StackConfig) -> prom_config.Targets:
     def at(port_field: str) -> list[str]:
         return [f"127.0.0.1:{getattr(c.ports, port_field)}"]
 
-    alerting = {"alertmanager": at("alertmanager_port")} if c.alerting else {"alertmanager": []}
     return prom_config.Targets(
         modelserver=at("rest_port"), gateway=at("gateway_port"), exporter=at("exporter_port"),
-        shipper=at("shipper_port"), prometheus=at("prometheus_port"), **alerting,
+        shipper=at("shipper_port"), prometheus=at("prometheus_port"),
+        alertmanager=at("alertmanager_port") if c.alerting else [],
     )  # fmt: skip
 
 
