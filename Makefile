@@ -48,8 +48,11 @@ up: $(STACK_STAMP)
 	@bash scripts/ensure-debs.sh stack
 	$(BIN)/tokenpulse up --preset $(PRESET)
 
+# Two workers (the e2e stacks mostly wait on clocks); each module stays on one worker, and the
+# modules sharing the alerting test stack stay together (tests/conftest.py).
+PYTEST_WORKERS ?= 2
 test: venv debs
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
 lint: venv
 	$(BIN)/ruff check .

@@ -1,13 +1,61 @@
-"""Shared fixtures: exported tiny models (built once, cached by model-code revision)."""
+"""Shared fixtures: exported tiny models (built once, cached by model-code revision), and the one
+alerting test stack that the modules which only watch a stack share.
+
+Under pytest-xdist (`make test` runs `-n 2 --dist loadscope`), each module stays on one worker, as
+its module-scoped stacks and servers expect, and the modules listed in
+`tests.support.stack.SHARED_STACK_MODULES` run on one worker one after the other, so they start
+the shared stack once.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from xdist.scheduler import LoadScopeScheduling
+
+from devtools.stack import Stack, StackOptions, running_stack
+from tests.support.stack import scope_of
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+class ModuleScheduling(LoadScopeScheduling):
+    """Whole modules to a worker; the shared stack's modules together, in file order."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return scope_of(nodeid)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With `--dist loadscope`: schedule by module, the shared stack's modules as one unit."""
+    if config.getvalue("dist") == "loadscope":
+        return ModuleScheduling(config, log)
+    return None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A module using the shared stack must be listed, or xdist could start it twice."""
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        if "shared_stack" in getattr(item, "fixturenames", ()) and scope_of(module) == module:
+            raise pytest.UsageError(
+                f"{module} uses shared_stack: list it in tests/support/stack.py"
+            )
+
+
+@pytest.fixture(scope="session")
+def shared_stack(tiny_export: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """One alerting stack (model server, gateway, exporter with fake GPUs, shipper, Prometheus,
+    Alertmanager, on-call receiver; compressed rules) for the alert e2e and live dashboards."""
+    workdir = tmp_path_factory.mktemp("shared-stack")
+    with running_stack(
+        tiny_export, workdir, StackOptions(alerting=True, canary_interval_s=2.0)
+    ) as s:
+        yield s
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,9 @@
 """The generated rules against a real running stack: series exist, a healthy stack notifies nobody,
 a model-server outage pages exactly once and resolves.
 
-One stack (model server, gateway, exporter with fake NVML, shipper, real Prometheus, real
-Alertmanager, on-call receiver) serves the whole module, with the TIME-COMPRESSED rule set
+The shared test stack (tests/conftest.py: model server, gateway, exporter with fake NVML, shipper,
+real Prometheus, real Alertmanager, on-call receiver) serves the whole module, with the
+TIME-COMPRESSED rule set
 (alerts/compressed/: every window and `for` divided by COMPRESSION_FACTOR = 60, never under 5 s),
 so 150 s of steady traffic stands for 2.5 hours of alerting. Tests run in file order.
 """
@@ -13,13 +14,12 @@ import json
 import re
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
-from devtools.stack import Stack, StackOptions, running_stack, wait_until
+from devtools.stack import Stack, wait_until
 from monitoring.mixin import config
 from tests.support.binaries import needs_prometheus
 
@@ -31,10 +31,8 @@ pytestmark = [pytest.mark.slow, needs_prometheus]
 
 
 @pytest.fixture(scope="module")
-def stack(tiny_export: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    workdir = tmp_path_factory.mktemp("alert-stack")
-    with running_stack(tiny_export, workdir, StackOptions(alerting=True)) as s:
-        yield s
+def stack(shared_stack: Stack) -> Stack:
+    return shared_stack
 
 
 def _page(url: str) -> str:

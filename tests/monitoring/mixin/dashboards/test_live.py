@@ -1,11 +1,12 @@
 """Proof: every dashboard query returns real data from the real components, and the previews too.
 
 A real Prometheus scrapes the real model server, gateway (with the log pipeline's sampler and
-spool), shipper and exporter (fake NVML backend) while traffic, some errors included, goes
-through the gateway. Then every panel query, with Grafana's
-variables substituted, must parse and return at least one series; every variable query must find
-its label; every annotation query must parse. Each dashboard is also rendered to a PNG from
-query_range results, and no panel may come out empty.
+spool), shipper and exporter (fake NVML backend) of the shared test stack (tests/conftest.py;
+after the alert e2e when both run) while traffic, some errors included, goes through the
+gateway. Then every panel query, with Grafana's variables substituted, must parse and return at
+least one series; every variable query must find its label; every annotation query must parse.
+Each dashboard is also rendered to a PNG from query_range results, and no panel may come out
+empty.
 """
 
 from __future__ import annotations
@@ -18,8 +19,7 @@ import shutil
 import httpx
 import pytest
 
-from devtools.stack import StackOptions, running_stack, wait_until
-from monitoring.mixin.dashboards.build import DEFAULT_OUT
+from devtools.stack import wait_until
 from monitoring.mixin.dashboards.queries import (
     annotation_exprs,
     metric_names,
@@ -28,9 +28,11 @@ from monitoring.mixin.dashboards.queries import (
 )
 from monitoring.preview.prom import PromClient
 from monitoring.preview.render import render_dashboard
+from tokenpulse.paths import DASHBOARDS
 
 RATE_INTERVAL = "15s"  # Grafana's $__rate_interval for a 1 s scrape, rounded up for steadiness
 TRAFFIC_S = 60.0  # a minute of traffic, as the overview preview in reports shows
+RECENT_S = 20.0  # our own traffic right before the previews
 # set to a folder to keep the PNGs (e.g. for a report); by default they stay in tmp_path
 KEEP_PREVIEWS = os.environ.get("TOKENPULSE_KEEP_PREVIEWS")
 
@@ -38,7 +40,7 @@ pytestmark = pytest.mark.slow
 
 
 def _models():
-    return {p.name: json.loads(p.read_text()) for p in sorted(DEFAULT_OUT.glob("*.json"))}
+    return {p.name: json.loads(p.read_text()) for p in sorted(DASHBOARDS.glob("*.json"))}
 
 
 def _errors_through_the_gateway(stack):
@@ -49,18 +51,28 @@ def _errors_through_the_gateway(stack):
     assert bad_key.status_code == 401 and bad_body.status_code in (400, 422)
 
 
+def _served(prom: PromClient) -> float:
+    result = prom.query("sum(tokenpulse_gateway_requests_total)")
+    return result[0].points[-1][1] if result else 0.0
+
+
 @pytest.fixture(scope="module")
-def live(tiny_export, tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("dash-stack")
-    with running_stack(tiny_export, workdir, StackOptions(canary_interval_s=2.0)) as stack:
-        _errors_through_the_gateway(stack)
-        with stack.traffic(rps=2.0) as codes:
-            prom = PromClient(stack.prometheus_url)
-            wait_until(lambda: prom.query("tokenpulse_canary_match_ratio"), 60, "canary results")
-            _errors_through_the_gateway(stack)  # errors inside the previewed window too
-            wait_until(lambda: len(codes) >= TRAFFIC_S * 1.5, TRAFFIC_S * 3, "a minute of traffic")
-            yield stack, prom, workdir
-        prom.close()
+def live(shared_stack, tmp_path_factory):
+    stack = shared_stack
+    workdir = tmp_path_factory.mktemp("dash-previews")
+    _errors_through_the_gateway(stack)
+    with stack.traffic(rps=2.0) as codes:
+        prom = PromClient(stack.prometheus_url)
+        wait_until(lambda: prom.query("tokenpulse_canary_match_ratio"), 60, "canary results")
+        _errors_through_the_gateway(stack)  # errors inside the previewed window too
+        # at least a minute of traffic in the stack's life (the alert e2e, when it ran first,
+        # sent most of it), and a fresh stretch of our own inside the previewed window
+        wait_until(
+            lambda: len(codes) >= RECENT_S * 2 and _served(prom) >= TRAFFIC_S * 1.5,
+            TRAFFIC_S * 3, "a minute of traffic",
+        )  # fmt: skip
+        yield stack, prom, workdir
+    prom.close()
 
 
 def test_every_panel_query_returns_series(live):
