@@ -26,9 +26,10 @@ $(STAMP): pyproject.toml requirements.lock | $(BIN)/python
 	$(BIN)/pip install -q --no-deps -e .
 	@touch $(STAMP)
 
-# What `make up` runs: the runtime dependencies plus the `stack` extra, at the lock's versions.
+# What `make up` runs: every component's set (the `all` extra) plus the `stack` extra, at the
+# lock's versions.
 $(STACK_STAMP): pyproject.toml requirements.lock scripts/requirements.py | $(BIN)/python
-	$(BIN)/python scripts/requirements.py stack > $(VENV)/stack-requirements.txt
+	$(BIN)/python scripts/requirements.py all stack > $(VENV)/stack-requirements.txt
 	$(PIP_INSTALL) -r $(VENV)/stack-requirements.txt -c requirements.lock
 	$(BIN)/pip install -q --no-deps -e .
 	@touch $(STACK_STAMP)

@@ -1,4 +1,9 @@
-"""Runtime dependencies are what the runtime imports; the image installs those and nothing else."""
+"""Each component's install set is what its commands import, and each image installs its set only.
+
+pyproject's `dependencies` are the common set; each component's extra (and the Dockerfile's target
+of the same name) adds the rest. Only `model` brings TensorFlow. tests/test_images.py installs the
+slim sets into fresh venvs and sizes them.
+"""
 
 from __future__ import annotations
 
@@ -10,23 +15,55 @@ import sys
 import tomllib
 import zipfile
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
+import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from scripts.requirements import requirements
+from stack.cli import COMMANDS
+from stack.components import SINK
+
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+PROJECT = canonicalize_name(PYPROJECT["project"]["name"])
 RUNTIME_PACKAGES = ("tokenpulse", "serving", "exporter", "log_pipeline", "monitoring", "stack")
 TREE_PACKAGES = (*RUNTIME_PACKAGES, "devtools")
 # The development tools (benches, stand-ins, the test stack) are not shipped; they may use extras.
 NOT_RUNTIME = ("devtools",)
 DEV_TOOLS = {"pytest", "pytest-timeout", "hypothesis", "schemathesis", "openai", "keras-hub"}
 DEV_TOOLS |= {"ruff", "mypy", "fastapi", "uvicorn", "tensorboard"}
+TF_DISTS = {"tensorflow", "tensorflow-serving-api", "tensorflow-text", "keras", "tensorboard"}
+TF_MODULES = {"tensorflow", "tensorflow_serving", "tensorflow_text", "keras", "tensorboard"}
 
 
-def _names(requirements: list[str]) -> set[str]:
-    return {canonicalize_name(Requirement(r).name) for r in requirements}
+class Component(NamedTuple):
+    """An install set: the common dependencies plus `extra` (None: the common set alone)."""
+
+    extra: str | None
+    commands: tuple[str, ...]  # `tokenpulse` subcommands (stack.cli.COMMANDS) it runs
+    loads: tuple[str, ...] = ()  # modules it imports by name from its settings
+
+
+COMPONENTS: dict[str, Component] = {
+    "model": Component("model", ("model", "modelserver")),
+    "gateway": Component("gateway", ("gateway",), loads=(SINK.partition(":")[0],)),
+    "exporter": Component("exporter", ("exporter",)),
+    "shipper": Component("shipper", ("shipper", "es", "samples")),
+    "oncall": Component(None, ("oncall-receiver",)),
+    "monitoring": Component("monitoring", ("dashboards", "grafana")),
+    "all": Component("all", ("up", "build")),  # the stack layer: every component's set
+}
+IMAGES = ("model", "gateway", "exporter", "shipper", "oncall")  # the Dockerfile's targets
+SLIM = ("gateway", "exporter", "shipper", "oncall")  # no TensorFlow
+
+
+def _names(lines: list[str]) -> set[str]:
+    """Distribution names; the project's own extras (`tokenpulse[a,b]`) are left out."""
+    names: set[str] = {canonicalize_name(Requirement(r).name) for r in lines}
+    return names - {PROJECT}
 
 
 def _closure(names: set[str]) -> set[str]:
@@ -43,6 +80,80 @@ def _closure(names: set[str]) -> set[str]:
             if req.marker is None or req.marker.evaluate({"extra": ""}):
                 todo.append(canonicalize_name(req.name))
     return seen
+
+
+def install_set(component: str) -> list[str]:
+    """The requirement lines a component's venv or image installs (scripts/requirements.py)."""
+    extra = COMPONENTS[component].extra
+    return requirements([extra] if extra else [])
+
+
+def _module_file(module: str) -> Path | None:
+    path = ROOT.joinpath(*module.split("."))
+    for candidate in (path / "__init__.py", path.with_suffix(".py")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _imported_modules(path: Path, package: str) -> list[str]:
+    """Absolute names of every module `path` imports, at any depth (function-level too)."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, *([node.module] if node.module else [])])
+            found.append(base)
+            found += [f"{base}.{alias.name}" for alias in node.names]
+    return found
+
+
+def reach(roots: tuple[str, ...]) -> tuple[set[str], dict[str, set[str]]]:
+    """(tree modules, third-party top-level module -> tree modules importing it) from `roots`.
+
+    Static and conservative: every import in a reached module counts, lazy ones included, and
+    importing `a.b.c` reaches `a` and `a.b` as Python does.
+    """
+    modules: set[str] = set()
+    third: dict[str, set[str]] = {}
+    todo = list(roots)
+    while todo:
+        module = todo.pop()
+        if module in modules:
+            continue
+        path = _module_file(module)
+        if path is None:
+            continue  # `from pkg import name` where name is not a module
+        modules.add(module)
+        parts = module.split(".")
+        todo += [".".join(parts[:i]) for i in range(1, len(parts))]
+        package = module if path.name == "__init__.py" else ".".join(parts[:-1])
+        for name in _imported_modules(path, package):
+            top = name.split(".")[0]
+            if top in RUNTIME_PACKAGES:
+                todo.append(name)
+            elif top and top not in sys.stdlib_module_names and top != "__future__":
+                third.setdefault(top, set()).add(module)
+    return modules, third
+
+
+def component_roots(component: str) -> tuple[str, ...]:
+    spec = COMPONENTS[component]
+    return ("stack.cli", *(COMMANDS[c][0] for c in spec.commands), *spec.loads)
+
+
+def _uncovered(third: dict[str, set[str]], installed: set[str]) -> dict[str, set[str]]:
+    """Third-party imports none of whose owning distributions is in `installed`."""
+    owners = md.packages_distributions()
+    return {
+        top: users
+        for top, users in third.items()
+        if not {canonicalize_name(d) for d in owners.get(top, [top])} & installed
+    }
 
 
 def _imports(files: list[Path]) -> dict[str, set[str]]:
@@ -73,8 +184,63 @@ def _files(runtime: bool) -> list[Path]:
     return [f for f in files if f.relative_to(ROOT).as_posix().startswith(NOT_RUNTIME) != runtime]
 
 
-RUNTIME = _names(PYPROJECT["project"]["dependencies"])
+def _own_lines(extra: str) -> list[str]:
+    """An extra's own pins, without its references to other extras of the project."""
+    lines = PYPROJECT["project"]["optional-dependencies"][extra]
+    return [r for r in lines if canonicalize_name(Requirement(r).name) != PROJECT]
+
+
+COMMON = _names(PYPROJECT["project"]["dependencies"])
 EXTRAS = {k: _names(v) for k, v in PYPROJECT["project"]["optional-dependencies"].items()}
+RUNTIME = _names(requirements(["all"]))  # every component's set together
+
+
+def test_every_command_runs_in_exactly_one_component_whose_extra_exists() -> None:
+    served = [c for spec in COMPONENTS.values() for c in spec.commands]
+    assert sorted(served) == sorted(COMMANDS), "give each tokenpulse command a component"
+    extras = {spec.extra for spec in COMPONENTS.values()} - {None}
+    assert extras <= set(EXTRAS)
+    assert set(IMAGES) | set(SLIM) <= set(COMPONENTS)
+
+
+@pytest.mark.parametrize("component", list(COMPONENTS))
+def test_each_component_set_covers_what_its_commands_import(component: str) -> None:
+    _, third = reach(component_roots(component))
+    installed = _closure(_names(install_set(component)))
+    missing = _uncovered(third, installed)
+    assert not missing, f"{component}: imported but not installed by its set: {missing}"
+
+
+@pytest.mark.parametrize("component", SLIM)
+def test_the_slim_sets_neither_import_nor_install_tensorflow(component: str) -> None:
+    _, third = reach(component_roots(component))
+    assert not {top: users for top, users in third.items() if top in TF_MODULES}
+    assert not _closure(_names(install_set(component))) & TF_DISTS
+    assert "tensorflow" in _closure(_names(install_set("model")))  # the check can fail
+
+
+@pytest.mark.parametrize("extra", [s.extra for s in COMPONENTS.values() if s.extra])
+def test_each_extra_pin_is_imported_by_the_commands_it_serves(extra: str) -> None:
+    (component,) = [name for name, spec in COMPONENTS.items() if spec.extra == extra]
+    _, third = reach(component_roots(component))
+    owners = md.packages_distributions()
+    imported = {canonicalize_name(d) for top in third for d in owners.get(top, [top])}
+    unused = _names(_own_lines(extra)) - imported
+    assert not unused, f"the {extra} extra pins what its commands never import: {unused}"
+
+
+def test_the_common_set_is_what_every_slim_component_imports() -> None:
+    owners = md.packages_distributions()
+    for component in SLIM:
+        _, third = reach(component_roots(component))
+        imported = {canonicalize_name(d) for top in third for d in owners.get(top, [top])}
+        assert COMMON <= imported, f"{component} does not import {COMMON - imported}"
+
+
+def test_all_is_every_component_set() -> None:
+    every = set().union(*(_names(install_set(c)) for c in COMPONENTS if c != "all"))
+    assert every <= RUNTIME
+    assert RUNTIME - every == _names(_own_lines("all"))  # what only the stack layer adds
 
 
 def test_no_dev_tool_is_a_runtime_dependency() -> None:
@@ -82,12 +248,12 @@ def test_no_dev_tool_is_a_runtime_dependency() -> None:
     assert EXTRAS["bench-model"] == {"keras-hub"}
 
 
-def test_every_runtime_import_is_a_dependency_and_every_dependency_is_imported() -> None:
+def test_every_runtime_import_is_in_a_set_and_every_pin_is_imported() -> None:
     imported = _imports(_files(runtime=True))
     missing = {dist: files for dist, files in imported.items() if dist not in _closure(RUNTIME)}
-    assert not missing, f"imported at runtime but not in pyproject dependencies: {missing}"
+    assert not missing, f"imported at runtime but in no component's set: {missing}"
     unused = {name for name in RUNTIME if name not in imported}
-    assert not unused, f"runtime dependencies nothing imports (move them to an extra): {unused}"
+    assert not unused, f"runtime pins nothing imports (move them to another extra): {unused}"
 
 
 def test_bench_and_test_support_imports_are_covered_by_the_extras() -> None:
@@ -102,22 +268,90 @@ def test_lock_pins_every_dependency_at_the_pyproject_version() -> None:
         if line.strip() and not line.startswith("#"):
             name, _, version = line.partition("==")
             lock[canonicalize_name(name)] = version.strip()
-    for text in PYPROJECT["project"]["dependencies"]:
+    pins = list(PYPROJECT["project"]["dependencies"])
+    pins += [line for extra in EXTRAS for line in _own_lines(extra)]
+    for text in pins:
         req = Requirement(text)
-        assert {str(s) for s in req.specifier} == {f"=={lock[canonicalize_name(req.name)]}"}
+        assert {str(s) for s in req.specifier} == {f"=={lock[canonicalize_name(req.name)]}"}, text
     unpinned = _closure(RUNTIME) - set(lock) - {"pip", "setuptools", "wheel"}  # as pip freeze
     assert not unpinned, f"runtime distributions requirements.lock does not pin: {unpinned}"
 
 
-def test_image_installs_the_runtime_set_only_and_keeps_the_context_small() -> None:
-    dockerfile = (ROOT / "Dockerfile").read_text()
-    lines = dockerfile.replace("\\\n", " ").splitlines()
-    runs = " ".join(line for line in lines if line.startswith("RUN "))
-    assert "['project']['dependencies']" in runs and "-c requirements.lock" in runs
-    assert "-r requirements.lock" not in runs and "[dev]" not in runs and "[test]" not in runs
-    assert "--no-deps ." in runs
+def _stages() -> dict[str, tuple[str, list[str]]]:
+    """Dockerfile stage -> (the stage or image it starts from, its instructions, one a line)."""
+    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    stages: dict[str, tuple[str, list[str]]] = {}
+    current: list[str] = []
+    for line in text.splitlines():
+        line = line.strip()
+        match = re.fullmatch(r"FROM (\S+) AS (\S+)", line)
+        if match:
+            current = []
+            stages[match.group(2)] = (match.group(1), current)
+        elif line and not line.startswith("#"):
+            current.append(line)
+    return stages
+
+
+def _chain(stages: dict[str, tuple[str, list[str]]], name: str) -> list[str]:
+    """The instructions of `name` and of every stage it starts from, the first stage's first."""
+    lines: list[str] = []
+    while name in stages:
+        name, own = stages[name]
+        lines = own + lines
+    return lines
+
+
+def test_each_image_target_installs_its_component_set_only() -> None:
+    stages = _stages()
+    assert set(IMAGES) <= set(stages)
+    for image in IMAGES:
+        lines = _chain(stages, image)
+        runs = " ".join(line for line in lines if line.startswith("RUN "))
+        sets = [args.split() for args in re.findall(r"scripts/requirements\.py([^>]*)>", runs)]
+        extra = COMPONENTS[image].extra
+        assert sets == [[]] + ([[extra]] if extra else []), (image, sets)
+        installs = re.findall(r"pip install ([^&]*)", runs)
+        assert installs, image
+        for args in installs:
+            assert "-r /tmp/set.txt -c requirements.lock" in args or "--no-deps /wheel/" in args
+        assert "requirements.lock" not in re.sub(r"-c requirements\.lock|COPY .*", "", runs)
+        assert "[" not in runs, f"{image} installs an extra by name"
+        assert lines[-1] == 'ENTRYPOINT ["tokenpulse"]', image
+
+
+def test_no_stage_copies_the_development_tools_or_tests() -> None:
+    stages = _stages()
+    copies = [
+        line.split()[1:-1]
+        for _, lines in stages.values()
+        for line in lines
+        if line.startswith("COPY ") and "--from=" not in line
+    ]
+    sources = {source for line in copies for source in line}
+    packages = sorted(s for s in sources if (ROOT / s / "__init__.py").is_file())
+    assert packages == sorted(RUNTIME_PACKAGES)
+    assert sources - set(packages) == {
+        "requirements.lock", "pyproject.toml", "scripts/requirements.py", "README.md",
+    }  # fmt: skip
     ignored = (ROOT / ".dockerignore").read_text().split()
+    assert {"devtools/", "tests/"} <= set(ignored)
     assert {".venv", ".git", "models/", "run/", ".cache/", "**/__pycache__"} <= set(ignored)
+
+
+def test_each_compose_service_runs_its_component_image() -> None:
+    services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    stages = _stages()
+    built = {name: svc for name, svc in services.items() if "build" in svc}
+    assert {"model-build", "gateway", "exporter", "shipper", "setup", "oncall-receiver"} <= set(
+        built
+    )
+    for name, svc in built.items():
+        target = svc["build"]["target"]
+        assert target in IMAGES and target in stages, name
+        assert svc["build"]["context"] == "."
+        assert svc["image"] == f"tokenpulse-{target}:latest", name
+        assert svc["command"][0] in COMPONENTS[target].commands, (name, target)
 
 
 @pytest.fixture(scope="module")
@@ -144,11 +378,3 @@ def test_the_wheel_ships_the_runtime_and_no_bench_stand_in_or_test_code(
     assert leaked == []
     assert any(n.endswith(".dist-info/entry_points.txt") for n in wheel_files)
     assert PYPROJECT["project"]["scripts"] == {"tokenpulse": "stack.cli:main"}
-
-
-def test_the_image_copies_the_runtime_packages_only() -> None:
-    copies = re.findall(r"^COPY (\S+) \./", (ROOT / "Dockerfile").read_text(), re.M)
-    packages = [c for c in copies if (ROOT / c / "__init__.py").is_file()]
-    assert sorted(packages) == sorted(RUNTIME_PACKAGES)
-    ignored = (ROOT / ".dockerignore").read_text().split()
-    assert {"devtools/", "tests/"} <= set(ignored)
