@@ -17,19 +17,27 @@ from pathlib import Path
 
 from log_pipeline import assets
 from monitoring import generate
-from monitoring.mixin import references
+from monitoring.mixin import operator, references
 from monitoring.mixin.dashboards.lint import lint
 from stack.catalogue import declared_metrics
 from tokenpulse import paths
 
 ROOT = paths.ROOT
 ASSETS = assets.ASSETS_DIR.relative_to(ROOT)
+# deploy/k8s: the monitoring resources, and TF Serving's config files for the ConfigMap generator
+# (kustomize reads files under its root only, so they are kept there as drift-checked copies)
+K8S = Path("deploy/k8s")
+K8S_SERVING_CONFIG = K8S / "components" / "serving-config"
+K8S_SERVING_FILES = ("models.container.config", "batching_parameters.txt", "monitoring.config")
 
 
 def generated_files() -> dict[Path, str]:
     """Every generated file (path relative to the repository root) and its text."""
     files = generate.files()
     files.update({ASSETS / name: text for name, text in assets.files().items()})
+    files.update({K8S / rel: text for rel, text in operator.files().items()})
+    for name in K8S_SERVING_FILES:
+        files[K8S_SERVING_CONFIG / name] = (paths.SERVING_CONFIG / name).read_text(encoding="utf-8")
     return dict(sorted(files.items()))
 
 

@@ -1,0 +1,160 @@
+"""The Prometheus Operator resources say what the local and compose files say, nothing else."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from monitoring.mixin import alertmanager, config, operator, prometheus, rulefiles
+from monitoring.mixin.dashboards import render_all
+from tokenpulse import paths
+
+
+def _by_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [d for d in docs if d["kind"] == kind]
+
+
+def _matcher_text(m: dict[str, str]) -> str:
+    return f"{m['name']}{m['matchType']}{json.dumps(m['value'])}"
+
+
+def test_prometheus_rules_hold_exactly_the_rule_files_groups() -> None:
+    rules = operator.prometheus_rules()
+    assert {r["metadata"]["name"] for r in rules} == {"tokenpulse-alerts", "tokenpulse-recording"}
+    for name, text in rulefiles.render_files().items():
+        kind = name.removesuffix(".rules.yml")
+        (rule,) = [r for r in rules if r["metadata"]["name"] == f"tokenpulse-{kind}"]
+        assert rule["spec"]["groups"] == yaml.safe_load(text)["groups"]
+        # and the committed files say the same (the drift check keeps them so)
+        committed = yaml.safe_load((paths.ALERTS / name).read_text())["groups"]
+        assert rule["spec"]["groups"] == committed
+
+
+def test_one_monitor_per_compose_job_with_its_path_interval_and_job_name() -> None:
+    jobs = {j["job_name"]: j for j in prometheus.scrape_configs(prometheus.COMPOSE_TARGETS)}
+    monitors = {m["metadata"]["name"]: m for m in operator.monitors()}
+    assert set(monitors) == set(jobs)
+    for name, job in jobs.items():
+        spec = monitors[name]["spec"]
+        (endpoint,) = spec.get("endpoints") or spec["podMetricsEndpoints"]
+        assert endpoint["path"] == job.get("metrics_path", "/metrics")
+        assert endpoint["interval"] == endpoint["scrapeTimeout"] == config.SCRAPE_INTERVAL
+        assert endpoint["relabelings"][0] == {
+            "action": "replace",
+            "targetLabel": "job",
+            "replacement": name,
+        }
+    assert monitors[config.JOBS.exporter]["kind"] == "PodMonitor"
+    assert monitors[config.JOBS.gateway]["kind"] == "ServiceMonitor"
+    assert monitors[config.JOBS.gateway]["spec"]["selector"]["matchLabels"] == {
+        operator.MONITOR_LABEL: config.JOBS.gateway
+    }
+
+
+def test_static_labels_and_relabel_configs_carry_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A relabelling added to prometheus.yml reaches the monitors without touching this module."""
+    original = prometheus.scrape_configs
+
+    def with_relabelling(targets: prometheus.Targets) -> list[dict[str, object]]:
+        jobs = original(targets)
+        for job in jobs:
+            job["static_configs"][0]["labels"] = {"cluster": "local"}  # type: ignore[index]
+            job["relabel_configs"] = [
+                {"source_labels": ["__address__"], "target_label": "instance", "regex": "(.*)"}
+            ]
+            job["metric_relabel_configs"] = [{"action": "drop", "regex": "go_.*"}]
+        return jobs
+
+    monkeypatch.setattr(prometheus, "scrape_configs", with_relabelling)
+    for monitor in operator.monitors():
+        spec = monitor["spec"]
+        (endpoint,) = spec.get("endpoints") or spec["podMetricsEndpoints"]
+        assert endpoint["relabelings"][1:] == [
+            {"action": "replace", "targetLabel": "cluster", "replacement": "local"},
+            {"sourceLabels": ["__address__"], "targetLabel": "instance", "regex": "(.*)"},
+        ]
+        assert endpoint["metricRelabelings"] == [{"action": "drop", "regex": "go_.*"}]
+
+
+def test_alertmanager_config_has_the_same_routes_inhibitions_and_receivers() -> None:
+    am = yaml.safe_load(alertmanager.render())
+    spec = operator.alertmanager_config()["spec"]
+    route = spec["route"]
+    assert route["receiver"] == am["route"]["receiver"]
+    assert route["groupBy"] == am["route"]["group_by"]
+    assert route["groupWait"] == am["route"]["group_wait"]
+    assert route["repeatInterval"] == am["route"]["repeat_interval"]
+    for mine, theirs in zip(route["routes"], am["route"]["routes"], strict=True):
+        assert mine["receiver"] == theirs["receiver"]
+        assert [_matcher_text(m) for m in mine["matchers"]] == theirs["matchers"]
+    for mine, theirs in zip(spec["inhibitRules"], am["inhibit_rules"], strict=True):
+        assert [_matcher_text(m) for m in mine["sourceMatch"]] == theirs["source_matchers"]
+        assert [_matcher_text(m) for m in mine["targetMatch"]] == theirs["target_matchers"]
+        assert mine.get("equal", []) == theirs.get("equal", [])
+    assert [r["name"] for r in spec["receivers"]] == [r["name"] for r in am["receivers"]]
+
+
+def test_receiver_secrets_are_keys_named_after_the_secret_files() -> None:
+    files = set()
+    for receiver in yaml.safe_load(alertmanager.render())["receivers"]:
+        for configs in receiver.values():
+            for cfg in configs if isinstance(configs, list) else []:
+                files |= {Path(v).name for k, v in cfg.items() if k.endswith("_file")}
+    keys = set(operator.receiver_secret_keys())
+    assert files and files <= keys
+    assert keys - files == {"ticket-webhook-url"}  # the webhook's in-cluster address
+
+
+@pytest.mark.parametrize(
+    "text, wanted",
+    [
+        ('severity="critical"', ("severity", "=", "critical")),
+        ('slo=~".+"', ("slo", "=~", ".+")),
+        ('alertname!~"A|B"', ("alertname", "!~", "A|B")),
+        ('x!="a \\"b\\""', ("x", "!=", 'a "b"')),
+    ],
+)
+def test_matcher_parses_each_operator(text: str, wanted: tuple[str, str, str]) -> None:
+    m = operator.matcher(text)
+    assert (m["name"], m["matchType"], m["value"]) == wanted
+    assert _matcher_text(m) == text
+
+
+def test_matcher_refuses_what_is_not_one() -> None:
+    with pytest.raises(ValueError, match="not a matcher"):
+        operator.matcher("severity critical")
+
+
+def test_dashboards_become_sidecar_config_maps_with_the_same_json() -> None:
+    maps = operator.dashboard_config_maps()
+    assert {name for m in maps for name in m["data"]} == set(render_all())
+    for m in maps:
+        assert m["metadata"]["labels"] == {"grafana_dashboard": "1"}
+        ((name, text),) = m["data"].items()
+        assert json.loads(text) == json.loads((paths.DASHBOARDS / name).read_text())
+
+
+def test_adapter_rules_serve_the_gateway_load_per_pod() -> None:
+    rules = operator.adapter_rules()
+    assert [r["name"]["as"] for r in rules] == list(operator.AUTOSCALING_METRICS)
+    for rule, metric in zip(rules, operator.AUTOSCALING_METRICS, strict=True):
+        assert rule["seriesQuery"].startswith(metric + "{" + config.JOBS.selector("gateway"))
+        assert rule["resources"]["overrides"]["pod"] == {"resource": "pod"}
+    values = yaml.safe_load(operator.adapter_values())
+    assert values["rules"]["custom"] == rules and values["rules"]["default"] is False
+
+
+def test_files_are_the_monitoring_kustomization_and_the_adapter_values() -> None:
+    files = operator.files()
+    kustomization = yaml.safe_load(files[operator.MONITORING / "kustomization.yaml"])
+    assert {operator.MONITORING / r for r in kustomization["resources"]} | {
+        operator.MONITORING / "kustomization.yaml",
+        operator.ADAPTER / "values.yaml",
+    } == set(files)
+    for path, text in files.items():
+        assert text.startswith(operator.HEADER), path
+        assert all(doc for doc in yaml.safe_load_all(text)), path
