@@ -53,6 +53,8 @@ def build_records(
     reasons: tuple[str, ...],
     head_rate: float,
     redactions: Counter[str],
+    *,
+    sample_id: str,
 ) -> list[dict[str, Any]]:
     """Records for one kept request; `prompts`/`outputs` are already redacted."""
     stats = sample.stats
@@ -78,7 +80,7 @@ def build_records(
             "@timestamp": iso_utc(done_at),
             "message": MESSAGE,
             "event": {
-                "id": record_id(stats.request_id, i),
+                "id": record_id(sample_id, i),
                 "kind": "event",
                 "dataset": DATASET,
                 "outcome": "failure" if failed else "success",

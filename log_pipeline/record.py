@@ -11,6 +11,7 @@ import functools
 import hashlib
 import json
 import math
+import os
 import time
 from collections import Counter
 from typing import Any
@@ -42,9 +43,16 @@ def iso_utc(ts: float) -> str:
     return _second(whole) + _MILLIS[millis]
 
 
-def record_id(request_id: str, index: int) -> str:
-    """The deterministic document id (`_id` in Elasticsearch, the key in SQLite)."""
-    return hashlib.sha256(f"{request_id}/{index}".encode()).hexdigest()[:32]
+def new_sample_id() -> str:
+    """A fresh id for one sample (128 random bits, 32 hex), drawn by the sink's writer: never the
+    client's X-Request-ID, which a client may reuse for different requests."""
+    return os.urandom(16).hex()
+
+
+def record_id(sample_id: str, index: int) -> str:
+    """The document id (`_id` in Elasticsearch, the key in SQLite) of output `index` of a sample:
+    fixed once the record is in the spool, so every resend of it carries the same id."""
+    return hashlib.sha256(f"{sample_id}/{index}".encode()).hexdigest()[:32]
 
 
 def trace_id(request_id: str) -> str:
@@ -200,9 +208,11 @@ def encode_records(
     reasons: tuple[str, ...],
     head_rate: float,
     redactions: Counter[str],
+    *,
+    sample_id: str,
 ) -> tuple[bytes, int]:
     """The spool lines of one kept request (each JSON ending in a newline) and their count;
-    `prompts`/`outputs` are already redacted."""
+    `prompts`/`outputs` are already redacted; `sample_id` (`new_sample_id`) makes the record ids."""
     stats = sample.stats
     rid, model = _j(stats.request_id), _j(stats.model)
     failed = stats.status >= 400
@@ -228,7 +238,7 @@ def encode_records(
     for i, (signals, text_in, text_out) in enumerate(record_rows(stats, prompts, outputs)):
         usage, quality = _output_json(signals)
         lines.append(
-            f'{head}"{record_id(stats.request_id, i)}"{event}{envelope}{usage},'
+            f'{head}"{record_id(sample_id, i)}"{event}{envelope}{usage},'
             f'"genai_sample":{{"request_id":{rid},"index":{i},{deployment}'
             f'"prompt":{{"text":{_j(text_in)}}},"output":{{"text":{_j(text_out)}}},'
             f'"timings":{timings},"quality":{quality},{tail}}}\n'

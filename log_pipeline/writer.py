@@ -20,7 +20,7 @@ from log_pipeline.metrics import (
     SPOOL_DROP_REASONS,
     SinkMetrics,
 )
-from log_pipeline.record import encode_records
+from log_pipeline.record import encode_records, new_sample_id
 from log_pipeline.redact import redact_all
 from log_pipeline.sampler import Sampler, load_rules
 from log_pipeline.settings import SinkSettings
@@ -85,7 +85,13 @@ class SampleWriter:
         prompts = redact_all(sample.prompts, counts)
         outputs = redact_all(sample.outputs, counts)
         data, records = encode_records(
-            sample, prompts, outputs, decision.reasons, self.sampler.rules.head_rate, counts
+            sample,
+            prompts,
+            outputs,
+            decision.reasons,
+            self.sampler.rules.head_rate,
+            counts,
+            sample_id=new_sample_id(),
         )
         return _Lines(data, records, decision.reasons[0], counts)
 

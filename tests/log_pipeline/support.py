@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 from log_pipeline.outputs import Output
 from log_pipeline.settings import ShipperSettings
 from log_pipeline.shipper import Shipper
+from log_pipeline.spool import list_segments
 from stack import launch
 
 STREAM = "genai-samples-default"
@@ -69,3 +71,34 @@ def shipped(shipper: Shipper, output: str) -> float:
 def metric(shipper: Shipper, name: str, **labels: str) -> float:
     """One sample of the shipper's registry (0 when absent)."""
     return shipper.registry.get_sample_value(name, labels) or 0.0
+
+
+def sqlite_docs(path: Path) -> list[dict[str, Any]]:
+    """Every record in the embedded store, parsed (with repeats, if there were any)."""
+    if not path.exists():
+        return []
+    conn = sqlite3.connect(path)
+    try:
+        return [json.loads(row[0]) for row in conn.execute("SELECT doc FROM samples")]
+    except sqlite3.OperationalError:  # the shipper is creating the schema right now
+        return []
+    finally:
+        conn.close()
+
+
+def request_ids(docs: Iterable[dict[str, Any]]) -> list[str]:
+    """The client's request id of each record, sorted (repeats kept)."""
+    return sorted(str(d["genai_sample"]["request_id"]) for d in docs)
+
+
+def spool_ids(spool: Path) -> dict[str, str]:
+    """Record id -> request id of every record now in the spool (ids are random per sample)."""
+    out: dict[str, str] = {}
+    for path in list_segments(spool):
+        for line in path.read_bytes().splitlines():
+            try:
+                doc = json.loads(line)
+                out[doc["event"]["id"]] = doc["genai_sample"]["request_id"]
+            except (ValueError, KeyError, TypeError):  # torn or planted garbage
+                continue
+    return out

@@ -16,6 +16,7 @@ from tests.log_pipeline.conftest import make_sample
 from tokenpulse.samples import OutputSignals, Sample
 
 SCHEMA = Path(__file__).parents[2] / "log_pipeline" / "SCHEMA.md"
+SAMPLE_ID = "a" * 32
 
 
 def _leaves(doc: dict[str, Any], prefix: str = "") -> set[str]:
@@ -38,8 +39,10 @@ def _records() -> list[dict[str, Any]]:
     ok = make_sample(1, mean_nll=5.0)
     failed = make_sample(2, status=503)
     return [
-        *build_records(ok, ["p"], ["o"], ("low_quality",), 0.1, Counter({"email": 1})),
-        *build_records(failed, ["p"], [], ("error",), 0.1, Counter()),
+        *build_records(
+            ok, ["p"], ["o"], ("low_quality",), 0.1, Counter({"email": 1}), sample_id=SAMPLE_ID
+        ),
+        *build_records(failed, ["p"], [], ("error",), 0.1, Counter(), sample_id="b" * 32),
     ]
 
 
@@ -63,7 +66,7 @@ def test_documented_fields_all_appear_in_some_record() -> None:
 def test_envelope_values() -> None:
     ok, failed = _records()
     assert ok["message"] == "generation sample"
-    assert ok["event"]["id"] == record_id("req-1", 0) and len(ok["trace"]["id"]) == 32
+    assert ok["event"]["id"] == record_id(SAMPLE_ID, 0) and len(ok["trace"]["id"]) == 32
     assert ok["event"]["outcome"] == "success" and failed["event"]["outcome"] == "failure"
     assert ok["event"]["duration"] == 100_000_000  # ECS: nanoseconds
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", ok["@timestamp"])
@@ -108,8 +111,12 @@ def _variants() -> list[tuple[Sample, list[str], list[str], tuple[str, ...], Cou
 
 def test_encoded_lines_are_the_records_json_byte_for_byte() -> None:
     for sample, prompts, outputs, reasons, counts in _variants():
-        expected = build_records(sample, prompts, outputs, reasons, 0.5, counts)
-        data, n = encode_records(sample, prompts, outputs, reasons, 0.5, counts)
+        expected = build_records(
+            sample, prompts, outputs, reasons, 0.5, counts, sample_id=SAMPLE_ID
+        )
+        data, n = encode_records(
+            sample, prompts, outputs, reasons, 0.5, counts, sample_id=SAMPLE_ID
+        )
         dumped = b"".join(
             json.dumps(r, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
             for r in expected

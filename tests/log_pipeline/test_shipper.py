@@ -6,28 +6,53 @@ import json
 import threading
 from pathlib import Path
 
+import pytest
+
 from devtools.records import read_deadletters
 from devtools.standins.es import EsStandin
 from log_pipeline.checkpoint import checkpoint_path, load_checkpoint
 from log_pipeline.deadletter import deadletter_path
-from log_pipeline.record import record_id
 from log_pipeline.spool import list_segments
-from tests.log_pipeline.conftest import make_sample, write_samples
+from tests.log_pipeline import conftest
+from tests.log_pipeline.conftest import make_sample
 from tests.log_pipeline.support import (
     STREAM,
     metric,
+    request_ids,
     shipped,
     shipper_settings,
     shipping,
+    spool_ids,
+    sqlite_docs,
     sqlite_ids,
     wait_until,
 )
+from tokenpulse.samples import Sample
 
 FAILED = "tokenpulse_shipper_send_failures_total"
 
 
+_RECORD_IDS: dict[str, str] = {}  # request id -> record id of what this test wrote
+
+
+@pytest.fixture(autouse=True)
+def _forget_ids() -> None:
+    _RECORD_IDS.clear()
+
+
+def write_samples(spool: Path, samples: list[Sample], **settings: object) -> None:
+    """Write through the real writer and note the record ids it drew (random per sample)."""
+    before = set(spool_ids(spool)) if spool.exists() else set()
+    conftest.write_samples(spool, samples, **settings)
+    _RECORD_IDS.update({req: rid for rid, req in spool_ids(spool).items() if rid not in before})
+
+
+def _id(request: str) -> str:
+    return _RECORD_IDS[request]
+
+
 def _ids(n: int, start: int = 0) -> set[str]:
-    return {record_id(f"req-{i}", 0) for i in range(start, start + n)}
+    return {_id(f"req-{i}") for i in range(start, start + n)}
 
 
 def test_both_outputs_get_every_record_once_and_acked_segments_go(tmp_path: Path) -> None:
@@ -188,7 +213,7 @@ def test_a_corrupt_record_with_a_valid_head_is_dead_lettered_not_retried(tmp_pat
     lines = segment.read_bytes().splitlines(keepends=True)
     lines[2] = lines[2][:120] + b"\x00garbage}\n"  # the head parses, the rest is not JSON
     segment.write_bytes(b"".join(lines))
-    bad_id = record_id("req-2", 0)
+    bad_id = _id("req-2")
     with EsStandin() as es:
         settings = shipper_settings(spool, outputs=["sqlite", "elasticsearch"], es_url=es.url)
         with shipping(settings) as sh:
@@ -201,3 +226,22 @@ def test_a_corrupt_record_with_a_valid_head_is_dead_lettered_not_retried(tmp_pat
     for out in ("sqlite", "elasticsearch"):
         (letter,) = read_deadletters(deadletter_path(settings.state(), out))
         assert letter["id"] == bad_id and "garbage" in str(letter["record"])
+
+
+def test_a_reused_request_id_keeps_every_sample(tmp_path: Path) -> None:
+    """A client that sends the same X-Request-ID twice has two samples, not one and a '409'."""
+    spool = tmp_path / "spool"
+    write_samples(spool, [make_sample(7, prompt="first question"),
+                          make_sample(7, prompt="second question")])  # fmt: skip
+    with EsStandin() as es:
+        settings = shipper_settings(spool, outputs=["sqlite", "elasticsearch"], es_url=es.url)
+        with shipping(settings) as sh:
+            for out in ("sqlite", "elasticsearch"):
+                wait_until(lambda o=out: shipped(sh, o) == 2, f"{out}: both samples")
+                assert metric(sh, "tokenpulse_shipper_records_duplicate_total", output=out) == 0
+        es_docs = list(es.docs(STREAM).values())
+    for docs in (es_docs, sqlite_docs(settings.sqlite_path)):
+        assert request_ids(docs) == ["req-7", "req-7"]  # the client's id, searchable as its own
+        assert sorted(d["genai_sample"]["prompt"]["text"] for d in docs) == [
+            "first question", "second question"]  # fmt: skip
+        assert len({d["event"]["id"] for d in docs}) == 2
