@@ -41,7 +41,7 @@ def _containers(docs: list[Doc]) -> list[tuple[Doc, Doc]]:
 
 
 def _project(c: Doc) -> bool:
-    return c["image"].startswith("tokenpulse:")
+    return c["image"].startswith("tokenpulse")
 
 
 def _settings_fields() -> set[str]:
@@ -71,6 +71,20 @@ def test_project_commands_parse_with_the_cli(rendered: dict[str, list[Doc]], ove
         if _project(c):
             args = build_parser(c["args"]).parse_args(c["args"])
             assert args.command == c["args"][0], doc["metadata"]["name"]
+
+
+def test_each_command_runs_in_the_image_compose_runs_it_in(rendered: dict[str, list[Doc]]) -> None:
+    """The slim per-component images: the same image for the same command as docker-compose.yml."""
+    compose = yaml.safe_load((K8S.parents[1] / "docker-compose.yml").read_text())["services"]
+    images = {s["command"][0]: s["image"] for s in compose.values() if "command" in s}
+    images["tfserving"] = compose["tfserving"]["image"]
+    for overlay in OVERLAYS:
+        for doc, c in _containers(rendered[overlay]):
+            command = c["args"][0] if _project(c) else "tfserving"
+            wanted = images[command]
+            if command == "tfserving" and overlay == "gpu":
+                wanted += "-gpu"
+            assert c["image"] == wanted, (overlay, doc["metadata"]["name"], c["name"])
 
 
 def test_tf_serving_flags_are_ones_the_local_server_accepts_and_files_it_has(
