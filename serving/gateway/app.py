@@ -25,10 +25,11 @@ from serving.gateway.openapi import build_openapi
 from serving.gateway.pipeline import Pipeline, authenticate, deadline_for
 from serving.gateway.probes import Health, ModelReadiness, Readiness
 from serving.gateway.ratelimit import RateLimiter, retry_after_header
+from serving.gateway.replicas import Replicas
 from serving.gateway.routing import ModelConfigError, Router
 from serving.gateway.settings import GatewaySettings
 from serving.gateway.sink import SampleDispatcher, load_sink
-from serving.gateway.upstream import TFServingClient, UpstreamError, cancel_quietly
+from serving.gateway.upstream import UpstreamError, cancel_quietly
 from tokenpulse.logging import get_logger
 from tokenpulse.samples import RequestStats, Sample, SampleSink
 
@@ -70,7 +71,7 @@ class Gateway:
 
     def __init__(self, settings: GatewaySettings, sink: SampleSink | None = None) -> None:
         self.settings = settings
-        self.metrics = GatewayMetrics(models=settings.models)
+        self.metrics = GatewayMetrics(models=settings.models, replicas=len(settings.upstream_urls))
         self.keys = KeyStore.from_file(settings.keys_file)
         self._keys_stamp: tuple[int, int, int] | None = _stamp(settings.keys_file)
         self.router = Router(
@@ -80,7 +81,7 @@ class Gateway:
             canary_weight=settings.canary_weight,
             model_config_file=settings.model_config_file,
         )
-        self.client = TFServingClient(settings.upstream_url, pool_size=settings.max_concurrency)
+        self.upstreams = Replicas(settings.upstream_urls, settings.max_concurrency, self.metrics)
         self.breaker = CircuitBreaker(
             settings.breaker_failure_threshold,
             settings.breaker_open_s,
@@ -90,7 +91,7 @@ class Gateway:
             settings.max_concurrency, settings.max_queue, settings.max_queue_wait_s
         )
         self.pipeline = Pipeline(
-            settings, self.router, self.client, self.breaker, self.admission,
+            settings, self.router, self.upstreams, self.breaker, self.admission,
             RateLimiter(), self.refresh,
         )  # fmt: skip
         self.samples = SampleDispatcher(
@@ -118,7 +119,7 @@ class Gateway:
     # ---- lifecycle -------------------------------------------------------------------------
 
     async def _on_startup(self, app: web.Application) -> None:
-        await self.client.start()
+        await self.upstreams.start()
         self.samples.start()
         loop = asyncio.get_running_loop()
         self._poller = loop.create_task(self._poll())
@@ -128,12 +129,13 @@ class Gateway:
         await cancel_quietly(self._poller)
         await cancel_quietly(self._keys_watcher)
         await self.samples.stop()
-        await self.client.close()
+        await self.upstreams.close()
 
     async def refresh(self, model: str) -> None:
-        """Re-read one model's AVAILABLE versions (keeps the old list when unreachable)."""
+        """Re-read one model's AVAILABLE versions on every replica (keeps the old list when none
+        answers); each replica's answer also decides whether it stays in rotation."""
         try:
-            versions = await self.client.available_versions(model, timeout_s=1.0)
+            versions = await self.upstreams.available_versions(model, timeout_s=1.0)
         except UpstreamError:
             self.upstream_ok = False
             return

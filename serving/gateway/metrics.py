@@ -1,9 +1,11 @@
 """Every gateway metric, declared once with explicit buckets; handlers call `observe(stats)`.
 
 Labels are only `model`, `version`, `route`, `code` (plus the bounded `finish_reason` on its own
-counter): never the key, the user or the prompt. Every label value comes from a closed set: a
-model name the gateway does not serve (anyone holding a key can send any name) and a finish
-reason the model should not give are counted under `__unknown__`, so no request can add series.
+counter, and `replica`, `outcome` on the per-replica upstream series): never the key, the user or
+the prompt. `replica` is the 0-based index of a configured upstream URL, fixed at start-up.
+Every label value comes from a closed set: a model name the gateway does not serve (anyone
+holding a key can send any name) and a finish reason the model should not give are counted under
+`__unknown__`, so no request can add series.
 Versions only come from the router, which only knows versions the model server reported.
 """
 
@@ -33,6 +35,8 @@ REQ = ("model", "version", "route", "code")
 OUT = ("model", "version", "route")
 PFX = "tokenpulse_gateway_"
 CONNECTION_REJECT_REASONS = ("header_timeout", "max_connections")
+# how one upstream call ended, per replica (serving/gateway/replicas.py)
+UPSTREAM_OUTCOMES = ("success", "http_error", "unreachable", "timeout", "bad_response")
 FINISH_REASONS = (FINISH_STOP, FINISH_LENGTH)
 UNKNOWN = "__unknown__"
 
@@ -42,8 +46,11 @@ class GatewayMetrics:
 
     content_type = CONTENT_TYPE_LATEST
 
-    def __init__(self, models: Collection[str], registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self, models: Collection[str], registry: CollectorRegistry | None = None, replicas: int = 1
+    ) -> None:
         self.models = frozenset(models)
+        self.replicas = tuple(str(i) for i in range(replicas))
         self.registry = r = registry or CollectorRegistry(auto_describe=False)
         self.requests = Counter(f"{PFX}requests", "Requests answered.", REQ, registry=r)
         self.request_duration = Histogram(
@@ -117,6 +124,29 @@ class GatewayMetrics:
         )  # fmt: skip
         for reason in CONNECTION_REJECT_REASONS:
             self.connections_rejected.labels(reason)
+        self.upstream_requests = Counter(
+            f"{PFX}upstream_requests", "Upstream predict calls by replica and how they ended.",
+            ("replica", "outcome"), registry=r,
+        )  # fmt: skip
+        self.upstream_retries = Counter(
+            f"{PFX}upstream_retries", "Predict calls retried on another replica after a "
+            "connection failure on this one.", ("replica",), registry=r,
+        )  # fmt: skip
+        self.upstream_healthy = Gauge(
+            f"{PFX}upstream_healthy", "1 while the replica is in rotation (its last status poll "
+            "saw an AVAILABLE version and no connection failed since), else 0.", ("replica",),
+            registry=r,
+        )  # fmt: skip
+        self.upstream_in_flight = Gauge(
+            f"{PFX}upstream_in_flight_requests", "Predict calls outstanding per replica.",
+            ("replica",), registry=r,
+        )  # fmt: skip
+        for replica in self.replicas:
+            for outcome in UPSTREAM_OUTCOMES:
+                self.upstream_requests.labels(replica, outcome)
+            self.upstream_retries.labels(replica)
+            self.upstream_healthy.labels(replica)
+            self.upstream_in_flight.labels(replica)
         self._bound: dict[tuple[str, str, str], _OutputChildren] = {}
 
     def connection_rejected(self, reason: str) -> None:

@@ -27,12 +27,12 @@ from serving.gateway.jobs import Job
 from serving.gateway.keys import ApiKey, KeyStore
 from serving.gateway.openai_compat import apply_stop
 from serving.gateway.ratelimit import BudgetTooLarge, RateLimiter
+from serving.gateway.replicas import Replicas
 from serving.gateway.routing import Route, Router
 from serving.gateway.settings import GatewaySettings
 from serving.gateway.signals import signals_for
 from serving.gateway.upstream import (
     Prediction,
-    TFServingClient,
     UpstreamBadResponse,
     UpstreamHTTPError,
     UpstreamTimeout,
@@ -111,7 +111,7 @@ class Pipeline:
         self,
         settings: GatewaySettings,
         router: Router,
-        client: TFServingClient,
+        client: Replicas,
         breaker: CircuitBreaker,
         admission: Admission,
         limiter: RateLimiter,

@@ -39,7 +39,7 @@ async def serve(settings: GatewaySettings, sink: SampleSink | None = None) -> No
     log.info(
         "gateway listening",
         url=f"http://{settings.host}:{settings.port}",
-        upstream=settings.upstream_url,
+        upstream=settings.upstream_urls,
         models=settings.models,
         keys=len(gateway.keys),
     )

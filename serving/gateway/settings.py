@@ -11,6 +11,9 @@ from tokenpulse import ports
 from tokenpulse.logging import LogLevel
 from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME
 
+# the `replica` label of the per-replica metrics takes one value per configured URL: bounded here
+MAX_UPSTREAMS = 64
+
 
 class GatewaySettings(BaseSettings):
     """Everything `tokenpulse gateway` can be told; built in `main()`, never at import."""
@@ -20,7 +23,9 @@ class GatewaySettings(BaseSettings):
     host: str = Field("127.0.0.1", description="address to bind")
     port: int = Field(ports.GATEWAY, ge=0, le=65535, description="port of the public API")
     upstream_url: str = Field(
-        f"http://127.0.0.1:{ports.MODELSERVER_REST}", description="TF Serving's REST base URL"
+        f"http://127.0.0.1:{ports.MODELSERVER_REST}",
+        description="TF Serving's REST base URL, or several replicas' URLs comma-separated: the "
+        "gateway spreads requests over them (the `replica` label is each one's 0-based index)",
     )
     keys_file: Path = Field(description="hashed API keys file (`tokenpulse gateway keys add`)")
     keys_poll_interval_s: float = Field(
@@ -102,10 +107,21 @@ class GatewaySettings(BaseSettings):
 
     @field_validator("upstream_url")
     @classmethod
-    def _strip_slash(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("upstream_url must start with http:// or https://")
-        return value.rstrip("/")
+    def _upstream_urls(cls, value: str) -> str:
+        urls = [u.strip().rstrip("/") for u in value.split(",")]
+        for url in urls:
+            if not url.startswith(("http://", "https://")):
+                raise ValueError("upstream_url must start with http:// or https://")
+        if len(set(urls)) != len(urls):
+            raise ValueError("upstream_url lists the same replica twice")
+        if len(urls) > MAX_UPSTREAMS:
+            raise ValueError(f"upstream_url lists more than {MAX_UPSTREAMS} replicas")
+        return ",".join(urls)
+
+    @property
+    def upstream_urls(self) -> list[str]:
+        """The replicas' REST base URLs, in `replica` label order."""
+        return self.upstream_url.split(",")
 
     @field_validator("stable_label", "canary_label")
     @classmethod

@@ -27,8 +27,14 @@ EXPECTED = {
     "tokenpulse_gateway_shed": "counter",
     "tokenpulse_gateway_samples_dropped": "counter",
     "tokenpulse_gateway_connections_rejected": "counter",
+    "tokenpulse_gateway_upstream_requests": "counter",
+    "tokenpulse_gateway_upstream_retries": "counter",
+    "tokenpulse_gateway_upstream_healthy": "gauge",
+    "tokenpulse_gateway_upstream_in_flight_requests": "gauge",
 }
-ALLOWED_LABELS = {"model", "version", "route", "code", "finish_reason", "reason", "le"}
+ALLOWED_LABELS = {
+    "model", "version", "route", "code", "finish_reason", "reason", "le", "replica", "outcome",
+}  # fmt: skip
 
 
 def _stats(**kw: object) -> RequestStats:
