@@ -14,4 +14,5 @@ BENCHES: dict[str, tuple[str, str]] = {
     "exporter": ("devtools.bench.exporter", "exporter scrape latency and RSS"),
     "pipeline": ("devtools.bench.pipeline", "shipper docs/s, delivery delay, sampling cost"),
     "bodies": ("devtools.bench.bodies", "model server RSS and stalls around one large body"),
+    "redaction": ("devtools.bench.redaction", "recall and false positives per kind, cost per text"),
 }
