@@ -17,8 +17,11 @@ KEEP_REASONS = ("error", "slow", "low_quality", "canary", "head")
 SAMPLER_DROP_REASONS = ("not_sampled", "key_cap")
 SPOOL_DROP_REASONS = ("queue_full", "disk_cap", "write_error")
 # why a delivery attempt failed (shipper)
+# config_error: 401/403/404 (a missing privilege or data stream): retried, the output stalls;
+# too_large: a record over Elasticsearch's http.max_content_length on its own (dead-lettered)
 FAIL_REASONS = (
-    "rejected_429", "server_error", "connection", "bad_response", "request_error", "permanent"
+    "rejected_429", "server_error", "connection", "bad_response", "request_error", "config_error",
+    "too_large", "permanent",
 )  # fmt: skip
 OUTPUTS = ("elasticsearch", "sqlite")
 # what redaction finds in sample texts
@@ -119,6 +122,12 @@ class ShipperMetrics:
             f"{SHIPPER}output_up", "1 when the output's last request succeeded.", ("output",),
             registry=r,
         )  # fmt: skip
+        self.stalled = Gauge(
+            f"{SHIPPER}output_stalled",
+            "1 while the output waits on a configuration error (401/403/404: a missing privilege "
+            "or data stream); nothing is dead-lettered meanwhile, records wait in the spool.",
+            ("output",), registry=r,
+        )  # fmt: skip
         self.delay = Histogram(
             f"{SHIPPER}delivery_delay_seconds", "From response to acknowledgement.",
             ("output",), buckets=DELAY_BUCKETS, registry=r,
@@ -154,4 +163,5 @@ class ShipperMetrics:
             self.backlog.labels(out)
             self.oldest_age.labels(out)
             self.up.labels(out)
+            self.stalled.labels(out)
             self.checkpoint_errors.labels(out)

@@ -26,7 +26,7 @@ from log_pipeline.checkpoint import (
     save_checkpoint,
 )
 from log_pipeline.deadletter import DeadLetters, deadletter_path
-from log_pipeline.metrics import ShipperMetrics
+from log_pipeline.metrics import FAIL_REASONS, ShipperMetrics
 from log_pipeline.outputs import Item, ItemResult, Outcome, Output, RetryableError
 from log_pipeline.reader import parse_line, read_batch, start_position
 from log_pipeline.settings import ShipperSettings
@@ -35,6 +35,8 @@ from tokenpulse.logging import configure_logging, get_logger
 from tokenpulse.threaded_http import serve_metrics
 
 log = get_logger(__name__)
+# failures that no retry fixes until someone does (a privilege, `es setup`): the output stalls
+STALL_REASONS = frozenset({"config_error", "request_error"})
 
 
 def record_time(timestamp: str) -> float:
@@ -70,6 +72,7 @@ class OutputWorker:
         self.checkpoint_file = checkpoint_path(state, self.name)
         self.deadletters = DeadLetters(deadletter_path(state, self.name))
         self.position = self._initial_position()
+        self.stalled = False
         self.thread = threading.Thread(target=self.run, name=f"ship-{self.name}", daemon=True)
 
     def _initial_position(self) -> Position:
@@ -125,6 +128,7 @@ class OutputWorker:
             except RetryableError as exc:
                 m.up.labels(out).set(0)
                 m.failed.labels(out, exc.failure).inc()
+                self._stall(exc.failure in STALL_REASONS, str(exc))
                 log.warning("delivery failed; retrying", output=out, reason=exc.failure,
                             error=str(exc), records=len(pending), attempt=attempt)  # fmt: skip
                 self._backoff(attempt)
@@ -132,12 +136,26 @@ class OutputWorker:
                 m.retried.labels(out).inc(len(pending))
                 continue
             m.up.labels(out).set(1)
+            config = next((r.reason for r in results if r.failure in STALL_REASONS), "")
+            self._stall(bool(config), config)
             pending = self._settle(pending, results)
             if pending:
                 self._backoff(attempt)
                 attempt += 1
                 m.retried.labels(out).inc(len(pending))
         return True
+
+    def _stall(self, stalled: bool, reason: str) -> None:
+        """Report (and log once) an output waiting on a configuration error, or its end."""
+        if stalled != self.stalled:
+            if stalled:
+                log.error("output stalled on a configuration error; records wait in the spool "
+                          "until it is fixed (privileges, `tokenpulse es setup`)",
+                          output=self.name, error=reason)  # fmt: skip
+            else:
+                log.info("output no longer stalled", output=self.name)
+            self.stalled = stalled
+            self.metrics.stalled.labels(self.name).set(int(stalled))
 
     def _settle(self, items: list[Item], results: list[ItemResult]) -> list[Item]:
         out, m = self.name, self.metrics
@@ -155,7 +173,9 @@ class OutputWorker:
                 m.failed.labels(out, res.failure or "server_error").inc()
                 retry.append(item)
             else:
-                m.failed.labels(out, "permanent").inc()
+                m.failed.labels(
+                    out, res.failure if res.failure in FAIL_REASONS else "permanent"
+                ).inc()
                 dead.append((item, res.reason))
         if delivered:
             m.shipped.labels(out).inc(delivered)

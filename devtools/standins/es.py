@@ -3,7 +3,15 @@
 
 - every 2xx carries `X-Elastic-Product: Elasticsearch` (the client refuses a response without it);
 - `_bulk` (PUT/POST, NDJSON) with per-item results: 201, 409 for an existing `create` id, 400 for
-  `index` on a data stream or a missing `@timestamp`;
+  `index` on a data stream or a missing `@timestamp`; `require_data_stream=true` answers 404 for a
+  target that is not (and would not become) a data stream; bodies over `max_content_length`
+  (ES's `http.max_content_length`, 100 MiB) get a bare 413 as from ES's HTTP layer;
+- data streams as ES keeps them: backing indices `.ds-<stream>-<yyyy.mm.dd>-<generation>`, made
+  from the matching index template (its composed mappings kept per backing index), a write to the
+  newest one only, `_id` unique per backing index only (so a `create` resent after a rollover
+  stores a second copy, as in ES), `POST <stream>/_rollover`, `GET /_data_stream/<name>` listing
+  the indices, `GET <target>/_mapping`, `POST <target>/_refresh`, searches across every backing
+  index; a write to a name no data-stream template matches auto-creates a plain index;
 - `PUT` of ILM policies, component/index templates, ingest pipelines and data streams;
 - a `_search`/`_count` subset (bool, term(s), range, match, multi_match, exists; sort, size);
 - a Kibana subset (`/api/status`, `/api/saved_objects/_import`) so `es setup` can be tested;
@@ -43,6 +51,10 @@ class Faults:
     item_429: dict[str, int] = field(default_factory=dict)  # id -> times to answer 429
     item_400: set[str] = field(default_factory=set)  # ids always rejected with a mapping error
     delay_s: float = 0.0
+    # `_bulk` requests that are applied and then answered with this status (a proxy's 504 after
+    # Elasticsearch stored the documents: the client cannot know)
+    applied_then_status: int = 0
+    applied_then_status_count: int = 0
     no_product_header: bool = False
     garbage: bool = False  # 200 with a body that is not JSON
 
@@ -51,25 +63,38 @@ class EsStandin(BackgroundStandin):
     """The stand-in server on a background thread: `start()`, `.url`, `.faults`, `stop()`."""
 
     def __init__(
-        self, port: int = 0, version: str = "9.1.0", api_key: str = "", basic_auth: str = ""
+        self,
+        port: int = 0,
+        version: str = "9.1.0",
+        api_key: str = "",
+        basic_auth: str = "",
+        stream_patterns: tuple[str, ...] = (),
+        max_content_length: int = 100 << 20,
     ) -> None:
         self.version = version
+        self.max_content_length = max_content_length  # ES's http.max_content_length
         self.api_key = api_key
         self.basic_auth = basic_auth  # "user:password" that Elasticsearch and Kibana accept
         self.faults = Faults()
-        self.streams: dict[str, dict[str, dict[str, Any]]] = {}
+        self.streams: dict[str, list[str]] = {}  # data stream -> backing indices, oldest first
+        self.indices: dict[str, dict[str, dict[str, Any]]] = {}  # concrete index -> docs by _id
+        self.index_mappings: dict[str, dict[str, Any]] = {}  # concrete index -> its mappings
         self.resources: dict[str, dict[str, Any]] = {}  # "<kind>/<name>" -> body
+        for pattern in stream_patterns:  # as if `es setup` had installed a data-stream template
+            self.resources[f"_index_template/standin-{pattern}"] = {
+                "index_patterns": [pattern], "data_stream": {}, "priority": 1}  # fmt: skip
         self.saved_objects: dict[str, dict[str, Any]] = {}  # "<type>/<id>" -> object
         self.requests = 0
         self.bulk_requests = 0
-        self._day = ""
         self.item_attempts: collections.Counter[str] = collections.Counter()  # _id -> bulk items
         self.created = 0  # documents created (a resend that answers 409 is not counted)
+        self.too_large = 0  # requests refused with 413 (over max_content_length)
         self._lock = threading.Lock()
         self._server = BackgroundServer(self._app, port, name="es-standin")
 
     def _app(self) -> web.Application:
-        app = web.Application(client_max_size=256 << 20, middlewares=[self._middleware])
+        size = max(256 << 20, self.max_content_length + 1)  # the 413 is ES's, not aiohttp's
+        app = web.Application(client_max_size=size, middlewares=[self._middleware])
         r = app.router
         r.add_get("/", self._info)
         r.add_route("*", "/_bulk", self._bulk)
@@ -80,6 +105,9 @@ class EsStandin(BackgroundStandin):
         r.add_put("/_ingest/pipeline/{name}", self._put_resource)
         r.add_put("/_data_stream/{name}", self._put_stream)
         r.add_get("/_data_stream/{name}", self._get_stream)
+        r.add_post("/{target}/_rollover", self._rollover)
+        r.add_route("*", "/{target}/_refresh", self._refresh)
+        r.add_get("/{target}/_mapping", self._get_mapping)
         r.add_route("*", "/{target}/_search", self._search)
         r.add_route("*", "/{target}/_count", self._count)
         r.add_get("/api/status", self._kibana_status)
@@ -96,14 +124,68 @@ class EsStandin(BackgroundStandin):
 
     # views for tests ----------------------------------------------------------------------------
     def docs(self, stream: str) -> dict[str, dict[str, Any]]:
-        """A copy of the documents of one data stream, by id."""
+        """A copy of the documents of one data stream (or plain index), by id; an id stored in
+        several backing indices appears once here: `copies` counts them."""
         with self._lock:
-            return dict(self.streams.get(stream, {}))
+            out: dict[str, dict[str, Any]] = {}
+            for index in self._concrete(stream):
+                out.update(self.indices[index])
+            return out
+
+    def copies(self, stream: str) -> collections.Counter[str]:
+        """How many backing indices of a stream hold each `_id` (above 1: stored twice)."""
+        with self._lock:
+            return collections.Counter(
+                doc_id for index in self._concrete(stream) for doc_id in self.indices[index]
+            )
+
+    def rollover(self, stream: str) -> str:
+        """Roll a data stream over now (as ILM's daily rollover would); the new write index."""
+        with self._lock:
+            return self._new_backing(stream)
+
+    def _concrete(self, name: str) -> list[str]:
+        """The concrete indices behind a name: a stream's backing indices, or the index itself."""
+        if name in self.streams:
+            return list(self.streams[name])
+        return [name] if name in self.indices else []
+
+    def _template_for(self, name: str) -> dict[str, Any] | None:
+        """The highest-priority index template matching a name (as ES picks one)."""
+        found = [
+            t for k, t in self.resources.items()
+            if k.startswith("_index_template/")
+            and any(fnmatch.fnmatch(name, p) for p in t.get("index_patterns", []))
+        ]  # fmt: skip
+        return max(found, key=lambda t: int(t.get("priority", 0)), default=None)
+
+    def _template_mappings(self, template: dict[str, Any]) -> dict[str, Any]:
+        """A template's mappings: its composed component templates' in order, then its own."""
+        merged: dict[str, Any] = {}
+        for name in template.get("composed_of", []):
+            component = self.resources.get(f"_component_template/{name}", {})
+            merged.update(component.get("template", {}).get("mappings", {}))
+        merged.update(template.get("template", {}).get("mappings", {}))
+        return merged
+
+    def _new_backing(self, stream: str) -> str:
+        """Add a backing index (the next generation, named by today) and make it the write index;
+        called with the lock held, for a stream whose template exists."""
+        backing = self.streams.setdefault(stream, [])
+        name = f".ds-{stream}-{datetime.now(UTC):%Y.%m.%d}-{len(backing) + 1:06d}"
+        backing.append(name)
+        self.indices[name] = {}
+        template = self._template_for(stream)
+        self.index_mappings[name] = self._template_mappings(template) if template else {}
+        return name
 
     # plumbing -----------------------------------------------------------------------------------
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
         self.requests += 1
+        if (request.content_length or 0) > self.max_content_length:
+            self.too_large += 1  # ES's HTTP layer answers before anything else: no body, no header
+            return web.Response(status=413)
         f = self.faults
         if f.delay_s:
             await asyncio.sleep(f.delay_s)
@@ -152,59 +234,124 @@ class EsStandin(BackgroundStandin):
     async def _put_stream(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
         with self._lock:
-            if name in self.streams:
+            if name in self.streams or name in self.indices:
                 return _error(400, "resource_already_exists_exception", f"[{name}] exists")
-            self.streams[name] = {}
+            template = self._template_for(name)
+            if template is None or "data_stream" not in template:
+                reason = f"no matching index template found for data stream [{name}]"
+                return _error(400, "illegal_argument_exception", reason)
+            self._new_backing(name)
         return web.json_response({"acknowledged": True})
 
     async def _get_stream(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
-        if name not in self.streams:
-            return _error(404, "index_not_found_exception", f"no such index [{name}]")
-        return web.json_response({"data_streams": [{"name": name, "status": "GREEN"}]})
+        with self._lock:
+            if name not in self.streams:
+                return _error(404, "index_not_found_exception", f"no such index [{name}]")
+            template = self._template_for(name) or {}
+            template_name = next(
+                (k.split("/", 1)[1] for k, t in self.resources.items()
+                 if k.startswith("_index_template/") and t is template), ""
+            )  # fmt: skip
+            indices = [{"index_name": i, "index_uuid": i} for i in self.streams[name]]
+        ilm = ""
+        for component in template.get("composed_of", []):
+            body = self.resources.get(f"_component_template/{component}", {})
+            ilm = body.get("template", {}).get("settings", {}).get("index.lifecycle.name", ilm)
+        return web.json_response({"data_streams": [{
+            "name": name, "timestamp_field": {"name": "@timestamp"}, "indices": indices,
+            "generation": len(indices), "status": "GREEN", "template": template_name,
+            "ilm_policy": ilm, "hidden": False, "system": False,
+        }]})  # fmt: skip
+
+    async def _rollover(self, request: web.Request) -> web.Response:
+        name = request.match_info["target"]
+        with self._lock:
+            if name not in self.streams:
+                return _error(404, "index_not_found_exception", f"no such index [{name}]")
+            old = self.streams[name][-1]
+            new = self._new_backing(name)
+        return web.json_response(
+            {"acknowledged": True, "shards_acknowledged": True, "old_index": old,
+             "new_index": new, "rolled_over": True, "dry_run": False, "lazy": False,
+             "conditions": {}}
+        )  # fmt: skip
+
+    async def _refresh(self, request: web.Request) -> web.Response:
+        with self._lock:
+            n = len(self._resolve(request.match_info["target"]))
+        return web.json_response({"_shards": {"total": n, "successful": n, "failed": 0}})
+
+    async def _get_mapping(self, request: web.Request) -> web.Response:
+        with self._lock:
+            found = self._resolve(request.match_info["target"])
+            body = {i: {"mappings": self.index_mappings.get(i, {})} for i in found}
+        if not found and "*" not in request.match_info["target"]:
+            return _error(404, "index_not_found_exception", "no such index")
+        return web.json_response(body)
+
+    def _resolve(self, target: str) -> list[str]:
+        """Concrete indices a comma-separated target with wildcards names (streams expanded)."""
+        out: list[str] = []
+        for part in target.split(","):
+            for name in [*self.streams, *self.indices]:
+                if fnmatch.fnmatch(name, part) and not (name.startswith(".") and "*" in part):
+                    out += [i for i in self._concrete(name) if i not in out]
+        return out
 
     def _is_stream(self, name: str) -> bool:
-        templates = [v for k, v in self.resources.items() if k.startswith("_index_template/")]
-        if not templates:
-            return True  # the pipeline writes only to data streams
-        return any(
-            "data_stream" in t
-            and any(fnmatch.fnmatch(name, p) for p in t.get("index_patterns", []))
-            for t in templates
-        )
+        """A data stream now, or one a write would create (a data-stream template matches)."""
+        if name in self.streams:
+            return True
+        if name in self.indices:
+            return False
+        template = self._template_for(name)
+        return template is not None and "data_stream" in template
 
     async def _bulk(self, request: web.Request) -> web.Response:
         if request.method not in ("PUT", "POST"):
             return _error(405, "method_not_allowed", request.method)
         self.bulk_requests += 1
-        self._day = f"{datetime.now(UTC):%Y.%m.%d}"
         lines = [ln for ln in (await request.read()).split(b"\n") if ln.strip()]
         default = request.match_info.get("target", "")
+        require_stream = request.query.get("require_data_stream", "false") == "true"
         items, errors = [], False
         with self._lock:
             for i in range(0, len(lines) - 1, 2):
                 action = json.loads(lines[i])
                 op, meta = next(iter(action.items()))
-                item = self._bulk_item(op, meta, lines[i + 1], default)
+                item = self._bulk_item(op, meta, lines[i + 1], default, require_stream)
                 errors = errors or item["status"] >= 300
                 items.append({op: item})
+        f = self.faults
+        if f.applied_then_status and f.applied_then_status_count > 0:
+            f.applied_then_status_count -= 1
+            return _error(f.applied_then_status, "gateway_timeout", "applied, then lost (injected)")
         return web.json_response({"took": 1, "errors": errors, "items": items})
 
     def _bulk_item(
-        self, op: str, meta: dict[str, Any], source: bytes, default: str
+        self, op: str, meta: dict[str, Any], source: bytes, default: str, require_stream: bool
     ) -> dict[str, Any]:
         index = meta.get("_index", default)
         doc_id = meta.get("_id", "")
         self.item_attempts[doc_id] += 1
-        backing = f".ds-{index}-{self._day}-000001"
-        base = {"_index": backing, "_id": doc_id}
+        is_stream = self._is_stream(index)
+        if require_stream and not is_stream:
+            reason = (f"no such index [{index}] and [require_data_stream] request flag is [true] "
+                      f"and [{index}] is not a data stream")  # fmt: skip
+            return _item_error({"_index": index, "_id": doc_id}, 404, "index_not_found_exception",
+                               reason)  # fmt: skip
+        if is_stream and index not in self.streams:
+            self._new_backing(index)  # auto-created from its template, as ES does on a create
+        write_index = self.streams[index][-1] if is_stream else index
+        base = {"_index": write_index, "_id": doc_id}
         f = self.faults
         if f.item_429.get(doc_id, 0) > 0:
             f.item_429[doc_id] -= 1
             return _item_error(base, 429, "es_rejected_execution_exception", "rejected (injected)")
         if doc_id in f.item_400:
             return _item_error(base, 400, "document_parsing_exception", "bad field (injected)")
-        if op != "create" and self._is_stream(index):
+        if op != "create" and is_stream:
             return _item_error(base, 400, "illegal_argument_exception", _ONLY_CREATE)
         try:
             doc = json.loads(source)
@@ -212,24 +359,26 @@ class EsStandin(BackgroundStandin):
             return _item_error(base, 400, "document_parsing_exception", "failed to parse")
         if "@timestamp" not in doc:
             return _item_error(base, 400, "illegal_argument_exception", _NO_TIMESTAMP)
-        stream = self.streams.setdefault(index, {})
-        if doc_id in stream:
+        if not doc_id:  # ES draws one (the pipeline always sends its own)
+            doc_id = base["_id"] = f"auto-{self.created}"
+        target = self.indices.setdefault(write_index, {})  # `_id` is unique per concrete index
+        if doc_id in target:
             reason = f"[{doc_id}]: version conflict, document already exists"
             return _item_error(base, 409, "version_conflict_engine_exception", reason)
-        stream[doc_id] = doc
+        target[doc_id] = doc
         self.created += 1
         return {**base, "_version": 1, "result": "created", "status": 201}
 
     def _matching(
         self, target: str, query: dict[str, Any]
     ) -> list[tuple[str, str, dict[str, Any]]]:
+        ids = query.get("ids", {}).get("values") if "ids" in query else None
         with self._lock:
             found = [
                 (name, doc_id, doc)
-                for name, docs in self.streams.items()
-                if any(fnmatch.fnmatch(name, t) for t in target.split(","))
-                for doc_id, doc in docs.items()
-                if matches(doc, query)
+                for name in self._resolve(target)
+                for doc_id, doc in self.indices[name].items()
+                if (doc_id in ids if ids is not None else matches(doc, query))
             ]
         return found
 
@@ -243,7 +392,7 @@ class EsStandin(BackgroundStandin):
         return web.json_response(
             {"took": 1, "timed_out": False,
              "hits": {"total": {"value": len(hits), "relation": "eq"},
-                      "hits": [{"_index": f".ds-{n}", "_id": i, "_source": d}
+                      "hits": [{"_index": n, "_id": i, "_source": d}
                                for n, i, d in hits[start:start + size]]}}
         )  # fmt: skip
 
@@ -376,10 +525,13 @@ def matches(doc: dict[str, Any], query: dict[str, Any]) -> bool:
 
 
 def main() -> None:
-    """Run the stand-in in the foreground: `python -m devtools.standins.es PORT`."""
+    """Run the stand-in in the foreground: `python -m devtools.standins.es PORT [PATTERN...]`, with
+    a data-stream template for each PATTERN (default `genai-samples-*`, as after `es setup`)."""
     import sys
 
-    standin = EsStandin(port=int(sys.argv[1]) if len(sys.argv) > 1 else 0).start()
+    port = int(sys.argv[1]) if len(sys.argv) > 1 else 0
+    patterns = tuple(sys.argv[2:]) or ("genai-samples-*",)
+    standin = EsStandin(port=port, stream_patterns=patterns).start()
     sys.stderr.write(f"es stand-in on {standin.url}\n")
     try:
         while True:

@@ -17,6 +17,7 @@ from log_pipeline.spool import list_segments
 from stack import launch
 
 STREAM = "genai-samples-default"
+PATTERN = "genai-samples-*"  # the stand-in's data-stream template, as `es setup` installs
 
 
 def shipper_settings(spool: Path, **overrides: Any) -> ShipperSettings:

@@ -9,7 +9,14 @@ from devtools.corpus import clean_corpus, pii_corpus
 from devtools.standins.es import EsStandin
 from log_pipeline.spool import list_segments
 from tests.log_pipeline.conftest import make_sample, write_samples
-from tests.log_pipeline.support import STREAM, shipped, shipper_settings, shipping, wait_until
+from tests.log_pipeline.support import (
+    PATTERN,
+    STREAM,
+    shipped,
+    shipper_settings,
+    shipping,
+    wait_until,
+)
 
 
 def test_seeded_values_are_absent_everywhere_and_clean_text_survives(tmp_path: Path) -> None:
@@ -20,7 +27,7 @@ def test_seeded_values_are_absent_everywhere_and_clean_text_survives(tmp_path: P
     samples += [make_sample(1000 + i, prompt=t, output=t) for i, t in enumerate(clean)]
     write_samples(spool, samples)
     spool_bytes = b"".join(p.read_bytes() for p in list_segments(spool))
-    with EsStandin() as es:
+    with EsStandin(stream_patterns=(PATTERN,)) as es:
         settings = shipper_settings(spool, outputs=["sqlite", "elasticsearch"], es_url=es.url)
         with shipping(settings) as sh:
             wait_until(lambda: shipped(sh, "sqlite") == shipped(sh, "elasticsearch") == 200, "all")

@@ -13,9 +13,11 @@ from devtools.standins.es import EsStandin
 from log_pipeline.checkpoint import checkpoint_path, load_checkpoint
 from log_pipeline.deadletter import deadletter_path
 from log_pipeline.spool import list_segments
+from stack.cli import main
 from tests.log_pipeline import conftest
 from tests.log_pipeline.conftest import make_sample
 from tests.log_pipeline.support import (
+    PATTERN,
     STREAM,
     metric,
     request_ids,
@@ -59,7 +61,7 @@ def test_both_outputs_get_every_record_once_and_acked_segments_go(tmp_path: Path
     spool = tmp_path / "spool"
     write_samples(spool, [make_sample(i) for i in range(120)], segment_max_bytes=20_000)
     assert len(list_segments(spool)) > 3
-    with EsStandin() as es:
+    with EsStandin(stream_patterns=(PATTERN,)) as es:
         settings = shipper_settings(spool, outputs=["sqlite", "elasticsearch"], es_url=es.url)
         with shipping(settings) as sh:
             wait_until(lambda: shipped(sh, "sqlite") == 120 == shipped(sh, "elasticsearch"), "both")
@@ -74,7 +76,7 @@ def test_both_outputs_get_every_record_once_and_acked_segments_go(tmp_path: Path
 
 def test_elasticsearch_down_for_a_stretch_while_traffic_flows(tmp_path: Path) -> None:
     spool = tmp_path / "spool"
-    with EsStandin() as es:
+    with EsStandin(stream_patterns=(PATTERN,)) as es:
         settings = shipper_settings(spool, outputs=["sqlite", "elasticsearch"], es_url=es.url)
         es.refuse()
         with shipping(settings) as sh:
@@ -99,7 +101,7 @@ def test_elasticsearch_down_for_a_stretch_while_traffic_flows(tmp_path: Path) ->
 def test_whole_request_429_and_503_are_retried(tmp_path: Path) -> None:
     spool = tmp_path / "spool"
     write_samples(spool, [make_sample(i) for i in range(30)])
-    with EsStandin() as es:
+    with EsStandin(stream_patterns=(PATTERN,)) as es:
         es.faults.request_status, es.faults.request_status_count = 429, 3
         settings = shipper_settings(spool, outputs=["elasticsearch"], es_url=es.url)
         with shipping(settings) as sh:
@@ -117,7 +119,7 @@ def test_item_429_retried_and_mapping_rejections_dead_lettered(tmp_path: Path) -
     write_samples(spool, [make_sample(i) for i in range(50)])
     throttled = sorted(_ids(5, start=10))
     rejected = sorted(_ids(3, start=30))
-    with EsStandin() as es:
+    with EsStandin(stream_patterns=(PATTERN,)) as es:
         es.faults.item_429 = dict.fromkeys(throttled, 2)  # two 429s each, then accepted
         es.faults.item_400 = set(rejected)  # rejected every time
         settings = shipper_settings(spool, outputs=["elasticsearch"], es_url=es.url)
@@ -174,7 +176,7 @@ def test_unreadable_checkpoint_restarts_from_the_oldest_segment(tmp_path: Path) 
 def test_a_store_answering_garbage_never_loses_a_record(tmp_path: Path) -> None:
     spool = tmp_path / "spool"
     write_samples(spool, [make_sample(i) for i in range(20)])
-    with EsStandin() as es:
+    with EsStandin(stream_patterns=(PATTERN,)) as es:
         es.faults.garbage = True
         settings = shipper_settings(spool, outputs=["elasticsearch"], es_url=es.url)
         with shipping(settings) as sh:
@@ -196,7 +198,7 @@ def test_a_store_answering_garbage_never_loses_a_record(tmp_path: Path) -> None:
 def test_stop_mid_retry_keeps_the_checkpoint_before_the_batch(tmp_path: Path) -> None:
     spool = tmp_path / "spool"
     write_samples(spool, [make_sample(i) for i in range(5)])
-    with EsStandin() as es:
+    with EsStandin(stream_patterns=(PATTERN,)) as es:
         es.refuse()
         settings = shipper_settings(spool, outputs=["elasticsearch"], es_url=es.url)
         with shipping(settings) as sh:
@@ -214,7 +216,7 @@ def test_a_corrupt_record_with_a_valid_head_is_dead_lettered_not_retried(tmp_pat
     lines[2] = lines[2][:120] + b"\x00garbage}\n"  # the head parses, the rest is not JSON
     segment.write_bytes(b"".join(lines))
     bad_id = _id("req-2")
-    with EsStandin() as es:
+    with EsStandin(stream_patterns=(PATTERN,)) as es:
         settings = shipper_settings(spool, outputs=["sqlite", "elasticsearch"], es_url=es.url)
         with shipping(settings) as sh:
             dead = "tokenpulse_shipper_records_dead_lettered_total"
@@ -233,11 +235,11 @@ def test_a_reused_request_id_keeps_every_sample(tmp_path: Path) -> None:
     spool = tmp_path / "spool"
     write_samples(spool, [make_sample(7, prompt="first question"),
                           make_sample(7, prompt="second question")])  # fmt: skip
-    with EsStandin() as es:
+    with EsStandin(stream_patterns=(PATTERN,)) as es:
         settings = shipper_settings(spool, outputs=["sqlite", "elasticsearch"], es_url=es.url)
         with shipping(settings) as sh:
+            wait_until(lambda: shipped(sh, "sqlite") == 2 == shipped(sh, "elasticsearch"), "both")
             for out in ("sqlite", "elasticsearch"):
-                wait_until(lambda o=out: shipped(sh, o) == 2, f"{out}: both samples")
                 assert metric(sh, "tokenpulse_shipper_records_duplicate_total", output=out) == 0
         es_docs = list(es.docs(STREAM).values())
     for docs in (es_docs, sqlite_docs(settings.sqlite_path)):
@@ -245,3 +247,73 @@ def test_a_reused_request_id_keeps_every_sample(tmp_path: Path) -> None:
         assert sorted(d["genai_sample"]["prompt"]["text"] for d in docs) == [
             "first question", "second question"]  # fmt: skip
         assert len({d["event"]["id"] for d in docs}) == 2
+
+
+def test_a_lost_checkpoint_after_a_rollover_stores_nothing_twice(tmp_path: Path) -> None:
+    """`create` deduplicates only within the write index: replaying the retained spool after the
+    daily rollover must still store each record once (the output looks ids up first)."""
+    spool = tmp_path / "spool"
+    write_samples(spool, [make_sample(i) for i in range(60)])  # one segment: retained
+    with EsStandin(stream_patterns=(PATTERN,)) as es:
+        settings = shipper_settings(spool, outputs=["elasticsearch"], es_url=es.url,
+                                    batch_records=10)  # fmt: skip
+        with shipping(settings) as sh:
+            wait_until(lambda: shipped(sh, "elasticsearch") == 60, "first run")
+        es.rollover(STREAM)  # ILM's daily rollover
+        checkpoint_path(settings.state(), "elasticsearch").unlink()  # lost: the spool replays
+        write_samples(spool, [make_sample(i) for i in range(60, 80)])
+        with shipping(settings) as sh:
+            wait_until(lambda: shipped(sh, "elasticsearch") == 80, "replayed and new")
+            duplicates = metric(sh, "tokenpulse_shipper_records_duplicate_total",
+                                output="elasticsearch")  # fmt: skip
+        copies = es.copies(STREAM)
+        print(f"rollover replay: {len(es.streams[STREAM])} backing indices, {es.created} created, "
+              f"{duplicates:.0f} found stored and not resent, "
+              f"{sum(n > 1 for n in copies.values())} stored twice")  # fmt: skip
+        assert len(es.streams[STREAM]) == 2
+        assert set(copies) == _ids(80) and max(copies.values()) == 1 and es.created == 80
+        assert duplicates == 60
+
+
+def test_started_before_es_setup_it_stalls_and_alerts_then_delivers(tmp_path: Path) -> None:
+    """No data stream yet: `require_data_stream` makes ES answer 404 instead of auto-creating a
+    plain index; a 404 (or 403) is a configuration error: the output stalls, nothing is
+    dead-lettered, and once `es setup` ran every record lands in the data stream."""
+    spool = tmp_path / "spool"
+    write_samples(spool, [make_sample(i) for i in range(30)])
+    with EsStandin() as es:  # no template: `es setup` has not run
+        settings = shipper_settings(spool, outputs=["elasticsearch"], es_url=es.url)
+        with shipping(settings) as sh:
+            stalled = "tokenpulse_shipper_output_stalled"
+            wait_until(lambda: metric(sh, stalled, output="elasticsearch") == 1, "stalled")
+            wait_until(lambda: metric(sh, FAILED, output="elasticsearch",
+                                      reason="config_error") >= 2, "retried, counted")  # fmt: skip
+            assert es.indices == {} and es.streams == {}  # no plain index under the stream's name
+            dead = "tokenpulse_shipper_records_dead_lettered_total"
+            assert metric(sh, dead, output="elasticsearch") == 0
+            assert shipped(sh, "elasticsearch") == 0
+            assert main(["es", "setup", "--es-url", es.url]) == 0
+            wait_until(lambda: shipped(sh, "elasticsearch") == 30, "delivered after setup")
+            assert metric(sh, stalled, output="elasticsearch") == 0
+        assert set(es.docs(STREAM)) == _ids(30) and list(es.streams) == [STREAM]
+    assert not deadletter_path(settings.state(), "elasticsearch").exists()
+
+
+def test_a_413_splits_the_batch_and_a_record_too_large_alone_is_dead_lettered(
+    tmp_path: Path,
+) -> None:
+    spool = tmp_path / "spool"
+    samples = [make_sample(i) for i in range(40)]
+    samples[17] = make_sample(17, prompt="x" * 6000)  # over the limit on its own
+    write_samples(spool, samples)
+    with EsStandin(stream_patterns=(PATTERN,), max_content_length=5000) as es:
+        settings = shipper_settings(spool, outputs=["elasticsearch"], es_url=es.url,
+                                    batch_records=40)  # fmt: skip
+        with shipping(settings) as sh:
+            wait_until(lambda: shipped(sh, "elasticsearch") == 39, "everything else")
+            dead = "tokenpulse_shipper_records_dead_lettered_total"
+            wait_until(lambda: metric(sh, dead, output="elasticsearch") == 1, "the big one")
+            assert metric(sh, FAILED, output="elasticsearch", reason="too_large") == 1
+        assert set(es.docs(STREAM)) == _ids(40) - {_id("req-17")} and es.too_large > 0
+    (letter,) = read_deadletters(deadletter_path(settings.state(), "elasticsearch"))
+    assert letter["id"] == _id("req-17") and "413" in str(letter["reason"])

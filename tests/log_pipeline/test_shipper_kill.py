@@ -15,7 +15,14 @@ import pytest
 
 from devtools.standins.es import EsStandin
 from tests.log_pipeline.conftest import make_sample, write_samples
-from tests.log_pipeline.support import STREAM, request_ids, sqlite_docs, sqlite_ids, wait_until
+from tests.log_pipeline.support import (
+    PATTERN,
+    STREAM,
+    request_ids,
+    sqlite_docs,
+    sqlite_ids,
+    wait_until,
+)
 from tokenpulse.procs import free_port, stop_process
 
 TOTAL = 250
@@ -40,7 +47,7 @@ def test_sigkill_five_times_loses_and_duplicates_nothing(tmp_path: Path) -> None
     expected = sorted(f"req-{i}" for i in range(TOTAL))
     written = 0
     port = free_port()
-    with EsStandin() as es:
+    with EsStandin(stream_patterns=(PATTERN,)) as es:
         es.faults.delay_s = 0.005  # bulk requests in flight long enough to be killed inside
         proc = _start(spool, db, es.url, log)
         try:
