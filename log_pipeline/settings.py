@@ -159,6 +159,9 @@ class EsSetupSettings(EsAuthSettings):
     kibana_url: HttpUrlText = Field("", description="Kibana URL (empty: skip the saved objects)")
     kibana_api_key: str = Field("", description="Kibana API key (default: the ES sign-in)")
     data_stream: str = Field(DEFAULT_STREAM, description="data stream to create")
+    replicas: int = Field(
+        0, ge=0, description="replicas per backing index (0 on one node; 1+ on a cluster)"
+    )
     timeout_s: float = Field(30.0, gt=0, description="per-request timeout")
 
 

@@ -1,11 +1,19 @@
 """`tokenpulse es setup`: install the ILM policy, templates, data stream and Kibana saved objects.
 
-Every step is a PUT or an overwrite import, so running it again changes nothing. Authentication
+Every step is a PUT or an overwrite import, so running it again changes nothing. Then it checks
+what exists: the name must be a data stream made from this index template (a plain index under
+that name, auto-created by a shipper before setup, is reported, never taken for the stream), and
+its write index must carry the current mappings and settings. Templates apply only to backing
+indices created after them, so when the write index was made from older ones (its mappings'
+`_meta.tokenpulse_assets` fingerprint differs) the stream is rolled over once. Authentication
 failures and version mismatches end with one clear line, never a traceback.
 """
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import json
 from typing import Any
 
 import httpx
@@ -16,6 +24,7 @@ from elasticsearch import (
     AuthorizationException,
     BadRequestError,
     Elasticsearch,
+    NotFoundError,
 )
 
 from log_pipeline import assets
@@ -50,20 +59,76 @@ def _es_call(what: str, url: str, fn: Any, **kwargs: Any) -> Any:
         raise SetupError(f"elasticsearch at {url} unreachable: {exc}") from exc
 
 
-def setup_elasticsearch(client: Elasticsearch, url: str, data_stream: str) -> list[str]:
-    """Install the ES side; the steps done, for the log."""
+def _components(replicas: int) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """The mappings and settings component bodies, and their fingerprint (kept in the mappings'
+    `_meta`, so each backing index tells which assets it was made from)."""
+    settings = copy.deepcopy(assets.settings_component())
+    settings["settings"]["index.number_of_replicas"] = replicas
+    mappings = copy.deepcopy(assets.mappings())
+    fingerprint = hashlib.sha256(
+        json.dumps([mappings, settings], sort_keys=True).encode()
+    ).hexdigest()[:16]
+    mappings["_meta"] = {**mappings.get("_meta", {}), "tokenpulse_assets": fingerprint}
+    return {"mappings": mappings}, settings, fingerprint
+
+
+def _verify_stream(client: Elasticsearch, url: str, data_stream: str, fingerprint: str) -> str:
+    """Check that the data stream exists as one, from this template; roll it over when its write
+    index predates the current assets. The step's line for the log."""
+    try:
+        info = client.indices.get_data_stream(name=data_stream)
+    except NotFoundError as exc:
+        try:
+            plain = bool(client.indices.exists(index=data_stream))
+        except (ApiError, TransportError):
+            plain = False
+        if plain:
+            raise SetupError(
+                f"elasticsearch at {url}: {data_stream} is a plain index, not a data stream "
+                "(a shipper wrote before `es setup`); reindex it into a data stream of another "
+                "name or delete it, then run setup again"
+            ) from exc
+        raise SetupError(f"elasticsearch at {url}: data stream {data_stream} missing") from exc
+    except (ApiError, TransportError) as exc:
+        raise SetupError(f"elasticsearch at {url}: cannot read data stream: {exc}") from exc
+    (stream,) = info.body.get("data_streams", [{}])[:1] or [{}]
+    template = stream.get("template", "")
+    if template != assets.INDEX_TEMPLATE:
+        raise SetupError(
+            f"elasticsearch at {url}: data stream {data_stream} comes from index template "
+            f"{template!r}, not {assets.INDEX_TEMPLATE!r} (one of higher priority matches)"
+        )
+    write_index = stream["indices"][-1]["index_name"]
+    got = _es_call("read the write index's mappings", url, client.indices.get_mapping,
+                   index=write_index)  # fmt: skip
+    meta = got.body.get(write_index, {}).get("mappings", {}).get("_meta", {})
+    if meta.get("tokenpulse_assets") == fingerprint:
+        return f"data stream {data_stream} verified (write index {write_index})"
+    rolled = _es_call("roll the data stream over", url, client.indices.rollover,
+                      alias=data_stream)  # fmt: skip
+    new = rolled.body.get("new_index", "?")
+    log.info("data stream rolled over for new mappings", data_stream=data_stream, old=write_index,
+             new=new)  # fmt: skip
+    return f"data stream {data_stream} rolled over to {new} (mappings or settings changed)"
+
+
+def setup_elasticsearch(
+    client: Elasticsearch, url: str, data_stream: str, replicas: int = 0
+) -> list[str]:
+    """Install the ES side and check what exists; the steps done, for the log."""
     info = _es_call("read the cluster info", url, client.info)
     number = str(info.body.get("version", {}).get("number", "0"))
     if int(number.split(".")[0]) < 9:
         raise SetupError(f"elasticsearch at {url} is {number}; version 9 or later is required")
     _es_call("install the ILM policy", url, client.ilm.put_lifecycle,
              name=assets.ILM_POLICY, policy=assets.ilm_policy())  # fmt: skip
+    mappings, settings, fingerprint = _components(replicas)
     _es_call("install the settings component template", url,
              client.cluster.put_component_template,
-             name=assets.SETTINGS_COMPONENT, template=assets.settings_component())  # fmt: skip
+             name=assets.SETTINGS_COMPONENT, template=settings)  # fmt: skip
     _es_call("install the mappings component template", url,
              client.cluster.put_component_template,
-             name=assets.MAPPINGS_COMPONENT, template={"mappings": assets.mappings()})  # fmt: skip
+             name=assets.MAPPINGS_COMPONENT, template=mappings)  # fmt: skip
     tmpl = assets.index_template()
     _es_call("install the index template", url, client.indices.put_index_template,
              name=assets.INDEX_TEMPLATE, index_patterns=tmpl["index_patterns"],
@@ -76,8 +141,9 @@ def setup_elasticsearch(client: Elasticsearch, url: str, data_stream: str) -> li
         if "resource_already_exists_exception" not in str(exc.__cause__):
             raise
         created = f"data stream {data_stream} already there"
+    verified = _verify_stream(client, url, data_stream, fingerprint)
     return [f"elasticsearch {number}", "ILM policy", "component templates", "index template",
-            created]  # fmt: skip
+            created, verified]  # fmt: skip
 
 
 def setup_kibana(url: str, auth: EsAuth | None = None, timeout_s: float = 30.0) -> int:
@@ -122,7 +188,9 @@ def run(settings: EsSetupSettings) -> list[str]:
 
     client = make_client(settings.es_url, settings.es_auth(), settings.timeout_s)
     try:
-        steps = setup_elasticsearch(client, settings.es_url, settings.data_stream)
+        steps = setup_elasticsearch(
+            client, settings.es_url, settings.data_stream, settings.replicas
+        )
     finally:
         client.close()
     if settings.kibana_url:

@@ -108,6 +108,7 @@ class EsStandin(BackgroundStandin):
         r.add_post("/{target}/_rollover", self._rollover)
         r.add_route("*", "/{target}/_refresh", self._refresh)
         r.add_get("/{target}/_mapping", self._get_mapping)
+        r.add_route("HEAD", "/{target}", self._exists)
         r.add_route("*", "/{target}/_search", self._search)
         r.add_route("*", "/{target}/_count", self._count)
         r.add_get("/api/status", self._kibana_status)
@@ -289,6 +290,11 @@ class EsStandin(BackgroundStandin):
         if not found and "*" not in request.match_info["target"]:
             return _error(404, "index_not_found_exception", "no such index")
         return web.json_response(body)
+
+    async def _exists(self, request: web.Request) -> web.Response:
+        with self._lock:
+            found = bool(self._resolve(request.match_info["target"]))
+        return web.Response(status=200 if found else 404)
 
     def _resolve(self, target: str) -> list[str]:
         """Concrete indices a comma-separated target with wildcards names (streams expanded)."""

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import httpx
 import pytest
 
 from devtools.standins.es import EsStandin
@@ -107,3 +109,48 @@ def test_old_kibana_and_unreachable_es(run: Runner) -> None:
     assert done.returncode == 1 and "unreachable" in done.stderr
     done = run("--es-url", "ftp://x")
     assert done.returncode == 2 and "--es-url" in done.stderr
+
+
+def test_a_plain_index_under_the_streams_name_is_refused(run: Runner) -> None:
+    """A shipper of old (no require_data_stream) auto-created a plain index before `es setup`:
+    setup must not report the data stream as "already there"."""
+    with EsStandin() as es:
+        doc = {"@timestamp": "2026-01-01T00:00:00.000Z"}
+        body = json.dumps({"create": {"_id": "a"}}) + "\n" + json.dumps(doc) + "\n"
+        httpx.post(f"{es.url}/{assets.DEFAULT_STREAM}/_bulk", content=body,
+                   headers={"Content-Type": "application/x-ndjson"}).raise_for_status()  # fmt: skip
+        assert assets.DEFAULT_STREAM in es.indices and not es.streams
+        done = run("--es-url", es.url)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "not a data stream" in done.stderr and assets.DEFAULT_STREAM in done.stderr
+
+
+def test_a_mapping_change_rolls_the_stream_over(
+    run: Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with EsStandin() as es:
+        assert run("--es-url", es.url).returncode == 0
+        assert len(es.streams[assets.DEFAULT_STREAM]) == 1
+        again = run("--es-url", es.url)
+        assert again.returncode == 0 and "rolled over" not in again.stdout
+        assert len(es.streams[assets.DEFAULT_STREAM]) == 1  # nothing changed: no rollover
+        wanted = assets.mappings()
+        wanted["properties"]["genai_sample"]["properties"]["extra"] = {"type": "keyword"}
+        monkeypatch.setattr(assets, "mappings", lambda: wanted)
+        changed = run("--es-url", es.url)
+        assert changed.returncode == 0, changed.stderr
+        first, new = es.streams[assets.DEFAULT_STREAM]
+        assert f"rolled over to {new}" in changed.stdout
+        assert "extra" in es.index_mappings[new]["properties"]["genai_sample"]["properties"]
+        assert "extra" not in es.index_mappings[first]["properties"]["genai_sample"]["properties"]
+        assert "rolled over" not in run("--es-url", es.url).stdout  # once
+
+
+def test_replicas_is_a_setting(run: Runner) -> None:
+    with EsStandin() as es:
+        assert run("--es-url", es.url, "--replicas", "2").returncode == 0
+        body = es.resources[f"_component_template/{assets.SETTINGS_COMPONENT}"]
+        assert body["template"]["settings"]["index.number_of_replicas"] == 2
+        assert run("--es-url", es.url).returncode == 0
+        body = es.resources[f"_component_template/{assets.SETTINGS_COMPONENT}"]
+        assert body["template"]["settings"]["index.number_of_replicas"] == 0
