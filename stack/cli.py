@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "gateway": ("serving.gateway.cli", "public generation API in front of TF Serving"),
     "exporter": ("exporter.cli", "sidecar exporter: GPU, model status, canaries"),
     "up": ("stack.up", "start the whole local stack on this machine"),
+    "loadtest": ("stack.loadtest.cli", "load test: open/closed loop, --find-max, HTML report"),
     "dashboards": ("monitoring.mixin.dashboards.cli", "PNG previews of the dashboards"),
     "grafana": ("monitoring.grafana.cli", "push dashboards to Grafana; deployment annotations"),
     "build": ("stack.build", "regenerate every generated file; --check: drift and metric names"),

@@ -56,6 +56,11 @@ class StandinState:
     # status answers: "ok", "malformed" (not JSON), "wrong_shape" (JSON without the list), "error"
     status_mode: str = "ok"
     delay_s: float = 0.0  # before answering a predict
+    # A server with a capacity: each predict holds one of `max_concurrency` slots (None: no
+    # limit) for `service_time_s`, waiting in FIFO order for a free slot, so it serves at most
+    # max_concurrency / service_time_s predicts per second (load tests' known capacity).
+    service_time_s: float = 0.0
+    max_concurrency: int | None = None
     fail_status: int | None = None  # answer every predict with this HTTP status
     text: str = "hello world"  # the default answer is f"{text} (v{version})"
     finish_reason: str = FINISH_LENGTH
@@ -73,6 +78,7 @@ class TfServingStandin(BackgroundStandin):
     def __init__(self, state: StandinState | None = None) -> None:
         self.state = state or StandinState()
         self.calls: Counter[str] = Counter()  # "status", "predict:v<version>"
+        self._slots: asyncio.Semaphore | None = None  # made in the server's loop
         self._server = BackgroundServer(self._app, name="tfserving-standin")
 
     def predict_calls(self) -> int:
@@ -135,6 +141,8 @@ class TfServingStandin(BackgroundStandin):
         self.calls[f"predict:v{version}"] += 1
         if s.delay_s:
             await asyncio.sleep(s.delay_s)
+        if s.service_time_s:
+            await self._serve_time(s.service_time_s, s.max_concurrency)
         if s.fail_status is not None:
             return _error(s.fail_status, "stand-in told to fail")
         if version is None or s.versions.get(model, {}).get(version) != "AVAILABLE":
@@ -156,7 +164,17 @@ class TfServingStandin(BackgroundStandin):
             {"predictions": [self._prediction(model, version, r) for r in rows]}
         )
 
+    async def _serve_time(self, seconds: float, slots: int | None) -> None:
+        if slots is None:
+            await asyncio.sleep(seconds)
+            return
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(slots)
+        async with self._slots:
+            await asyncio.sleep(seconds)
+
     def _app(self) -> web.Application:
+        self._slots = None  # a restart has a new event loop
         app = web.Application()
         app.router.add_get("/v1/models/{model}", self._status)
         app.router.add_get("/v1/models/{model}/versions/{version}", self._status)

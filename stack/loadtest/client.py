@@ -1,0 +1,215 @@
+"""One request and its outcome, for each route: the gateway's native and OpenAI routes, and
+TF Serving's REST predict (the model server or the seed's naive server, without a gateway).
+
+Unary only. Streaming does not exist yet; an Outcome already carries `ttft_s` and `itl_s`
+(None: not measured, reported as n/a), and a streaming route would fill them while reading the
+body, so adding one means a new Route with `streaming = True` and nothing else here changes.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import aiohttp
+
+from stack.loadtest.workload import Item
+from tokenpulse.tfserving.predict import predict_path, row_request
+from tokenpulse.tfserving.signature import default_row
+
+RouteName = Literal["native", "openai", "tfserving"]
+OK = "ok"
+# gateway error codes that are load shedding rather than failure
+SHED_CODES = frozenset({"rate_limit_exceeded", "overloaded"})
+
+
+@dataclass
+class Outcome:
+    """What happened to one request; times are time.monotonic() seconds."""
+
+    intended: float  # when the schedule said to send (open loop) or the slot freed (closed)
+    sent: float
+    done: float
+    status: int  # HTTP status; 0 when no response came (timeout, connection error)
+    label: str  # OK, or e.g. "429 rate_limit_exceeded", "503 overloaded", "timeout"
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    server_s: float | None = None  # the server's own account (gateway `timings.total_s`)
+    ttft_s: float | None = None  # time to first token: streaming only
+    itl_s: float | None = None  # mean inter-token latency: streaming only
+    key_index: int = 0
+
+    @property
+    def latency_s(self) -> float:
+        """From the intended send time to the end of the response."""
+        return self.done - self.intended
+
+    @property
+    def ok(self) -> bool:
+        """Answered 2xx with a readable body."""
+        return self.label == OK
+
+    @property
+    def shed(self) -> bool:
+        """Refused by load shedding or a rate limit (429, 503 overloaded)."""
+        return self.status == 429 or self.label.split(" ")[-1] in SHED_CODES
+
+
+class Route:
+    """How one API is asked and read."""
+
+    name: ClassVar[str] = ""
+    streaming: ClassVar[bool] = False
+
+    def __init__(self, model: str, truncate_prompt_tokens: int | None = None) -> None:
+        self.model = model
+        self.truncate = truncate_prompt_tokens
+
+    def path(self) -> str:
+        """The request path."""
+        raise NotImplementedError
+
+    def body(self, item: Item) -> dict[str, Any]:
+        """The JSON body."""
+        raise NotImplementedError
+
+    def read(self, doc: Any) -> tuple[int, int, float | None]:
+        """(prompt tokens, output tokens, server seconds) from a 2xx body; KeyError/TypeError
+        when it is not one."""
+        raise NotImplementedError
+
+
+class NativeRoute(Route):
+    """`POST /v1/generate`."""
+
+    name = "native"
+
+    def path(self) -> str:
+        return "/v1/generate"
+
+    def body(self, item: Item) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "prompt": item.prompt,
+            "max_new_tokens": item.max_new_tokens,
+            "model": self.model,
+        }
+        if self.truncate is not None:
+            doc["truncate_prompt_tokens"] = self.truncate
+        return doc
+
+    def read(self, doc: Any) -> tuple[int, int, float | None]:
+        usage = doc["usage"]
+        return int(usage["prompt_tokens"]), int(usage["output_tokens"]), doc["timings"]["total_s"]
+
+
+class OpenAIRoute(Route):
+    """`POST /v1/completions` (OpenAI-compatible)."""
+
+    name = "openai"
+
+    def path(self) -> str:
+        return "/v1/completions"
+
+    def body(self, item: Item) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "model": self.model,
+            "prompt": item.prompt,
+            "max_tokens": item.max_new_tokens,
+        }
+        if self.truncate is not None:
+            doc["truncate_prompt_tokens"] = self.truncate
+        return doc
+
+    def read(self, doc: Any) -> tuple[int, int, float | None]:
+        usage = doc["usage"]
+        extra = doc.get("tokenpulse") or {}
+        server = (extra.get("timings") or {}).get("total_s")
+        return int(usage["prompt_tokens"]), int(usage["completion_tokens"]), server
+
+
+class TfServingRoute(Route):
+    """TF Serving's `POST /v1/models/{model}:predict`, one row."""
+
+    name = "tfserving"
+
+    def path(self) -> str:
+        return predict_path(self.model)
+
+    def body(self, item: Item) -> dict[str, Any]:
+        return row_request([default_row(item.prompt, item.max_new_tokens)])
+
+    def read(self, doc: Any) -> tuple[int, int, float | None]:
+        (row,) = doc["predictions"]
+        return int(row["prompt_tokens"]), int(row["output_tokens"]), None
+
+
+ROUTES: dict[str, type[Route]] = {r.name: r for r in (NativeRoute, OpenAIRoute, TfServingRoute)}
+
+
+def _error_code(raw: bytes) -> str:
+    """The gateway's `error.code`, when the body has one."""
+    try:
+        err = json.loads(raw).get("error")
+        return str(err.get("code") or "") if isinstance(err, dict) else ""
+    except (ValueError, AttributeError):
+        return ""
+
+
+class Client:
+    """An aiohttp session without a connection limit (a pool limit would queue requests inside
+    the client, hiding load from the server); `async with Client(...) as c: await c.send(...)`."""
+
+    def __init__(
+        self, base_url: str, route: Route, keys: list[str], timeout_s: float = 30.0
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.route = route
+        self.keys = keys
+        self.timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> Client:
+        connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+        self._session = aiohttp.ClientSession(connector=connector, timeout=self.timeout)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    def _headers(self, key_index: int) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"}
+        if self.keys:
+            headers["Authorization"] = f"Bearer {self.keys[key_index % len(self.keys)]}"
+        return headers
+
+    async def send(self, item: Item, intended: float) -> Outcome:
+        """Send one request now; never raises for what the server or the network does."""
+        assert self._session is not None, "use `async with Client(...)`"
+        body = json.dumps(self.route.body(item), ensure_ascii=False).encode()
+        sent = time.monotonic()
+        status, label, raw = 0, OK, b""
+        try:
+            async with self._session.post(
+                self.base_url + self.route.path(), data=body, headers=self._headers(item.key_index)
+            ) as resp:
+                status = resp.status
+                raw = await resp.read()
+        except TimeoutError:
+            label = "timeout"
+        except (aiohttp.ClientError, OSError) as exc:
+            label = "connect" if isinstance(exc, aiohttp.ClientConnectorError) else "transport"
+        done = time.monotonic()
+        out = Outcome(intended, sent, done, status, label, key_index=item.key_index)
+        if status == 0:
+            return out
+        if not 200 <= status < 300:
+            out.label = f"{status} {_error_code(raw)}".strip()
+            return out
+        try:
+            out.prompt_tokens, out.output_tokens, out.server_s = self.route.read(json.loads(raw))
+        except (ValueError, KeyError, TypeError):
+            out.label = f"{status} unreadable"
+        return out

@@ -1,0 +1,134 @@
+"""The loops against a fake server that stalls: coordinated omission must not happen.
+
+The fake server answers at once, except that from its 20th request on it holds every request
+that arrives in the next second until that second is over. An honest open loop keeps sending on
+schedule through the stall, and each stalled request's latency, measured from its intended send
+time, contains the rest of the stall; a closed loop (the coordinated-omission shape) sends
+nothing new while its request hangs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+from aiohttp import web
+
+from devtools.standins.background import BackgroundServer
+from stack.loadtest.arrivals import RateProfile, schedule
+from stack.loadtest.client import Client, TfServingRoute
+from stack.loadtest.engine import Limits, Monitor, Recording, SelfSample, closed_loop, open_loop
+from stack.loadtest.workload import Workload
+
+STALL_AFTER = 20
+STALL_S = 1.0
+RATE = 20.0
+
+
+@dataclass
+class StallingServer:
+    """Answers predicts; stalls for STALL_S from its STALL_AFTER-th request."""
+
+    arrivals: list[float] = field(default_factory=list)
+    stall: tuple[float, float] | None = None  # (start, end), time.monotonic()
+
+    async def predict(self, request: web.Request) -> web.Response:
+        now = time.monotonic()
+        self.arrivals.append(now)
+        if len(self.arrivals) == STALL_AFTER:
+            self.stall = (now, now + STALL_S)
+        if self.stall is not None and self.stall[0] <= now < self.stall[1]:
+            await asyncio.sleep(self.stall[1] - now)
+        await request.read()
+        return web.json_response({"predictions": [{"prompt_tokens": 3, "output_tokens": 2}]})
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_post("/{tail:.*}", self.predict)
+        return app
+
+    def received_during_stall(self) -> int:
+        assert self.stall is not None, "the server never stalled"
+        return sum(1 for t in self.arrivals if self.stall[0] <= t < self.stall[1])
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[StallingServer, str]]:
+    fake = StallingServer()
+    with BackgroundServer(fake.app, name="stalling-server") as bg:
+        yield fake, bg.url
+
+
+def _client(url: str) -> Client:
+    return Client(url, TfServingRoute("gen"), keys=[], timeout_s=10)
+
+
+def test_open_loop_keeps_the_schedule_and_counts_the_stall(
+    server: tuple[StallingServer, str],
+) -> None:
+    fake, url = server
+    offsets = schedule(RateProfile(RATE, duration_s=3.0), "constant")
+
+    async def go() -> Recording:
+        async with _client(url) as client:
+            return await open_loop(client, Workload(), offsets, 3.0, progress=None)
+
+    rec = asyncio.run(go())
+    assert fake.stall is not None
+    stall_start, stall_end = fake.stall
+    assert len(rec.outcomes) == len(offsets) == 60 and all(o.ok for o in rec.outcomes)
+    # the schedule went on while requests hung: ~20 more arrived during the one-second stall
+    assert fake.received_during_stall() >= 15
+    intended_in_stall = [o for o in rec.outcomes if stall_start <= o.intended < stall_end - 0.2]
+    assert intended_in_stall and all(o.sent < stall_end for o in intended_in_stall)
+    # each stalled request's latency holds the rest of the stall, from its intended send time
+    for o in intended_in_stall:
+        assert o.done >= stall_end
+        assert o.latency_s >= stall_end - o.intended
+    assert max(o.latency_s for o in rec.outcomes) >= STALL_S
+    assert sum(1 for o in rec.outcomes if o.latency_s >= STALL_S / 2) >= 7
+
+
+def test_a_closed_loop_sends_nothing_new_while_its_request_hangs(
+    server: tuple[StallingServer, str],
+) -> None:
+    fake, url = server
+
+    async def go() -> Recording:
+        async with _client(url) as client:
+            return await closed_loop(client, Workload(), 1, 2.0, progress=None)
+
+    rec = asyncio.run(go())
+    assert fake.stall is not None
+    assert fake.received_during_stall() == 1  # why closed loops under-report a stall
+    assert max(o.latency_s for o in rec.outcomes) >= STALL_S - 0.01
+
+
+def test_the_generator_stops_itself_when_its_loop_stays_saturated() -> None:
+    rec = Recording()
+    monitor = Monitor(rec, Limits(max_cpu=0.9, max_lag_s=0.25, grace_s=3.0))
+    assert monitor.judge(SelfSample(1, cpu=0.95, lag_s=0.0, in_flight=5)) is None
+    assert monitor.judge(SelfSample(2, cpu=0.2, lag_s=0.0, in_flight=5)) is None  # recovered
+    assert monitor.judge(SelfSample(3, cpu=0.2, lag_s=0.4, in_flight=5)) is None
+    assert monitor.judge(SelfSample(4, cpu=0.99, lag_s=0.0, in_flight=5)) is None
+    reason = monitor.judge(SelfSample(5, cpu=0.97, lag_s=0.3, in_flight=5))
+    assert reason is not None and "saturated itself" in reason and len(rec.self_samples) == 5
+
+
+def test_a_run_cut_short_records_its_unanswered_requests(
+    server: tuple[StallingServer, str],
+) -> None:
+    fake, url = server
+    offsets = schedule(RateProfile(RATE, duration_s=1.5), "constant")
+
+    async def go() -> Recording:
+        async with _client(url) as client:
+            # drain_s 0: the stalled requests are still open when the schedule ends
+            return await open_loop(client, Workload(), offsets, 1.5, drain_s=0.0, progress=None)
+
+    rec = asyncio.run(go())
+    assert len(rec.outcomes) == len(offsets)
+    assert any(o.label == "unfinished" for o in rec.outcomes)

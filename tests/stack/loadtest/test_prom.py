@@ -1,0 +1,79 @@
+"""Server-side figures from /metrics snapshots, PromQL from the mixin's names, disagreement."""
+
+from __future__ import annotations
+
+import pytest
+
+from stack.loadtest.prom import (
+    ServerView,
+    disagreement,
+    figures,
+    histogram_quantile,
+    parse_metrics,
+    prometheus_exprs,
+)
+
+BEFORE = """
+# TYPE :tensorflow:serving:batching_session:processed_batch_size histogram
+:tensorflow:serving:batching_session:processed_batch_size_sum 10
+:tensorflow:serving:batching_session:processed_batch_size_count 10
+:tensorflow:serving:batching_session:queuing_latency_bucket{le="1000"} 5
+:tensorflow:serving:batching_session:queuing_latency_bucket{le="+Inf"} 10
+:tensorflow:serving:batching_session:queuing_latency_sum 20000
+:tensorflow:serving:batching_session:queuing_latency_count 10
+tokenpulse_gateway_request_duration_seconds_sum{code="200",model="gen"} 1.0
+tokenpulse_gateway_request_duration_seconds_count{code="200",model="gen"} 10
+tokenpulse_gateway_request_duration_seconds_sum{code="503",model="gen"} 9.0
+tokenpulse_gateway_request_duration_seconds_count{code="503",model="gen"} 1
+"""
+AFTER = """
+:tensorflow:serving:batching_session:processed_batch_size_sum 50
+:tensorflow:serving:batching_session:processed_batch_size_count 20
+:tensorflow:serving:batching_session:queuing_latency_bucket{le="1000"} 15
+:tensorflow:serving:batching_session:queuing_latency_bucket{le="+Inf"} 20
+:tensorflow:serving:batching_session:queuing_latency_sum 40000
+:tensorflow:serving:batching_session:queuing_latency_count 20
+tokenpulse_gateway_request_duration_seconds_sum{code="200",model="gen"} 3.0
+tokenpulse_gateway_request_duration_seconds_count{code="200",model="gen"} 30
+tokenpulse_gateway_request_duration_seconds_sum{code="503",model="gen"} 99.0
+tokenpulse_gateway_request_duration_seconds_count{code="503",model="gen"} 2
+tokenpulse_gpu_utilization_ratio{gpu="0",uuid="a"} 0.5
+tokenpulse_gpu_utilization_ratio{gpu="1",uuid="b"} 0.7
+"""
+
+
+def test_figures_are_counter_deltas_over_the_window() -> None:
+    got = figures(parse_metrics(BEFORE), parse_metrics(AFTER), seconds=10)
+    assert got["batch_size_mean"] == pytest.approx(4.0)  # 40 rows in 10 batches
+    assert got["batch_queue_mean_s"] == pytest.approx(0.002)  # 20000 us / 10, in seconds
+    assert got["batch_queue_p99_s"] == pytest.approx(0.00099)  # 10 new, all in (0, 1000] us
+    assert got["gateway_latency_mean_s"] == pytest.approx(0.1)  # 2xx only
+    assert got["gpu_utilization"] == pytest.approx(0.6)
+    assert got["model_time_mean_s"] is None  # not exposed: no figure, not zero
+
+
+def test_histogram_quantile_interpolates_like_prometheus() -> None:
+    buckets = [(0.1, 50.0), (0.2, 100.0), (float("inf"), 100.0)]
+    assert histogram_quantile(0.5, buckets) == pytest.approx(0.1)
+    assert histogram_quantile(0.75, buckets) == pytest.approx(0.15)
+    assert histogram_quantile(0.99, []) is None
+
+
+def test_the_promql_uses_the_mixins_jobs_and_series() -> None:
+    exprs = prometheus_exprs("30s")
+    assert 'job="tfserving"' in exprs["batch_size_mean"]
+    assert "tokenpulse_gateway_request_duration_seconds_bucket" in exprs["gateway_latency_p99_s"]
+    assert 'code=~"2.."' in exprs["gateway_latency_p99_s"]
+
+
+def _client(mean: float) -> dict[str, object]:
+    return {"latency_s": {"mean": mean}, "server_latency_s": {"mean": None}}
+
+
+def test_client_and_server_latency_disagreement_is_flagged() -> None:
+    server = ServerView("scrape", summary={"gateway_latency_mean_s": 0.05})
+    assert disagreement(_client(0.055), server, "native") is None
+    line = disagreement(_client(0.5), server, "native")
+    assert line is not None and "outside the server" in line
+    assert disagreement(_client(0.01), server, "native") is not None  # server slower: odd too
+    assert disagreement(_client(0.5), ServerView("none"), "native") is None
