@@ -33,29 +33,41 @@ def _names(alerts: list[Alert]) -> str:
 
 
 def inhibit_rules() -> list[dict[str, Any]]:
-    """A down upstream silences what it explains; a page silences its own ticket tier."""
+    """A down upstream silences what it explains; a page silences its own ticket tier.
+
+    Scoped by replica: a replica that is down silences only alerts about that replica (equal on
+    config.REPLICA_LABEL); fleet-wide symptoms (SLO burn, breaker, quality) are silenced only
+    while every replica is or was just down. So one bad replica hides neither another replica's
+    alerts nor the fleet's. With one replica and no label, absent equals absent: as before.
+    """
     alerts = all_alerts(NORMAL)
     symptoms = [a for a in alerts if a.symptom]
-    p = c.ALERT_PREFIX
-    # the outage itself, and the recovery window after it (info: notifies nobody)
+    replica_symptoms = [a for a in symptoms if a.per_replica]
+    p, replica = c.ALERT_PREFIX, c.REPLICA_LABEL
+    no_version = f"{p}TfServingNoAvailableVersion"
+    # one replica's outage, and the recovery window after it (info: notifies nobody)
     down = f'alertname=~"{p}TfServingDown|{p}TfServingRecentlyDown"'
+    # every replica at once, now or within the recovery window (info)
+    fleet_down = f'alertname="{p}TfServingFleetRecentlyDown"'
+    collectors = [f'alertname="{p}ExporterCollectorFailing"', 'collector=~"tfserving|canary"']
     return [
         {
-            # one model server serves every model: its outage explains every model's symptoms
-            "source_matchers": [down],
-            "target_matchers": [f'alertname=~"{_names(symptoms)}|{p}TfServingNoAvailableVersion"'],
+            # the whole fleet down explains every model's symptoms, wherever they show
+            "source_matchers": [fleet_down],
+            "target_matchers": [f'alertname=~"{_names(symptoms)}|{no_version}"'],
         },
+        {"source_matchers": [fleet_down], "target_matchers": collectors},
         {
+            # one replica down explains only what is about that replica
             "source_matchers": [down],
-            "target_matchers": [
-                f'alertname="{p}ExporterCollectorFailing"',
-                'collector=~"tfserving|canary"',
-            ],
+            "target_matchers": [f'alertname=~"{_names(replica_symptoms)}|{no_version}"'],
+            "equal": [replica],
         },
+        {"source_matchers": [down], "target_matchers": collectors, "equal": [replica]},
         {
-            "source_matchers": [f'alertname="{p}TfServingNoAvailableVersion"'],
+            "source_matchers": [f'alertname="{no_version}"'],
             "target_matchers": [f'alertname=~"{_names(symptoms)}"'],
-            "equal": ["model"],
+            "equal": ["model", replica],
         },
         {
             "source_matchers": [f'alertname="{p}GatewayDown"'],
@@ -64,7 +76,7 @@ def inhibit_rules() -> list[dict[str, Any]]:
         {
             "source_matchers": ['severity="critical"'],
             "target_matchers": ['severity="warning"'],
-            "equal": ["alertname", "model"],
+            "equal": ["alertname", "model", replica],
         },
     ]
 

@@ -134,6 +134,7 @@ def canary_alerts() -> list[Alert]:
             "Model {{ $labels.model }} version {{ $labels.version }} did not answer every "
             "golden prompt in the exporter's last canary runs.",
             symptom=True,
+            per_replica=True,
         ),
         Alert(
             "CanaryMismatch",
@@ -144,6 +145,7 @@ def canary_alerts() -> list[Alert]:
             "Model {{ $labels.model }} version {{ $labels.version }}: greedy answers to the "
             "golden prompts differ from the outputs recorded at export.",
             symptom=True,
+            per_replica=True,
         ),
         Alert(
             "CanaryWorseThanStable",
@@ -159,7 +161,9 @@ def canary_alerts() -> list[Alert]:
 
 
 def batching_alerts(t: Timing) -> list[Alert]:
-    """TF Serving's batcher: batches of about one while requests queue; slow batch queue."""
+    """TF Serving's batcher: batches of about one while requests queue (fleet: the gateway's queue
+    feeds every replica); a slow batch queue (per replica: one saturated replica would hide in
+    the fleet's quantile)."""
     queued = f"avg_over_time({GATEWAY_PREFIX}queued_requests{sel('gateway')}[{t(c.BATCH_WINDOW)}])"
     return [
         Alert(
@@ -174,12 +178,15 @@ def batching_alerts(t: Timing) -> list[Alert]:
         ),
         Alert(
             "TfServingBatchQueueSlow",
-            f"job:tfserving_batch_queuing_latency_seconds:p99_5m > {number(c.BATCH_QUEUE_P99_S)}",
+            "instance:tfserving_batch_queuing_latency_seconds:p99_5m"
+            f" > {number(c.BATCH_QUEUE_P99_S)}",
             c.BATCH_QUEUE_FOR,
             "warning",
             "Requests wait long in TF Serving's batch queue.",
-            "p99 batch queueing latency is {{ $value | humanizeDuration }} (threshold "
+            "p99 batch queueing latency of TF Serving at {{ $labels.instance }} is "
+            "{{ $value | humanizeDuration }} (threshold "
             f"{number(c.BATCH_QUEUE_P99_S)} s).",
+            per_replica=True,
         ),
     ]
 

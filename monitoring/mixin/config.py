@@ -30,6 +30,13 @@ class Jobs:
 
 JOBS = Jobs()
 
+# The label that tells model-server replicas apart across jobs: a target label on each TF Serving
+# target and on the exporter watching it (locally `replica="0"`, `"1"`, ...; in Kubernetes the pod
+# name, relabelled into it). Replica-level alerts keep it, fleet rules sum it away with `instance`,
+# and inhibitions between replica-level alerts hold it `equal`. A deployment with one model server
+# may leave it out: an absent label is equal to an absent label.
+REPLICA_LABEL = "replica"
+
 # Scrape and rule evaluation interval of the production Prometheus. Change it only together with
 # the shortest rate window below (a rate window must hold at least four scrapes).
 SCRAPE_INTERVAL = "15s"

@@ -6,8 +6,14 @@ from monitoring.mixin import config as c
 from monitoring.mixin.model import Alert
 from monitoring.mixin.promql import Timing, number, sel
 
+# names the replica where the series has the label (nothing where it has not: one replica)
+REPLICA = (
+    f"{{{{ with $labels.{c.REPLICA_LABEL} }}}} Replica {{{{ . }}}} is out of the gateway's "
+    "rotation; the other replicas serve.{{ end }}"
+)
 
-def _down(component: str, name: str, severity: str, what: str) -> Alert:
+
+def _down(component: str, name: str, severity: str, what: str, replica: str = "") -> Alert:
     return Alert(
         f"{name}Down",
         f"up{sel(component)} == 0",
@@ -15,7 +21,8 @@ def _down(component: str, name: str, severity: str, what: str) -> Alert:
         severity,
         f"{what} cannot be scraped.",
         f"Prometheus cannot scrape {what[0].lower()}{what[1:]} at {{{{ $labels.instance }}}} "
-        f"(job {{{{ $labels.job }}}}).",
+        f"(job {{{{ $labels.job }}}}).{replica}",
+        per_replica=bool(replica),
     )
 
 
@@ -23,8 +30,10 @@ def component_alerts(t: Timing) -> list[Alert]:
     """Scrape targets down; model versions; the gateway's breaker."""
     tfs_down = f"up{sel('modelserver')} == 0"
     ex = sel("exporter")
+    # every replica at once: subquery over the fleet's best target, not each target's worst
+    fleet_up = f"max by (job) (up{sel('modelserver')})"
     return [
-        _down("modelserver", "TfServing", "critical", "The model server (TF Serving)"),
+        _down("modelserver", "TfServing", "critical", "The model server (TF Serving)", REPLICA),
         _down("gateway", "Gateway", "critical", "The gateway"),
         _down("exporter", "Exporter", "warning", "The exporter"),
         _down("shipper", "Shipper", "warning", "The sample shipper"),
@@ -37,16 +46,28 @@ def component_alerts(t: Timing) -> list[Alert]:
             "TF Serving at {{ $labels.instance }} was unreachable in the last "
             f"{c.RECOVERY_WINDOW}: alerts it explains are inhibited until its effects age out "
             "of their windows.",
+            per_replica=True,
+        ),
+        Alert(
+            "TfServingFleetRecentlyDown",
+            f"min_over_time({fleet_up}[{t(c.RECOVERY_WINDOW)}:]) == 0",
+            c.DOWN_FOR,
+            "info",
+            "Every TF Serving replica was down at once within the recovery window.",
+            "No TF Serving replica of job {{ $labels.job }} could be scraped at some point in "
+            f"the last {c.RECOVERY_WINDOW}: the fleet-wide symptoms it explains (SLO burn, "
+            "breaker, quality) are inhibited until its effects age out of their windows.",
         ),
         Alert(
             "TfServingNoAvailableVersion",
             # a down server is its own page: do not page twice for it
             f"(tokenpulse_tfserving_model_versions_available{ex} == 0"
-            f" or tokenpulse_tfserving_up{ex} == 0)\nunless on () ({tfs_down})",
+            f" or tokenpulse_tfserving_up{ex} == 0)\nunless on ({c.REPLICA_LABEL}) ({tfs_down})",
             c.NO_VERSION_FOR,
             "critical",
             "A model has no AVAILABLE version: every request for it fails.",
             "TF Serving reports no AVAILABLE version of model {{ $labels.model }}.",
+            per_replica=True,
         ),
         Alert(
             "TfServingVersionLoadFailed",
@@ -56,6 +77,7 @@ def component_alerts(t: Timing) -> list[Alert]:
             "A model version failed to load.",
             "Model {{ $labels.model }} version {{ $labels.version }} has an error status in "
             "TF Serving: it did not load and serves nothing.",
+            per_replica=True,
         ),
         Alert(
             "GatewayCircuitBreakerOpen",
@@ -77,6 +99,7 @@ def component_alerts(t: Timing) -> list[Alert]:
             "An exporter collector keeps failing.",
             "Collector {{ $labels.collector }} of the exporter at {{ $labels.instance }} has "
             "failed every scrape: its series are missing or stale.",
+            per_replica=True,
         ),
     ]
 

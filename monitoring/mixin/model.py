@@ -36,6 +36,9 @@ class Alert:
     description: str
     symptom: bool = False
     labels: dict[str, str] = field(default_factory=dict)
+    # its series carry config.REPLICA_LABEL (one model-server replica's, or its exporter's):
+    # inhibitions between such alerts hold that label equal
+    per_replica: bool = False
 
     @property
     def alertname(self) -> str:

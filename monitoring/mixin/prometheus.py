@@ -23,6 +23,8 @@ class Targets:
     alertmanager: Sequence[str] = ()
     prometheus: Sequence[str] = ()
     labels: dict[str, str] = field(default_factory=dict)  # added to every target
+    # labels of single targets, by host:port: e.g. config.REPLICA_LABEL of each model server
+    target_labels: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 # Targets of the compose deployment: service names and container ports of docker-compose.yml.
@@ -39,6 +41,23 @@ COMPOSE_TARGETS = Targets(
 COMPOSE_RULE_FILES = ["/etc/prometheus/rules/*.rules.yml"]
 
 
+def _groups(targets: Targets, hosts: list[str]) -> list[dict[str, object]]:
+    """One static_configs group per distinct label set, in target order."""
+    groups: list[dict[str, object]] = []
+    by_labels: dict[tuple[tuple[str, str], ...], list[str]] = {}
+    for host in hosts:
+        labels = {**targets.labels, **targets.target_labels.get(host, {})}
+        key = tuple(sorted(labels.items()))
+        if key not in by_labels:
+            by_labels[key] = []
+            group: dict[str, object] = {"targets": by_labels[key]}
+            if labels:
+                group["labels"] = labels
+            groups.append(group)
+        by_labels[key].append(host)
+    return groups
+
+
 def scrape_configs(targets: Targets) -> list[dict[str, object]]:
     """One scrape job per component with targets, named after config.JOBS."""
     out: list[dict[str, object]] = []
@@ -49,10 +68,7 @@ def scrape_configs(targets: Targets) -> list[dict[str, object]]:
         job: dict[str, object] = {"job_name": getattr(config.JOBS, component)}
         if component == "modelserver":
             job["metrics_path"] = DEFAULT_METRICS_PATH
-        group: dict[str, object] = {"targets": hosts}
-        if targets.labels:
-            group["labels"] = dict(targets.labels)
-        job["static_configs"] = [group]
+        job["static_configs"] = _groups(targets, hosts)
         out.append(job)
     return out
 

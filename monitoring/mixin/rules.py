@@ -1,10 +1,12 @@
 """Recording rules (`level:metric:operations`) from the mixin config.
 
 TF Serving's histograms are in microseconds with colon names and no version label; they become
-per-model seconds. Availability comes from the gateway (TF Serving's request_count also counts the
-status GETs of the gateway and exporter, and has no API label). The gateway's series become
-per-model SLIs over every burn-rate window, each carrying a `window` label that alerts remove
-before joining, and quality signals with baselines that end a day ago.
+per-model seconds, summed over every replica (the fleet); batching is recorded per fleet and per
+replica too (`instance:`, keeping the replica label), since each replica forms its own batches.
+Availability comes from the gateway (TF Serving's request_count also counts the status GETs of
+the gateway and exporter, and has no API label). The gateway's series become per-model SLIs over
+every burn-rate window, each carrying a `window` label that alerts remove before joining, and
+quality signals with baselines that end a day ago.
 """
 
 from __future__ import annotations
@@ -34,12 +36,13 @@ def _to_model(expr: str) -> str:
 
 
 def tfserving_rules(t: Timing) -> list[Rule]:
-    """Seconds-based per-model latency and the server-wide batching SLIs."""
+    """Seconds-based per-model latency over the fleet; batching SLIs per fleet and per replica."""
     w = t("5m")
     predict = sel("modelserver", 'API="predict"')
     lat = f"{TFSERVING_PREFIX}request_latency"
     b = f"{TFSERVING_PREFIX}batching_session:"
     bw = t(config.BATCH_WINDOW)
+    replica = f"job, instance, {config.REPLICA_LABEL}"
     return [
         {
             "record": "model:tfserving_predict_requests:rate5m",
@@ -67,6 +70,17 @@ def tfserving_rules(t: Timing) -> list[Rule]:
         {
             "record": "job:tfserving_batch_queuing_latency_seconds:p99_5m",
             "expr": f"histogram_quantile(0.99, sum by (job, le)"
+            f" (rate({b}queuing_latency_bucket{sel('modelserver')}[{w}]))) / 1e6",
+        },
+        {
+            "record": "instance:tfserving_batch_size:mean10m",
+            "expr": f"sum by ({replica}) (rate({b}processed_batch_size_sum{sel('modelserver')}"
+            f"[{bw}]))\n/ sum by ({replica}) (rate({b}processed_batch_size_count"
+            f"{sel('modelserver')}[{bw}]))",
+        },
+        {
+            "record": "instance:tfserving_batch_queuing_latency_seconds:p99_5m",
+            "expr": f"histogram_quantile(0.99, sum by ({replica}, le)"
             f" (rate({b}queuing_latency_bucket{sel('modelserver')}[{w}]))) / 1e6",
         },
     ]

@@ -1,7 +1,9 @@
 """TF Serving and batching: request/runtime/queue latency, batch and padding sizes, versions.
 
 TF Serving's histograms count microseconds; every latency here is divided into seconds. Its
-metrics carry `model_name` and never a version; the batching ones carry no model at all.
+metrics carry `model_name` and never a version; the batching ones carry no model at all. The
+batching row aggregates over every replica; the replicas row shows each replica's own batching
+(batches form in one replica only) and the gateway's view of its replicas.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from monitoring.mixin.model import TFSERVING_PREFIX as TFS
 MS = cfg.JOBS.selector("modelserver")
 EX = cfg.JOBS.selector("exporter")
 BATCH = f"{TFS}batching_session:"
+GW = cfg.JOBS.selector("gateway")
 MODEL = f'{MS}, model_name=~"$model"'
 
 
@@ -101,8 +104,8 @@ def _batching_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
         .with_panel(
             ts_panel(
                 "Batch size",
-                "Mean rows per batch before (input) and after (processed) padding; below the "
-                "dashed line batching barely merges requests.",
+                "Mean rows per batch before (input) and after (processed) padding over every "
+                "replica; below the dashed line batching barely merges requests.",
                 "short",
                 [
                     Q(_mean(f"{BATCH}input_batch_size", MS), "input"),
@@ -121,6 +124,64 @@ def _batching_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 [Q(_mean(f"{BATCH}padding_size", MS, "execution_batch_size"),
                    "to {{execution_batch_size}}")],
                 width=8,
+            )
+        )
+    )  # fmt: skip
+
+
+def _replicas_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
+    return (
+        d.with_row(dashboard.Row("Replicas"))
+        .with_panel(
+            ts_panel(
+                "Batch size per replica",
+                "Mean processed rows per batch in each replica: N replicas share the traffic, "
+                "so each batches about 1/N of it.",
+                "short",
+                [Q(_mean(f"{BATCH}processed_batch_size", MS, "instance"), "{{instance}}")],
+                ok_above(cfg.BATCH_SIZE_MIN),
+                width=6,
+                runbooks=("TokenPulseTfServingBatchingIneffective",),
+            )
+        )
+        .with_panel(
+            ts_panel(
+                "Batch queueing p99 per replica",
+                "p99 time a request waits in each replica's batch queue; one saturated replica "
+                "shows here before it moves the fleet's quantile.",
+                "s",
+                [Q(f"histogram_quantile(0.99, sum by (instance, le) (rate({BATCH}queuing_latency"
+                   f"_bucket{{{MS}}}[{RATE}]))) / 1e6", "{{instance}}")],
+                bad_above(cfg.BATCH_QUEUE_P99_S),
+                width=6,
+                runbooks=("TokenPulseTfServingBatchQueueSlow",),
+            )
+        )
+        .with_panel(
+            ts_panel(
+                "Gateway calls per replica",
+                "Predict calls the gateway sent each replica (by `replica`, the index of its "
+                "upstream URL) and how they ended; retries moved a failed connection elsewhere.",
+                "reqps",
+                [Q(f"sum by (replica, outcome) (rate(tokenpulse_gateway_upstream_requests_total"
+                   f"{{{GW}}}[{RATE}]))", "{{replica}} {{outcome}}"),
+                 Q(f"sum by (replica) (rate(tokenpulse_gateway_upstream_retries_total{{{GW}}}"
+                   f"[{RATE}]))", "{{replica}} retried elsewhere")],
+                width=6,
+            )
+        )
+        .with_panel(
+            ts_panel(
+                "Replicas in the gateway's rotation",
+                "1 while the gateway sends a replica requests (its status poll saw an AVAILABLE "
+                "version and no connection failed since), with its outstanding calls.",
+                "short",
+                [Q(f"max by (replica) (tokenpulse_gateway_upstream_healthy{{{GW}}})",
+                   "{{replica}} in rotation"),
+                 Q(f"sum by (replica) (tokenpulse_gateway_upstream_in_flight_requests{{{GW}}})",
+                   "{{replica}} outstanding")],
+                width=6,
+                runbooks=("TokenPulseTfServingDown", "TokenPulseTfServingFleetRecentlyDown"),
             )
         )
     )  # fmt: skip
@@ -191,4 +252,4 @@ def build() -> dashboard.Dashboard:
     ).with_variable(
         query_variable("model", "Model", f"label_values({TFS}request_count{{{MS}}}, model_name)")
     )
-    return _versions_row(_batching_row(_latency_row(d)))
+    return _versions_row(_replicas_row(_batching_row(_latency_row(d))))

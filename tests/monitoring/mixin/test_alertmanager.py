@@ -108,8 +108,7 @@ def _targets(rule: dict) -> set[str]:
 
 def test_model_server_down_silences_every_symptom_but_not_itself() -> None:
     symptoms = {a.alertname for a in all_alerts(NORMAL) if a.symptom}
-    down = 'alertname=~"TokenPulseTfServingDown|TokenPulseTfServingRecentlyDown"'
-    (rule, collectors) = _inhibit(down)
+    (rule, collectors) = _inhibit('alertname="TokenPulseTfServingFleetRecentlyDown"')
     targets = _targets(rule)
     assert symptoms | {"TokenPulseTfServingNoAvailableVersion"} == targets
     assert {"TokenPulseTfServingDown", "TokenPulseTfServingRecentlyDown"}.isdisjoint(targets)
@@ -118,10 +117,69 @@ def test_model_server_down_silences_every_symptom_but_not_itself() -> None:
     assert collectors["target_matchers"][1] == 'collector=~"tfserving|canary"'
 
 
+def test_one_replica_down_silences_only_alerts_about_that_replica() -> None:
+    down = 'alertname=~"TokenPulseTfServingDown|TokenPulseTfServingRecentlyDown"'
+    (rule, collectors) = _inhibit(down)
+    assert rule["equal"] == collectors["equal"] == ["replica"]
+    targets = _targets(rule)
+    assert {"TokenPulseCanaryFailing", "TokenPulseTfServingNoAvailableVersion"} <= targets
+    assert "TokenPulseGatewayAvailabilityBudgetBurn" not in targets  # a fleet symptom
+
+
 def test_no_available_version_silences_symptoms_of_the_same_model() -> None:
     (rule,) = _inhibit('alertname="TokenPulseTfServingNoAvailableVersion"')
-    assert rule["equal"] == ["model"]
+    assert rule["equal"] == ["model", "replica"]
     assert "TokenPulseGatewayLatencyBudgetBurn" in _targets(rule)
+
+
+def _matches(matcher: str, labels: dict[str, str]) -> bool:
+    m = re.fullmatch(r'(\w+)(=~|=)"(.*)"', matcher)
+    assert m is not None, matcher
+    name, op, value = m.groups()
+    got = labels.get(name, "")
+    return re.fullmatch(value, got) is not None if op == "=~" else got == value
+
+
+def _inhibited(target: dict[str, str], firing: list[dict[str, str]]) -> bool:
+    """Alertmanager's inhibition: a firing source and the target match, the `equal` labels agree
+    (an absent label counts as empty), and an alert never inhibits itself."""
+    rules = yaml.safe_load(FILES[0].read_text())["inhibit_rules"]
+    return any(
+        source != target
+        and all(_matches(m, source) for m in r["source_matchers"])
+        and all(_matches(m, target) for m in r["target_matchers"])
+        and all(source.get(k, "") == target.get(k, "") for k in r.get("equal", []))
+        for r in rules
+        for source in firing
+    )
+
+
+def _alert(name: str, severity: str, **labels: str) -> dict[str, str]:
+    return {"alertname": f"TokenPulse{name}", "severity": severity, **labels}
+
+
+@pytest.mark.parametrize("replicas", [1, 2], ids=["one-replica", "two-replicas"])
+def test_inhibitions_are_scoped_by_replica(replicas: int) -> None:
+    one = {"replica": "1"} if replicas == 2 else {}
+    other = {"replica": "0"} if replicas == 2 else {}
+    down = [
+        _alert("TfServingDown", "critical", **one),
+        _alert("TfServingRecentlyDown", "info", **one),
+    ]
+    if replicas == 1:  # the only replica down is the whole fleet down
+        down.append(_alert("TfServingFleetRecentlyDown", "info", job="tfserving"))
+    slo = _alert("GatewayAvailabilityBudgetBurn", "critical", model="gen", slo="availability")
+    canary_here = _alert("CanaryFailing", "warning", model="gen", version="1", **one)
+    canary_there = _alert("CanaryFailing", "warning", model="gen", version="1", **other)
+    collector = _alert("ExporterCollectorFailing", "warning", collector="tfserving", **one)
+    other_down = _alert("TfServingDown", "critical", **other)
+    assert _inhibited(canary_here, down) and _inhibited(collector, down)
+    # with two replicas, replica 1 down hides neither replica 0's alerts nor the fleet's
+    assert _inhibited(slo, down) is (replicas == 1)
+    assert _inhibited(canary_there, down) is (replicas == 1)
+    assert not _inhibited(other_down, down)
+    fleet_down = down + [_alert("TfServingFleetRecentlyDown", "info", job="tfserving")]
+    assert _inhibited(slo, fleet_down) and _inhibited(canary_there, fleet_down)
 
 
 def test_gateway_down_silences_only_gateway_slo_alerts() -> None:
