@@ -9,6 +9,7 @@
         stack.query('up{job="tfserving"}')                       # instant query -> result list
         stack.alerts()                                           # Prometheus' active alerts
         stack.stop_modelserver(); stack.start_modelserver()      # a fault and its fix
+        stack.stop_modelserver(1)                                # with model_server_replicas=2
         stack.notifications()                                    # what the on-call receiver got
 
 What runs is stack/components.py's table, the one `tokenpulse up` starts, with a StackConfig for
@@ -16,7 +17,8 @@ tests: free ports on 127.0.0.1, files under `workdir`, a copy of `export_dir` as
 model "gen" labelled "stable", the FAKE NVML backend (2 GPUs), the time-compressed rules
 (alerts/compressed/), fast scrapes and polls; with `alerting=True` also Alertmanager (the
 generated local routes, short group timings) and the on-call receiver (`workdir/oncall.jsonl`).
-Everything is stopped when the block ends, also on failure.
+`model_server_replicas=N` runs N model servers (`modelserver-0` ..) behind the gateway, each on
+free ports. Everything is stopped when the block ends, also on failure.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import httpx
 from devtools.traffic import steady_traffic
 from serving.gateway.keys import add_key
 from stack import launch
+from stack.components import modelserver_name
 from stack.config import RULES, Ports, StackConfig
 from stack.launch import ExporterProcess, GatewayProcess, ModelServerProcess
 from stack.supervise import Stack as Supervisor
@@ -64,6 +67,7 @@ class StackOptions:
     repeat_interval: str = "1h"
     canary_interval_s: float = 5.0
     max_new_tokens: int = 4
+    model_server_replicas: int = 1
 
 
 @dataclass
@@ -82,8 +86,12 @@ class Stack:
 
     @property
     def modelserver(self) -> ModelServerProcess:
-        """The model server's current process."""
-        return cast(ModelServerProcess, self.supervisor.child("modelserver"))
+        """The model server's (replica 0's) current process."""
+        return self.replica(0)
+
+    def replica(self, index: int) -> ModelServerProcess:
+        """One model-server replica's current process."""
+        return cast(ModelServerProcess, self.supervisor.child(modelserver_name(self.config, index)))
 
     @property
     def gateway(self) -> GatewayProcess:
@@ -168,13 +176,13 @@ class Stack:
         return wait_until(lambda: self.query(expr), timeout_s, f"series for {expr!r}")
 
     # --- faults ---------------------------------------------------------------------------------
-    def stop_modelserver(self) -> None:
-        """Stop the model server (SIGTERM); start_modelserver() starts it on the same ports."""
-        self.supervisor.stop("modelserver")
+    def stop_modelserver(self, replica: int = 0) -> None:
+        """Stop a model server (SIGTERM); start_modelserver() starts it on the same ports."""
+        self.supervisor.stop(modelserver_name(self.config, replica))
 
-    def start_modelserver(self) -> None:
-        """Start the model server again on the same ports; returns once a version is AVAILABLE."""
-        self.supervisor.restart("modelserver")
+    def start_modelserver(self, replica: int = 0) -> None:
+        """Start a model server again on the same ports; returns once a version is AVAILABLE."""
+        self.supervisor.restart(modelserver_name(self.config, replica))
 
     # --- on-call ----------------------------------------------------------------------------------
     def notifications(self) -> list[dict[str, Any]]:
@@ -221,6 +229,9 @@ def config_for_tests(workdir: Path, options: StackOptions) -> StackConfig:
             "shipper": ("--poll-interval-s=0.5",),
         },
         modelserver_poll_s=1.0,
+        replica_ports=tuple(
+            (free_port(), free_port()) for _ in range(options.model_server_replicas - 1)
+        ),
     )
 
 

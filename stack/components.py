@@ -3,6 +3,11 @@
 `tokenpulse up` and the test stack (devtools/stack.py) both start this table, with a StackConfig
 each: fixed ports and the normal rules for `up`; free ports, fake NVML and the compressed rules
 for tests. Every component binds 127.0.0.1 and logs to RUN_DIR/logs/<name>.log.
+
+With `model_server_replicas` N > 1 the model server row becomes N rows, `modelserver-0` ..
+`modelserver-<N-1>`, each on its own ports; the gateway spreads requests over all of them,
+Prometheus scrapes each with a `replica` target label, and the exporter watches replica 0 (as a
+sidecar would: its target carries `replica="0"` too). With N = 1 the row is `modelserver`, as ever.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from dataclasses import dataclass
 
 from monitoring.mixin import alertmanager as am_config
 from monitoring.mixin import prometheus as prom_config
+from monitoring.mixin.config import REPLICA_LABEL
 from stack.config import StackConfig
 from stack.launch import (
     Launched,
@@ -63,21 +69,34 @@ class Component:
     enabled: Callable[[StackConfig], bool] = lambda c: True
 
 
-def _modelserver(c: StackConfig) -> contextlib.AbstractContextManager[Launched]:
-    return running_modelserver(
-        config_file=c.models_config, model_name=c.model, rest_port=c.ports.rest_port,
-        grpc_port=c.ports.grpc_port, enable_batching=True,
-        batching_parameters_file=paths.BATCHING_PARAMETERS,
-        monitoring_config_file=paths.MONITORING_CONFIG,
-        file_system_poll_wait_seconds=c.modelserver_poll_s,
-        extra_args=["--model_config_file_poll_wait_seconds=30", *c.flags("modelserver")],
-        log_path=c.log("modelserver"), start_timeout_s=c.start_timeout_s,
-    )  # fmt: skip
+MODELSERVER = "modelserver"
+
+
+def modelserver_name(c: StackConfig, replica: int) -> str:
+    """`modelserver` with one replica, else `modelserver-<replica>`."""
+    return MODELSERVER if c.model_server_replicas == 1 else f"{MODELSERVER}-{replica}"
+
+
+def _modelserver_start(replica: int) -> Start:
+    def start(c: StackConfig) -> contextlib.AbstractContextManager[Launched]:
+        rest_port, grpc_port = c.modelserver_ports(replica)
+        return running_modelserver(
+            config_file=c.models_config, model_name=c.model, rest_port=rest_port,
+            grpc_port=grpc_port, enable_batching=True,
+            batching_parameters_file=paths.BATCHING_PARAMETERS,
+            monitoring_config_file=paths.MONITORING_CONFIG,
+            file_system_poll_wait_seconds=c.modelserver_poll_s,
+            extra_args=["--model_config_file_poll_wait_seconds=30", *c.flags(MODELSERVER)],
+            log_path=c.log(modelserver_name(c, replica)), start_timeout_s=c.start_timeout_s,
+        )  # fmt: skip
+
+    return start
 
 
 def _gateway(c: StackConfig) -> contextlib.AbstractContextManager[Launched]:
+    urls = ",".join(c.modelserver_url(i) for i in range(c.model_server_replicas))
     return running_gateway(
-        c.url("rest_port"), c.path("gateway-keys.json"), port=c.ports.gateway_port,
+        urls, c.path("gateway-keys.json"), port=c.ports.gateway_port,
         log_path=c.log("gateway"), start_timeout_s=c.start_timeout_s,
         env={"TOKENPULSE_SINK_SPOOL_DIR": str(c.path("spool"))},
         model_config_file=str(c.models_config), sample_sink=SINK, **c.gateway,
@@ -141,10 +160,16 @@ def _targets(c: StackConfig) -> prom_config.Targets:
     def at(port_field: str) -> list[str]:
         return [f"127.0.0.1:{getattr(c.ports, port_field)}"]
 
+    replicas = [f"127.0.0.1:{c.modelserver_ports(i)[0]}" for i in range(c.model_server_replicas)]
+    labels: dict[str, dict[str, str]] = {}
+    if c.model_server_replicas > 1:  # one replica: no label, as before (absent equals absent)
+        labels = {host: {REPLICA_LABEL: str(i)} for i, host in enumerate(replicas)}
+        labels.update({host: {REPLICA_LABEL: "0"} for host in at("exporter_port")})
     return prom_config.Targets(
-        modelserver=at("rest_port"), gateway=at("gateway_port"), exporter=at("exporter_port"),
+        modelserver=replicas, gateway=at("gateway_port"), exporter=at("exporter_port"),
         shipper=at("shipper_port"), prometheus=at("prometheus_port"),
         alertmanager=at("alertmanager_port") if c.alerting else [],
+        target_labels=labels,
     )  # fmt: skip
 
 
@@ -188,11 +213,17 @@ def _alerting(c: StackConfig) -> bool:
     return c.alerting
 
 
+def modelserver(replica: int, name: str = MODELSERVER) -> Component:
+    """The row of one model-server replica."""
+    return Component(
+        name, _modelserver_start(replica),
+        lambda c: c.modelserver_url(replica, status_path(c.model)),
+        lambda c: c.modelserver_url(replica, DEFAULT_METRICS_PATH),
+    )  # fmt: skip
+
+
 COMPONENTS: tuple[Component, ...] = (
-    Component(
-        "modelserver", _modelserver, lambda c: c.url("rest_port", status_path(c.model)),
-        _page("rest_port", DEFAULT_METRICS_PATH),
-    ),
+    modelserver(0),
     Component("gateway", _gateway, _page("gateway_port"), _page("gateway_port", METRICS)),
     Component("exporter", _exporter, _page("exporter_port"), _page("exporter_port", METRICS)),
     Component("shipper", _shipper, _page("shipper_port"), _page("shipper_port", METRICS)),
@@ -210,8 +241,15 @@ COMPONENTS: tuple[Component, ...] = (
 
 
 def enabled(config: StackConfig) -> tuple[Component, ...]:
-    """The components this config runs, in start order."""
-    return tuple(c for c in COMPONENTS if c.enabled(config))
+    """The components this config runs, in start order (one row per model-server replica)."""
+    out: list[Component] = []
+    for c in COMPONENTS:
+        if c.name == MODELSERVER and config.model_server_replicas > 1:
+            n = config.model_server_replicas
+            out += [modelserver(i, modelserver_name(config, i)) for i in range(n)]
+        elif c.enabled(config):
+            out.append(c)
+    return tuple(out)
 
 
 def names() -> list[str]:

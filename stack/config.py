@@ -20,6 +20,16 @@ RULES = {
     ),
 }
 GpuBackend = Literal["real", "fake", "off"]
+MAX_MODEL_SERVER_REPLICAS = 8  # each loads every version: more would not fit a workstation
+# Replica i (i >= 1) listens this many ports above replica 0's REST and gRPC ports: the defaults
+# (REST 8501, gRPC 8500) are adjacent, so a step of 2 interleaves them without a clash.
+REPLICA_PORT_STEP = 2
+
+
+def replica_ports(rest_port: int, grpc_port: int, replicas: int) -> tuple[tuple[int, int], ...]:
+    """(REST, gRPC) ports of model-server replicas 1..N-1 (replica 0 has the given ones)."""
+    step = REPLICA_PORT_STEP
+    return tuple((rest_port + step * i, grpc_port + step * i) for i in range(1, replicas))
 
 
 @dataclass(frozen=True)
@@ -66,6 +76,8 @@ class StackConfig:
     # extra command-line flags per component name (e.g. a faster poll for tests)
     extra_flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     modelserver_poll_s: float = 5.0  # how often the model server looks for new versions on disk
+    # (REST, gRPC) ports of model-server replicas 1..N-1; replica 0 has ports.rest_port/grpc_port
+    replica_ports: tuple[tuple[int, int], ...] = ()
 
     def path(self, name: str) -> Path:
         """A file or folder under the run directory."""
@@ -83,6 +95,21 @@ class StackConfig:
     def url(self, port_field: str, path: str = "") -> str:
         """http://127.0.0.1:<port><path> for one of the Ports fields."""
         return f"http://127.0.0.1:{getattr(self.ports, port_field)}{path}"
+
+    @property
+    def model_server_replicas(self) -> int:
+        """How many model servers run behind the gateway."""
+        return 1 + len(self.replica_ports)
+
+    def modelserver_ports(self, replica: int) -> tuple[int, int]:
+        """(REST, gRPC) port of one model-server replica."""
+        if replica == 0:
+            return self.ports.rest_port, self.ports.grpc_port
+        return self.replica_ports[replica - 1]
+
+    def modelserver_url(self, replica: int, path: str = "") -> str:
+        """http://127.0.0.1:<REST port of the replica><path>."""
+        return f"http://127.0.0.1:{self.modelserver_ports(replica)[0]}{path}"
 
     def flags(self, component: str) -> list[str]:
         """The extra flags given for one component."""

@@ -40,6 +40,19 @@ def try_it(gateway: str, key: str) -> tuple[str, str]:
     return curl_snippet(gateway, key), sdk
 
 
+def _drill(config: StackConfig, pids: dict[str, int], restart_delay_s: float) -> str:
+    n = config.model_server_replicas
+    restarts = f"`up` restarts it after {restart_delay_s:g} s, then the resolution arrives."
+    if n == 1:
+        pid = pids["modelserver"]
+        return f"Outage drill: kill {pid} (the model server); the page arrives, and {restarts}"
+    last = f"modelserver-{n - 1}"
+    return (
+        f"Replica drill: kill {pids[last]} ({last}); the gateway routes around it, one page "
+        f"names replica {n - 1}, and {restarts} The exporter watches replica 0."
+    )
+
+
 def banner(s: UpSettings, config: StackConfig, key: str, pids: dict[str, int]) -> str:
     """The whole text, ending with READY_LINE."""
     gateway = f"http://127.0.0.1:{s.gateway_port}"
@@ -48,10 +61,13 @@ def banner(s: UpSettings, config: StackConfig, key: str, pids: dict[str, int]) -
     run = s.path("")
     lines = ["", "TokenPulse local stack is up (every service on 127.0.0.1):"]
     components = enabled(config)
+    width = max(13, 1 + max(len(c.name) for c in components))
     for c in components:
-        lines.append(f"  {c.name:<13}{c.url(config):<40} pid {pids[c.name]:<8} logs/{c.name}.log")
+        lines.append(
+            f"  {c.name:<{width}}{c.url(config):<40} pid {pids[c.name]:<8} logs/{c.name}.log"
+        )
     lines += ["", "Metrics pages Prometheus scrapes:"]
-    lines += [f"  {c.name:<13}{c.metrics(config)}" for c in components if c.name != "oncall"]
+    lines += [f"  {c.name:<{width}}{c.metrics(config)}" for c in components if c.name != "oncall"]
     lines += ["", f"Key graphs in Prometheus ({s.rules} rules, scraped every {s.scrape_interval}):"]
     lines += [f"  {title}: {graph_url(prometheus, expr)}" for title, expr in KEY_GRAPHS]
     lines += [
@@ -75,9 +91,7 @@ def banner(s: UpSettings, config: StackConfig, key: str, pids: dict[str, int]) -
     lines += [
         "",
         f"Notifications land in {s.path('oncall.jsonl')} (one JSON line each) and, readable,",
-        f"in {s.path('logs/oncall.log')}: tail -f it. Outage drill: kill {pids['modelserver']}"
-        f" (the model server); the page arrives, and `up` restarts it after"
-        f" {s.restart_delay_s:g} s, then the resolution arrives.",
+        f"in {s.path('logs/oncall.log')}: tail -f it. {_drill(config, pids, s.restart_delay_s)}",
         "",
         "Preview the dashboards as PNGs from this Prometheus:",
         f"  .venv/bin/tokenpulse dashboards preview --prometheus {prometheus}"

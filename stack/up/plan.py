@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stack.config import RULES, GpuBackend, Ports, StackConfig
+from stack.config import RULES, GpuBackend, Ports, StackConfig, replica_ports
 from stack.up.files import context_window
 from stack.up.settings import PORT_FIELDS, UpSettings
 
@@ -41,6 +41,7 @@ def stack_config(s: UpSettings) -> StackConfig:
         es_url=s.es_url,
         es_api_key=s.es_api_key,
         start_timeout_s=s.start_timeout_s,
+        replica_ports=replica_ports(s.rest_port, s.grpc_port, s.model_server_replicas),
         gateway={
             "canary_weight": s.canary_weight,
             "context_window_tokens": context_window(s),

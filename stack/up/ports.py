@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 
+from stack.config import REPLICA_PORT_STEP, replica_ports
 from stack.up.settings import PORT_FIELDS, UpSettings
 from tokenpulse.settings_cli import env_name
 
@@ -29,19 +30,31 @@ def _free(port: int) -> bool:
     return True
 
 
+def _ports(settings: UpSettings) -> list[tuple[int, str, str]]:
+    """(port, what, which settings choose it) of every listener, replicas' ports included."""
+    out = [(int(getattr(settings, n)), n, _setting(n)) for n in PORT_FIELDS]
+    extra = replica_ports(settings.rest_port, settings.grpc_port, settings.model_server_replicas)
+    replicas = _setting("model_server_replicas")
+    for i, ports in enumerate(extra, start=1):
+        for port, name in zip(ports, ("rest_port", "grpc_port"), strict=True):
+            how = f"{_setting(name)} + {REPLICA_PORT_STEP * i}, with {replicas}"
+            out.append((port, f"{name} of model-server replica {i}", how))
+    return out
+
+
 def check_ports(settings: UpSettings) -> None:
     """Raise PortError for the first port given twice or already in use on 127.0.0.1."""
-    seen: dict[int, str] = {}
-    for name in PORT_FIELDS:
-        port = int(getattr(settings, name))
+    seen: dict[int, tuple[str, str]] = {}
+    for port, name, how in _ports(settings):
         if port in seen:
+            other, other_how = seen[port]
             raise PortError(
-                f"port {port} is set for both {seen[port]} ({_setting(seen[port])}) and "
-                f"{name} ({_setting(name)}); give each component its own port"
+                f"port {port} is set for both {other} ({other_how}) and "
+                f"{name} ({how}); give each component its own port"
             )
-        seen[port] = name
+        seen[port] = (name, how)
         if not _free(port):
             raise PortError(
                 f"port {port} on {HOST} is already in use; it is the {name} setting "
-                f"({_setting(name)}): stop what holds it or choose another port"
+                f"({how}): stop what holds it or choose another port"
             )

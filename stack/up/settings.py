@@ -9,7 +9,7 @@ from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from monitoring.mixin import config as mixin
-from stack.config import Ports
+from stack.config import MAX_MODEL_SERVER_REPLICAS, REPLICA_PORT_STEP, Ports
 from tokenpulse import ports
 
 DURATION = r"^\d+(ms|s|m|h)$"
@@ -50,6 +50,13 @@ class UpSettings(BaseSettings):
         ports.ALERTMANAGER, ge=1, le=65535, description="Alertmanager port"
     )
     oncall_port: int = _port(ports.ONCALL, "on-call receiver port")
+    model_server_replicas: int = Field(
+        1,
+        ge=1,
+        le=MAX_MODEL_SERVER_REPLICAS,
+        description="model servers behind the gateway; replica i > 0 listens on the REST and "
+        f"gRPC ports + {REPLICA_PORT_STEP}*i (8503/8502, 8505/8504, ...), all checked first",
+    )
     canary_weight: float = Field(
         0.05, ge=0.0, le=1.0, description="share of requests the gateway sends to the canary"
     )
