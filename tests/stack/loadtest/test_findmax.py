@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 from stack.loadtest.findmax import Probe, SearchStopped, find_max
 
 
-def _probe(capacity: float, flips: set[int] | None = None):  # type: ignore[no-untyped-def]
+def _probe(capacity: float, flips: set[int] | None = None) -> Callable[[float, int], Probe]:
     counter = itertools.count()
 
     def probe(rate: float, repeat: int) -> Probe:
