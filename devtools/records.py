@@ -19,6 +19,7 @@ from log_pipeline.record import (
     record_rows,
     request_params,
     trace_id,
+    version_number,
 )
 from tokenpulse.samples import OutputSignals, RequestStats, Sample
 from tokenpulse.tfserving.signature import FINISH_LENGTH
@@ -58,6 +59,7 @@ def build_records(
 ) -> list[dict[str, Any]]:
     """Records for one kept request; `prompts`/`outputs` are already redacted."""
     stats = sample.stats
+    number = version_number(stats.version)
     done_at = sample.timestamp + stats.total_s
     records = []
     for i, (signals, text_in, text_out) in enumerate(record_rows(stats, prompts, outputs)):
@@ -96,6 +98,7 @@ def build_records(
                 "route": stats.route,
                 "model": stats.model,
                 "version": stats.version,
+                **({} if number is None else {"version_number": number}),
                 "version_label": stats.version_label,
                 "key_id": stats.key_id,
                 "status": stats.status,

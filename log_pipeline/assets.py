@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from log_pipeline.analysis import ANALYZER, es_analysis
+
 ASSETS_DIR = Path(__file__).with_name("assets")
 STREAM_PREFIX = "genai-samples"
 PATTERN = f"{STREAM_PREFIX}-*"
@@ -19,10 +21,13 @@ SETTINGS_COMPONENT = f"{STREAM_PREFIX}@settings"
 MAPPINGS_COMPONENT = f"{STREAM_PREFIX}@mappings"
 INDEX_TEMPLATE = STREAM_PREFIX
 DATA_VIEW_ID = STREAM_PREFIX
-KIBANA_MIN_MAJOR = 9
 
 KW = {"type": "keyword", "ignore_above": 1024}
-TEXT = {"type": "match_only_text", "fields": {"wildcard": {"type": "wildcard"}}}
+# prompt and output: analyzed by log_pipeline.analysis (every Chinese character a token), with
+# positions so a word of several characters is a fast phrase query; a wildcard subfield for
+# Kibana's `*...*` queries
+TEXT = {"type": "text", "analyzer": ANALYZER, "index_options": "positions", "norms": False,
+        "fields": {"wildcard": {"type": "wildcard"}}}  # fmt: skip
 
 # field -> Elasticsearch type; SCHEMA.md lists the same fields (a test holds them together)
 FIELD_TYPES: dict[str, str] = {
@@ -55,19 +60,20 @@ FIELD_TYPES: dict[str, str] = {
     "genai_sample.route": "keyword",
     "genai_sample.model": "keyword",
     "genai_sample.version": "keyword",
+    "genai_sample.version_number": "long",
     "genai_sample.version_label": "keyword",
     "genai_sample.key_id": "keyword",
     "genai_sample.status": "short",
-    "genai_sample.prompt.text": "match_only_text",
-    "genai_sample.output.text": "match_only_text",
-    "genai_sample.timings.queue_wait_s": "float",
-    "genai_sample.timings.upstream_s": "float",
-    "genai_sample.timings.total_s": "float",
-    "genai_sample.timings.time_per_output_token_s": "float",
+    "genai_sample.prompt.text": "text",
+    "genai_sample.output.text": "text",
+    "genai_sample.timings.queue_wait_s": "double",
+    "genai_sample.timings.upstream_s": "double",
+    "genai_sample.timings.total_s": "double",
+    "genai_sample.timings.time_per_output_token_s": "double",
     "genai_sample.quality.finish_reason": "keyword",
     "genai_sample.quality.empty": "boolean",
     "genai_sample.quality.repetition_ratio": "float",
-    "genai_sample.quality.mean_nll": "float",
+    "genai_sample.quality.mean_nll": "double",
     "genai_sample.quality.truncated": "boolean",
     "genai_sample.quality.truncated_prompt_tokens": "integer",
     "genai_sample.sampling.reason": "keyword",
@@ -81,7 +87,7 @@ FIELD_TYPES: dict[str, str] = {
 def _mapping_of(kind: str) -> dict[str, Any]:
     if kind == "keyword":
         return dict(KW)
-    if kind == "match_only_text":
+    if kind == "text":
         return dict(TEXT)
     return {"type": kind}
 
@@ -107,8 +113,9 @@ def ilm_policy() -> dict[str, Any]:
 
 
 def settings_component() -> dict[str, Any]:
-    """Index settings shared by the backing indices."""
-    return {"settings": {"index.lifecycle.name": ILM_POLICY, "index.number_of_replicas": 0}}
+    """Index settings shared by the backing indices, with the text analyzer."""
+    return {"settings": {"index.lifecycle.name": ILM_POLICY, "index.number_of_replicas": 0,
+                         "analysis": es_analysis()}}  # fmt: skip
 
 
 def index_template() -> dict[str, Any]:
@@ -123,76 +130,233 @@ def index_template() -> dict[str, Any]:
     }
 
 
+# Saved objects carry the migration versions of the format they are written in, the oldest that
+# has every attribute used here (Kibana 8.9): Kibana migrates them forward on import (9.x does),
+# and refuses an object whose version is newer than it knows (so 8.9 to 8.x and 9.x import them).
+CORE_MIGRATION_VERSION = "8.8.0"
+TYPE_MIGRATION_VERSIONS = {
+    "index-pattern": "8.0.0",
+    "search": "8.0.0",
+    "lens": "8.9.0",
+    "dashboard": "8.9.0",
+}
+KIBANA_MIN_VERSION = (8, 9)
+
+
+def kibana_version(number: str) -> tuple[int, int]:
+    """A version string's (major, minor); (0, 0) when it is not one."""
+    parts = number.split(".")
+    try:
+        return int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
+    except ValueError:
+        return 0, 0
+SOURCE_REF = "kibanaSavedObjectMeta.searchSourceJSON.index"
+
+
+def _saved(
+    kind: str, oid: str, attributes: dict[str, Any], refs: list[dict[str, str]]
+) -> dict[str, Any]:
+    """A saved object with its migration versions."""
+    return {"type": kind, "id": oid, "attributes": attributes, "references": refs,
+            "coreMigrationVersion": CORE_MIGRATION_VERSION,
+            "typeMigrationVersion": TYPE_MIGRATION_VERSIONS[kind], "managed": False}  # fmt: skip
+
+
 def _search(
     sid: str, title: str, query: str, columns: list[str], sort: list[list[str]]
 ) -> dict[str, Any]:
     source = {"query": {"query": query, "language": "kuery"}, "filter": [],
-              "indexRefName": "kibanaSavedObjectMeta.searchSourceJSON.index"}  # fmt: skip
-    return {
-        "type": "search",
-        "id": sid,
-        "attributes": {
-            "title": title,
-            "columns": columns,
-            "sort": sort,
-            "kibanaSavedObjectMeta": {"searchSourceJSON": json.dumps(source)},
-        },
-        "references": [{"name": "kibanaSavedObjectMeta.searchSourceJSON.index",
-                        "type": "index-pattern", "id": DATA_VIEW_ID}],
-    }  # fmt: skip
+              "indexRefName": SOURCE_REF}  # fmt: skip
+    return _saved("search", sid, {
+        "title": title, "description": "", "columns": columns, "sort": sort, "grid": {},
+        "hideChart": False, "isTextBasedQuery": False,
+        "kibanaSavedObjectMeta": {"searchSourceJSON": json.dumps(source)},
+    }, [{"name": SOURCE_REF, "type": "index-pattern", "id": DATA_VIEW_ID}])  # fmt: skip
 
 
-BASE_COLUMNS = ["genai_sample.model", "genai_sample.version", "genai_sample.quality.finish_reason",
-                "genai_sample.quality.mean_nll", "genai_sample.sampling.reasons",
-                "genai_sample.prompt.text", "genai_sample.output.text"]  # fmt: skip
+# every saved search shows who asked (key id) and which request it was (request id)
+WHO = ["genai_sample.key_id", "genai_sample.request_id"]
+TEXTS = ["genai_sample.prompt.text", "genai_sample.output.text"]
+DEPLOYMENT = ["genai_sample.model", "genai_sample.version"]
+QUALITY = ["genai_sample.quality.finish_reason", "genai_sample.quality.mean_nll"]
+TIMINGS = [f"genai_sample.timings.{t}" for t in ("total_s", "upstream_s", "queue_wait_s",
+                                                 "time_per_output_token_s")]  # fmt: skip
 NEWEST = [["@timestamp", "desc"]]
-SEARCHES = [
-    ("genai-recent", "GenAI samples: recent", ""),
+# (id, title, KQL, columns, sort)
+SEARCHES: list[tuple[str, str, str, list[str], list[list[str]]]] = [
+    ("genai-recent", "GenAI samples: recent", "",
+     [*DEPLOYMENT, *QUALITY, "genai_sample.sampling.reasons", *WHO, *TEXTS], NEWEST),
     ("genai-low-quality", "GenAI samples: low quality",
-     'genai_sample.sampling.reasons : "low_quality"'),
-    ("genai-errors", "GenAI samples: errors", 'event.outcome : "failure"'),
-    ("genai-slow", "GenAI samples: slow", 'genai_sample.sampling.reasons : "slow"'),
-    ("genai-by-version", "GenAI samples: by version", "genai_sample.version : *"),
+     'genai_sample.sampling.reasons : "low_quality"',
+     [*DEPLOYMENT, *QUALITY, "genai_sample.quality.repetition_ratio", *WHO, *TEXTS], NEWEST),
+    ("genai-errors", "GenAI samples: errors", 'event.outcome : "failure"',
+     ["error.type", "genai_sample.status", "genai_sample.route", *DEPLOYMENT, *WHO,
+      "genai_sample.prompt.text"], NEWEST),
+    ("genai-slow", "GenAI samples: slow", 'genai_sample.sampling.reasons : "slow"',
+     [*TIMINGS, "gen_ai.usage.output_tokens", *DEPLOYMENT, *WHO, "genai_sample.prompt.text"],
+     [["genai_sample.timings.total_s", "desc"]]),
+    ("genai-by-version", "GenAI samples: by version", "genai_sample.version : *",
+     [*DEPLOYMENT, "genai_sample.version_label", *QUALITY, "genai_sample.timings.total_s", *WHO,
+      *TEXTS], [["genai_sample.version_number", "desc"], ["@timestamp", "desc"]]),
     ("genai-canary-vs-stable", "GenAI samples: canary vs stable",
-     'genai_sample.version_label : ("canary" or "stable")'),
+     'genai_sample.version_label : ("canary" or "stable")',
+     ["genai_sample.version_label", *DEPLOYMENT, *QUALITY, "genai_sample.timings.total_s", *WHO,
+      *TEXTS], NEWEST),
 ]  # fmt: skip
 
 
+def _column(label: str, op: str, field: str = "", **params: Any) -> dict[str, Any]:
+    """One Lens (form-based) column."""
+    bucketed = op in ("date_histogram", "terms", "range", "filters")
+    kind = {"date_histogram": "date", "terms": "string"}.get(op, "number")
+    col: dict[str, Any] = {"label": label, "customLabel": True, "dataType": kind,
+                           "operationType": op, "isBucketed": bucketed,
+                           "scale": {"date_histogram": "interval", "terms": "ordinal",
+                                     "range": "interval"}.get(op, "ratio"),
+                           "sourceField": field or "___records___"}  # fmt: skip
+    if op == "terms" and field == "genai_sample.status":
+        col["dataType"] = "number"
+    if params:
+        col["params"] = params
+    return col
+
+
+def _time(label: str = "@timestamp") -> dict[str, Any]:
+    return _column(label, "date_histogram", "@timestamp", interval="auto", includeEmptyRows=True,
+                   dropPartials=False)  # fmt: skip
+
+
+def _terms(label: str, field: str, size: int = 10) -> dict[str, Any]:
+    return _column(label, "terms", field, size=size, orderBy={"type": "column", "columnId": "y"},
+                   orderDirection="desc", otherBucket=True, missingBucket=False)  # fmt: skip
+
+
+def _histogram(label: str, field: str) -> dict[str, Any]:
+    return _column(label, "range", field, type="histogram", maxBars="auto", includeEmptyRows=True,
+                   ranges=[{"from": 0, "to": 1000, "label": ""}])  # fmt: skip
+
+
+# (id, title, chart, {column id: column}, KQL): x, y and an optional split ("split")
+LENSES: list[tuple[str, str, str, dict[str, dict[str, Any]], str]] = [
+    ("genai-volume-by-model", "Samples over time by model", "bar_stacked",
+     {"x": _time(), "y": _column("Samples", "count"), "split": _terms("Model",
+                                                                     "genai_sample.model")}, ""),
+    ("genai-volume-by-version", "Samples over time by version", "bar_stacked",
+     {"x": _time(), "y": _column("Samples", "count"),
+      "split": _terms("Version", "genai_sample.version")}, ""),
+    ("genai-volume-by-finish-reason", "Samples over time by finish reason", "bar_stacked",
+     {"x": _time(), "y": _column("Samples", "count"),
+      "split": _terms("Finish reason", "genai_sample.quality.finish_reason")}, ""),
+    ("genai-nll-distribution", "Mean NLL distribution", "bar",
+     {"x": _histogram("Mean NLL (nats)", "genai_sample.quality.mean_nll"),
+      "y": _column("Samples", "count")}, ""),
+    ("genai-latency-distribution", "Latency distribution", "bar",
+     {"x": _histogram("Total seconds", "genai_sample.timings.total_s"),
+      "y": _column("Samples", "count")}, ""),
+    ("genai-canary-nll", "Canary against stable: mean NLL", "line",
+     {"x": _time(), "y": _column("Mean NLL", "average", "genai_sample.quality.mean_nll"),
+      "split": _terms("Label", "genai_sample.version_label", 5)},
+     'genai_sample.version_label : ("canary" or "stable")'),
+    ("genai-canary-latency", "Canary against stable: p95 latency", "line",
+     {"x": _time(), "y": _column("p95 total seconds", "percentile",
+                                 "genai_sample.timings.total_s", percentile=95),
+      "split": _terms("Label", "genai_sample.version_label", 5)},
+     'genai_sample.version_label : ("canary" or "stable")'),
+    ("genai-top-errors", "Top error types", "bar_horizontal",
+     {"x": _terms("Error type", "error.type", 10), "y": _column("Samples", "count")},
+     'event.outcome : "failure"'),
+]  # fmt: skip
+LAYER = "layer-0"
+
+
+def _lens(
+    lid: str, title: str, chart: str, columns: dict[str, dict[str, Any]], query: str
+) -> dict[str, Any]:
+    """A Lens XY chart over the data view: x, y and an optional split."""
+    layer: dict[str, Any] = {"layerId": LAYER, "layerType": "data", "seriesType": chart,
+                             "xAccessor": "x", "accessors": ["y"]}  # fmt: skip
+    if "split" in columns:
+        layer["splitAccessor"] = "split"
+    order = ["x", "split", "y"] if "split" in columns else ["x", "y"]
+    state = {
+        "visualization": {"legend": {"isVisible": True, "position": "right"},
+                          "valueLabels": "hide", "preferredSeriesType": chart,
+                          "layers": [layer]},
+        "query": {"query": query, "language": "kuery"}, "filters": [],
+        "datasourceStates": {"formBased": {"layers": {LAYER: {
+            "columns": columns, "columnOrder": order, "incompleteColumns": {}, "sampling": 1}}}},
+        "internalReferences": [], "adHocDataViews": {},
+    }  # fmt: skip
+    return _saved("lens", lid, {"title": title, "description": "", "visualizationType": "lnsXY",
+                                "state": state},
+                  [{"type": "index-pattern", "id": DATA_VIEW_ID,
+                    "name": f"indexpattern-datasource-layer-{LAYER}"}])  # fmt: skip
+
+
+# the dashboard's controls: (control id, field, title)
+CONTROLS = [("control-model", "genai_sample.model", "Model"),
+            ("control-version", "genai_sample.version", "Version")]  # fmt: skip
+DASHBOARD_ID = "genai-samples-overview"
+
+
+def _controls() -> tuple[dict[str, Any], list[dict[str, str]]]:
+    """The dashboard's control group (an options list per field) and its references."""
+    panels, refs = {}, []
+    for order, (cid, field, title) in enumerate(CONTROLS):
+        panels[cid] = {"order": order, "width": "medium", "grow": True,
+                       "type": "optionsListControl",
+                       "explicitInput": {"id": cid, "fieldName": field, "title": title,
+                                         "selectedOptions": [], "singleSelect": False,
+                                         "enhancements": {}}}  # fmt: skip
+        refs.append({"name": f"controlGroup_{cid}:optionsListDataView", "type": "index-pattern",
+                     "id": DATA_VIEW_ID})  # fmt: skip
+    ignore = {"ignoreFilters": False, "ignoreQuery": False, "ignoreTimerange": False,
+              "ignoreValidations": False}  # fmt: skip
+    group = {"controlStyle": "oneLine", "chainingSystem": "HIERARCHICAL",
+             "showApplySelections": False, "panelsJSON": json.dumps(panels),
+             "ignoreParentSettingsJSON": json.dumps(ignore)}  # fmt: skip
+    return group, refs
+
+
 def kibana_objects() -> list[dict[str, Any]]:
-    """Data view, saved searches and a dashboard, as saved objects."""
-    objects: list[dict[str, Any]] = [{
-        "type": "index-pattern", "id": DATA_VIEW_ID,
-        "attributes": {"title": PATTERN, "timeFieldName": "@timestamp", "name": "GenAI samples"},
-        "references": [],
-    }]  # fmt: skip
-    for sid, title, query in SEARCHES:
-        columns = list(BASE_COLUMNS)
-        sort = NEWEST
-        if sid == "genai-by-version":
-            sort = [["genai_sample.version", "desc"], ["@timestamp", "desc"]]
-        if sid == "genai-canary-vs-stable":
-            columns.insert(2, "genai_sample.version_label")
-        objects.append(_search(sid, title, query, columns, sort))
+    """Data view, saved searches, Lens charts and a dashboard with controls, as saved objects."""
+    objects: list[dict[str, Any]] = [_saved("index-pattern", DATA_VIEW_ID, {
+        "title": PATTERN, "timeFieldName": "@timestamp", "name": "GenAI samples",
+        "fieldFormatMap": json.dumps({"genai_sample.timings.total_s": {
+            "id": "number", "params": {"pattern": "0,0.[000]"}}}),
+    }, [])]  # fmt: skip
+    objects += [_search(*spec) for spec in SEARCHES]
+    objects += [_lens(*spec) for spec in LENSES]
     panels, refs = [], []
-    for i, (sid, _title, _query) in enumerate(SEARCHES):
-        ref = f"panel_{i}"
-        panels.append({"type": "search", "panelIndex": str(i), "panelRefName": ref,
-                       "gridData": {"x": (i % 2) * 24, "y": (i // 2) * 15, "w": 24, "h": 15,
-                                    "i": str(i)}, "embeddableConfig": {}})  # fmt: skip
-        refs.append({"name": ref, "type": "search", "id": sid})
-    objects.append({
-        "type": "dashboard", "id": "genai-samples-overview",
-        "attributes": {
-            "title": "GenAI samples overview",
-            "description": "Sampled generations: recent, low quality, errors, slow, by version, "
-                           "canary vs stable",
-            "panelsJSON": json.dumps(panels),
-            "timeRestore": True, "timeFrom": "now-24h", "timeTo": "now",
-            "kibanaSavedObjectMeta": {"searchSourceJSON": json.dumps(
-                {"query": {"query": "", "language": "kuery"}, "filter": []})},
-        },
-        "references": refs,
-    })  # fmt: skip
+    placed = [("lens", lid, 16, 10) for lid, *_rest in LENSES]
+    placed += [("search", sid, 24, 15) for sid, *_rest in SEARCHES if sid in (
+        "genai-errors", "genai-slow", "genai-canary-vs-stable", "genai-recent")]  # fmt: skip
+    x = y = row = 0
+    for i, (kind, oid, w, h) in enumerate(placed):
+        if x + w > 48:
+            x, y = 0, y + row
+        pid = f"p{i}"
+        panels.append({"version": "8.9.0", "type": kind, "panelIndex": pid,
+                       "gridData": {"x": x, "y": y, "w": w, "h": h, "i": pid},
+                       "embeddableConfig": {"enhancements": {}},
+                       "panelRefName": f"panel_{pid}"})  # fmt: skip
+        refs.append({"name": f"{pid}:panel_{pid}", "type": kind, "id": oid})
+        x, row = x + w, h
+    group, control_refs = _controls()
+    objects.append(_saved("dashboard", DASHBOARD_ID, {
+        "title": "GenAI samples overview",
+        "description": "Sample volume by model, version and finish reason; NLL and latency "
+                       "distributions; canary against stable; top error types; the saved searches",
+        "panelsJSON": json.dumps(panels),
+        "optionsJSON": json.dumps({"useMargins": True, "syncColors": True, "syncCursor": True,
+                                   "syncTooltips": False, "hidePanelTitles": False}),
+        "controlGroupInput": group,
+        "timeRestore": True, "timeFrom": "now-24h", "timeTo": "now",
+        "refreshInterval": {"pause": True, "value": 60000},
+        "version": 1,
+        "kibanaSavedObjectMeta": {"searchSourceJSON": json.dumps(
+            {"query": {"query": "", "language": "kuery"}, "filter": []})},
+    }, refs + control_refs))  # fmt: skip
     return objects
 
 

@@ -139,15 +139,24 @@ _GEN_AI = (
 _NO_REDACTION = '"redaction":{"total":0,"kinds":{}}}'
 
 
+def version_number(version: str) -> int | None:
+    """A version that is all digits as a number (10 sorts after 9), else None."""
+    if version.isascii() and version.isdigit() and int(version) < 1 << 63:
+        return int(version)
+    return None
+
+
 @functools.lru_cache(maxsize=256, typed=True)
 def _deployment_json(
     route: str, model: str, version: str, version_label: str, key_id: str, status: int
 ) -> str:
     """The `genai_sample` fields from route to status, with their trailing comma: a handful of
     values that every request of one deployment, key and status repeats."""
+    number = version_number(version)
     return (
         f'"route":{_j(route)},"model":{_j(model)},"version":{_j(version)},'
-        f'"version_label":{_j(version_label)},"key_id":{_j(key_id)},"status":{_j(status)},'
+        + (f'"version_number":{number},' if number is not None else "")
+        + f'"version_label":{_j(version_label)},"key_id":{_j(key_id)},"status":{_j(status)},'
     )
 
 

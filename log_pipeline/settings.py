@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -175,3 +175,48 @@ class SamplesSettings(EsAuthSettings):
         "", description="search Elasticsearch instead of the embedded store"
     )
     es_index: str = Field("genai-samples-*", description="index pattern to search")
+
+
+class SearchSettings(SamplesSettings):
+    """`tokenpulse samples search`: the store, the filters, the order and the output."""
+
+    text: str = Field("", description='words in the prompt or output, all required ("a b": one)')
+    id: str = Field("", description="a record id, request id or response id (cmpl-..., gen-...)")
+    model: str = Field("", description="model name")
+    version: str = Field("", description="model version that served")
+    label: str = Field("", description="version label the request was routed by (stable, canary)")
+    finish_reason: str = Field("", description="stop | length")
+    status: str = Field("", description="HTTP status the gateway answered: 503, or a class: 5xx")
+    error_type: str = Field("", description="the gateway's error code (error.type)")
+    key_id: str = Field("", description="API key id")
+    reason: str = Field("", description="why it was kept: error|slow|low_quality|canary|head")
+    nll_min: float | None = Field(None, description="mean NLL at least (nats)")
+    nll_max: float | None = Field(None, description="mean NLL at most (nats)")
+    latency_min: float | None = Field(None, ge=0, description="total seconds at least")
+    latency_max: float | None = Field(None, ge=0, description="total seconds at most")
+    since: str = Field("", description="ISO-8601 time or an age (15m, 2h, 7d)")
+    until: str = Field("", description="ISO-8601 time or an age (15m, 2h, 7d)")
+    sort: str = Field(
+        "time", pattern=r"^(time|nll|latency|version|status)$",
+        description="time | nll | latency | version | status (missing values last)",
+    )  # fmt: skip
+    ascending: bool = Field(False, description="smallest first (default: largest, newest first)")
+    offset: int = Field(0, ge=0, description="skip this many matching records first")
+    limit: int = Field(20, ge=1, description="at most this many records (pages past 10,000)")
+    count_by: list[str] = Field(
+        default_factory=list,
+        description="count per group instead: model,version,finish_reason,label,key_id,status,"
+        "error_type,route",
+    )
+    format: Literal["table", "jsonl", "csv"] = Field("table", description="table | jsonl | csv")
+
+    @field_validator("count_by")
+    @classmethod
+    def _known_groups(cls, value: list[str]) -> list[str]:
+        keys = [k.strip() for item in value for k in item.split(",") if k.strip()]
+        known = ("model", "version", "finish_reason", "label", "key_id", "status", "error_type",
+                 "route")  # fmt: skip
+        unknown = [k for k in keys if k not in known]
+        if unknown:
+            raise ValueError(f"unknown group(s) {unknown}; use {','.join(known)}")
+        return list(dict.fromkeys(keys))

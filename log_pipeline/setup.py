@@ -156,10 +156,11 @@ def setup_kibana(url: str, auth: EsAuth | None = None, timeout_s: float = 30.0) 
                 raise SetupError(f"kibana at {url}: authentication failed (check the credentials)")
             status.raise_for_status()
             number = str(status.json().get("version", {}).get("number", "0"))
-            if int(number.split(".")[0]) < assets.KIBANA_MIN_MAJOR:
+            if assets.kibana_version(number) < assets.KIBANA_MIN_VERSION:
+                least = ".".join(map(str, assets.KIBANA_MIN_VERSION))
                 raise SetupError(
-                    f"kibana at {url} is {number}; saved objects need {assets.KIBANA_MIN_MAJOR} "
-                    "or later (objects import only into the same or a newer version)"
+                    f"kibana at {url} is {number}; saved objects need {least} or later "
+                    "(objects import only into the same or a newer version)"
                 )
             body = assets.ndjson(assets.kibana_objects()).encode()
             resp = http.post(

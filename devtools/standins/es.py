@@ -13,7 +13,10 @@
   the indices, `GET <target>/_mapping`, `POST <target>/_refresh`, searches across every backing
   index; a write to a name no data-stream template matches auto-creates a plain index;
 - `PUT` of ILM policies, component/index templates, ingest pipelines and data streams;
-- a `_search`/`_count` subset (bool, term(s), range, match, multi_match, exists; sort, size);
+- `_search`/`_count` with the query DSL subset of `devtools.standins.es_query` (text fields
+  analyzed as the samples mapping analyzes them; sort, search_after, the 10,000 result window,
+  collapse, terms and composite aggregations), point in time (`POST <target>/_pit`, `pit` in a
+  `/_search` body, `DELETE /_pit`);
 - a Kibana subset (`/api/status`, `/api/saved_objects/_import`) so `es setup` can be tested;
 - faults on demand: whole-request 429/503, per-item 429 and 400, refused connections, slow
   responses, 2xx without the product header, and garbage bodies.
@@ -27,7 +30,6 @@ import asyncio
 import base64
 import collections
 import fnmatch
-import functools
 import json
 import threading
 import time
@@ -37,7 +39,9 @@ from typing import Any
 
 from aiohttp import web
 
+from devtools.standins import es_query
 from devtools.standins.background import BackgroundServer, BackgroundStandin
+from devtools.standins.es_query import Hit, QueryError, matches
 
 PRODUCT = {"X-Elastic-Product": "Elasticsearch"}
 
@@ -84,6 +88,7 @@ class EsStandin(BackgroundStandin):
             self.resources[f"_index_template/standin-{pattern}"] = {
                 "index_patterns": [pattern], "data_stream": {}, "priority": 1}  # fmt: skip
         self.saved_objects: dict[str, dict[str, Any]] = {}  # "<type>/<id>" -> object
+        self.pits: dict[str, list[Hit]] = {}  # point in time id -> the documents it saw
         self.requests = 0
         self.bulk_requests = 0
         self.item_attempts: collections.Counter[str] = collections.Counter()  # _id -> bulk items
@@ -111,6 +116,9 @@ class EsStandin(BackgroundStandin):
         r.add_route("HEAD", "/{target}", self._exists)
         r.add_route("*", "/{target}/_search", self._search)
         r.add_route("*", "/{target}/_count", self._count)
+        r.add_route("*", "/_search", self._search)
+        r.add_post("/{target}/_pit", self._open_pit)
+        r.add_delete("/_pit", self._close_pit)
         r.add_get("/api/status", self._kibana_status)
         r.add_post("/api/saved_objects/_import", self._kibana_import)
         return app
@@ -390,22 +398,54 @@ class EsStandin(BackgroundStandin):
 
     async def _search(self, request: web.Request) -> web.Response:
         body = await request.json() if request.can_read_body else {}
-        hits = self._matching(request.match_info["target"], body.get("query", {"match_all": {}}))
-        for spec in reversed(body.get("sort", [])):
-            key, order = _sort_spec(spec)
-            hits.sort(key=functools.partial(_sort_key, key), reverse=order == "desc")
-        start, size = int(body.get("from", 0)), int(body.get("size", 10))
-        return web.json_response(
-            {"took": 1, "timed_out": False,
-             "hits": {"total": {"value": len(hits), "relation": "eq"},
-                      "hits": [{"_index": n, "_id": i, "_source": d}
-                               for n, i, d in hits[start:start + size]]}}
-        )  # fmt: skip
+        query = body.get("query", {"match_all": {}})
+        target = request.match_info.get("target")
+        pit = body.get("pit")
+        try:
+            if pit is not None:
+                if target is not None:
+                    raise QueryError("illegal_argument_exception",
+                                     "[indices] cannot be used with point in time")  # fmt: skip
+                if pit.get("id") not in self.pits:
+                    return _error(404, "search_context_missing_exception",
+                                  "No search context found for id")  # fmt: skip
+                hits = [h for h in self.pits[pit["id"]] if es_query.matches(h[2], query)]
+            else:
+                if target is None:
+                    target = "*"
+                hits = self._matching(target, query)
+            response = es_query.search(hits, body)
+        except QueryError as exc:
+            return _error(400, exc.kind, str(exc))
+        if pit is not None:
+            response["pit_id"] = pit["id"]
+        return web.json_response(response)
 
     async def _count(self, request: web.Request) -> web.Response:
         body = await request.json() if request.can_read_body else {}
-        hits = self._matching(request.match_info["target"], body.get("query", {"match_all": {}}))
+        try:
+            hits = self._matching(request.match_info["target"],
+                                  body.get("query", {"match_all": {}}))  # fmt: skip
+        except QueryError as exc:
+            return _error(400, exc.kind, str(exc))
         return web.json_response({"count": len(hits)})
+
+    async def _open_pit(self, request: web.Request) -> web.Response:
+        if "keep_alive" not in request.query:
+            return _error(400, "action_request_validation_exception", "[keep_alive] is missing")
+        snapshot = self._matching(request.match_info["target"], {"match_all": {}})
+        pit_id = base64.b64encode(f"pit-{len(self.pits)}-{time.time_ns()}".encode()).decode()
+        self.pits[pit_id] = snapshot  # what it sees never changes, as a point in time
+        return web.json_response(
+            {"id": pit_id, "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0}}
+        )
+
+    async def _close_pit(self, request: web.Request) -> web.Response:
+        body = await request.json() if request.can_read_body else {}
+        found = self.pits.pop(body.get("id", ""), None) is not None
+        return web.json_response(
+            {"succeeded": True, "num_freed": int(found)}, status=200 if found else 404
+        )
 
     async def _kibana_status(self, request: web.Request) -> web.Response:
         return web.json_response(
@@ -443,91 +483,6 @@ def _error(status: int, kind: str, reason: str) -> web.Response:
     return web.json_response(
         {"error": {"type": kind, "reason": reason}, "status": status}, status=status
     )
-
-
-def _values(doc: Any, path: str) -> list[Any]:
-    """Every value at a dotted path (arrays flattened), as Elasticsearch sees a field."""
-    current = [doc]
-    for part in path.split("."):
-        nxt: list[Any] = []
-        for value in current:
-            if isinstance(value, dict) and part in value:
-                got = value[part]
-                nxt.extend(got if isinstance(got, list) else [got])
-        current = nxt
-    return current
-
-
-def _sort_spec(spec: Any) -> tuple[str, str]:
-    if isinstance(spec, str):
-        return spec, "asc"
-    key, how = next(iter(spec.items()))
-    return key, how.get("order", "asc") if isinstance(how, dict) else str(how)
-
-
-def _sort_key(path: str, hit: tuple[str, str, dict[str, Any]]) -> str:
-    values = _values(hit[2], path)
-    return str(values[0]) if values else ""
-
-
-def _text_hit(values: list[Any], query: str) -> bool:
-    words = [w for w in query.lower().split() if w]
-    text = " ".join(str(v) for v in values).lower()
-    return all(w in text for w in words)
-
-
-def _cmp_value(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return value
-    return value
-
-
-def matches(doc: dict[str, Any], query: dict[str, Any]) -> bool:
-    """Whether a document matches the query subset the search command sends."""
-    if not query:
-        return True
-    kind, spec = next(iter(query.items()))
-    if kind == "match_all":
-        return True
-    if kind == "bool":
-
-        def group(name: str) -> list[dict[str, Any]]:
-            value = spec.get(name, [])
-            return value if isinstance(value, list) else [value]
-
-        if not all(matches(doc, q) for q in group("must") + group("filter")):
-            return False
-        if any(matches(doc, q) for q in group("must_not")):
-            return False
-        should = group("should")
-        return not should or any(matches(doc, q) for q in should)
-    if kind == "term":
-        fld, want = next(iter(spec.items()))
-        want = want.get("value") if isinstance(want, dict) else want
-        return want in _values(doc, fld)
-    if kind == "terms":
-        fld, wants = next(iter(spec.items()))
-        return any(w in _values(doc, fld) for w in wants)
-    if kind == "exists":
-        return bool(_values(doc, spec["field"]))
-    if kind == "range":
-        fld, bounds = next(iter(spec.items()))
-        ops = {"gte": lambda a, b: a >= b, "gt": lambda a, b: a > b,
-               "lte": lambda a, b: a <= b, "lt": lambda a, b: a < b}  # fmt: skip
-        return any(
-            all(ops[op](_cmp_value(v), _cmp_value(b)) for op, b in bounds.items() if op in ops)
-            for v in _values(doc, fld)
-        )
-    if kind == "match":
-        fld, want = next(iter(spec.items()))
-        want = want.get("query") if isinstance(want, dict) else want
-        return _text_hit(_values(doc, fld), str(want))
-    if kind in ("multi_match", "simple_query_string"):
-        return any(_text_hit(_values(doc, f), spec["query"]) for f in spec.get("fields", []))
-    raise ValueError(f"the stand-in does not support query {kind!r}")
 
 
 def main() -> None:

@@ -1,5 +1,9 @@
 """The embedded store: SQLite with an FTS5 index over prompt and output text (no server).
 
+The index holds the text as `log_pipeline.analysis` tokenizes it (every Chinese character a token,
+so one-, two- and three-character words are found as phrases); a store of an older layout is
+migrated, and every row reindexed, when it is opened.
+
 `INSERT OR IGNORE` on the record id makes a resend harmless; one transaction per batch. SQLite
 reads the indexed columns out of each raw line itself and fills the FTS index for the whole batch
 in one statement: the shipper never parses a record in Python on this path.
@@ -12,9 +16,11 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from log_pipeline.analysis import index_text
 from log_pipeline.outputs import DUPLICATE, OK, Item, ItemResult, Outcome, RetryableError
 
-SCHEMA = """
+SCHEMA_VERSION = 2  # PRAGMA user_version; 0 is the first layout (FTS5 unicode61 over raw text)
+TABLE = """
 CREATE TABLE IF NOT EXISTS samples (
     rowid INTEGER PRIMARY KEY,
     id TEXT NOT NULL UNIQUE,
@@ -27,24 +33,77 @@ CREATE TABLE IF NOT EXISTS samples (
     key_id TEXT NOT NULL DEFAULT '',
     status INTEGER NOT NULL DEFAULT 0,
     doc TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS samples_ts ON samples (ts);
-CREATE VIRTUAL TABLE IF NOT EXISTS samples_fts USING fts5(prompt, output, content='');
+)
 """
+# columns added by schema 2: (name, declaration, the JSON path it is read from)
+ADDED = (
+    ("request_id", "TEXT NOT NULL DEFAULT ''", "$.genai_sample.request_id"),
+    ("route", "TEXT NOT NULL DEFAULT ''", "$.genai_sample.route"),
+    ("label", "TEXT NOT NULL DEFAULT ''", "$.genai_sample.version_label"),
+    ("error_type", "TEXT NOT NULL DEFAULT ''", "$.error.type"),
+    ("total_s", "REAL", "$.genai_sample.timings.total_s"),
+    ("version_number", "INTEGER", "$.genai_sample.version_number"),
+)
+INDEXES = (
+    "CREATE INDEX IF NOT EXISTS samples_ts ON samples (ts)",
+    "CREATE INDEX IF NOT EXISTS samples_request ON samples (request_id)",
+)
+# the analyzed text (log_pipeline.analysis): tokens split at spaces by the `ascii` tokenizer
+TERMS = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS samples_terms USING fts5(prompt, output, content='', "
+    "tokenize='ascii')"
+)
 
 
 def connect(path: Path, create: bool = True) -> sqlite3.Connection:
-    """Open the store (creating the schema when asked)."""
+    """Open the store (creating the schema when asked), migrated to the current schema."""
     if create:
         path.parent.mkdir(parents=True, exist_ok=True)
     elif not path.exists():
         raise FileNotFoundError(f"no sample store at {path}")
     conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+    conn.create_function("tp_index_text", 1, index_text, deterministic=True)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
-    if create:
-        conn.executescript(SCHEMA)
+    if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+        migrate(conn, create)
     return conn
+
+
+def migrate(conn: sqlite3.Connection, create: bool = True) -> None:
+    """Bring a store to SCHEMA_VERSION in one transaction: new columns filled from each record,
+    the analyzed-text index built for every row, the first layout's raw-text index dropped."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        exists = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'samples'"
+        ).fetchone()
+        if conn.execute("PRAGMA user_version").fetchone()[0] >= SCHEMA_VERSION or not (
+            exists or create
+        ):
+            conn.execute("COMMIT")  # another process migrated it, or there is nothing to migrate
+            return
+        conn.execute(TABLE)
+        have = {row[1] for row in conn.execute("PRAGMA table_info(samples)")}
+        for name, decl, json_path in ADDED:
+            if name not in have:
+                conn.execute(f"ALTER TABLE samples ADD COLUMN {name} {decl}")
+                default = "''" if "TEXT" in decl else "NULL"
+                conn.execute(
+                    f"UPDATE samples SET {name} = coalesce(json_extract(doc, '{json_path}'), "
+                    f"{default}) WHERE json_valid(doc)"
+                )
+        for statement in INDEXES:
+            conn.execute(statement)
+        conn.execute("DROP TABLE IF EXISTS samples_fts")
+        conn.execute("DROP TABLE IF EXISTS samples_terms")
+        conn.execute(TERMS)
+        index_rows(conn, 0)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 # The columns come out of the raw JSON inside SQLite (its C parser is ~10x faster than parsing
@@ -57,32 +116,46 @@ _META = (
     "$.genai_sample.sampling.reasons",
     "$.genai_sample.key_id",
     "$.genai_sample.status",
+    *(json_path for _name, _decl, json_path in ADDED),
 )
 _IS_RECORD = "json_valid(?3) AND ltrim(?3) LIKE '{%'"
+_ADDED_VALUES = ", ".join(
+    f"coalesce(m->>{7 + i}, '')" if "TEXT" in decl else f"m->>{7 + i}"
+    for i, (_name, decl, _path) in enumerate(ADDED)
+)
 # one prepared statement run per line (executemany): a line that is not a JSON object inserts
 # nothing and is answered as permanent
 _INSERT = (
     "INSERT OR IGNORE INTO samples (id, ts, model, version, finish_reason, mean_nll, reasons, "
-    "key_id, status, doc) SELECT ?1, ?2, coalesce(m->>0, ''), coalesce(m->>1, ''), "
+    f"key_id, status, {', '.join(name for name, _decl, _path in ADDED)}, doc) "
+    "SELECT ?1, ?2, coalesce(m->>0, ''), coalesce(m->>1, ''), "
     "coalesce(m->>2, ''), m->>3, "
     "'|' || coalesce((SELECT group_concat(value, '|') FROM json_each(m, '$[4]')), '') || '|', "
-    "coalesce(m->>5, ''), coalesce(m->>6, 0), ?3 FROM (SELECT json_extract(?3, "
+    f"coalesce(m->>5, ''), coalesce(m->>6, 0), {_ADDED_VALUES}, ?3 FROM (SELECT json_extract(?3, "
     + ", ".join(f"'{p}'" for p in _META)
     + f") AS m) WHERE {_IS_RECORD}"
 )
 # SQLite's json_extract ends a string at an escaped NUL (\u0000), so a word after one would never
 # be found: lines holding that escape (rare) are indexed from Python, with NULs made spaces
 _NUL = "'\\u0000'"
-_FTS = (
-    "INSERT INTO samples_fts (rowid, prompt, output) SELECT rowid, "
-    "coalesce(json_extract(doc, '$.genai_sample.prompt.text'), ''), "
-    "coalesce(json_extract(doc, '$.genai_sample.output.text'), '') "
-    f"FROM samples WHERE rowid > ? AND instr(doc, {_NUL}) = 0"
+_TERMS = (
+    "INSERT INTO samples_terms (rowid, prompt, output) SELECT rowid, "
+    "tp_index_text(json_extract(doc, '$.genai_sample.prompt.text')), "
+    "tp_index_text(json_extract(doc, '$.genai_sample.output.text')) "
+    f"FROM samples WHERE rowid > ? AND instr(doc, {_NUL}) = 0 AND json_valid(doc)"
 )
 _NUL_ROWS = f"SELECT rowid, doc FROM samples WHERE rowid > ? AND instr(doc, {_NUL}) > 0"
-_FTS_ROW = "INSERT INTO samples_fts (rowid, prompt, output) VALUES (?, ?, ?)"
+_TERMS_ROW = "INSERT INTO samples_terms (rowid, prompt, output) VALUES (?, ?, ?)"
 _CHECK = f"SELECT {_IS_RECORD.replace('?3', '?1')}"
 _BAD = ItemResult(Outcome.PERMANENT, "not a record: not a JSON object", "permanent")
+
+
+def index_rows(conn: sqlite3.Connection, above: int) -> None:
+    """Index the text of every row whose rowid is above `above` (inside the caller's
+    transaction): the whole set in one statement, rows holding an escaped NUL from Python."""
+    conn.execute(_TERMS, (above,))
+    for rowid, doc in conn.execute(_NUL_ROWS, (above,)).fetchall():
+        conn.execute(_TERMS_ROW, (rowid, *map(index_text, _fts_texts(doc))))
 
 
 def _fts_texts(doc: str) -> tuple[str, str]:
@@ -128,9 +201,7 @@ class SqliteOutput:
                 # rowids only grow, so the rows this batch added are those above the old maximum
                 top = db.execute("SELECT coalesce(max(rowid), 0) FROM samples").fetchone()[0]
                 db.executemany(_INSERT, rows)
-                db.execute(_FTS, (top,))  # the FTS rows of the whole batch in one statement
-                for rowid, doc in db.execute(_NUL_ROWS, (top,)).fetchall():
-                    db.execute(_FTS_ROW, (rowid, *_fts_texts(doc)))
+                index_rows(db, top)  # the text of the whole batch in one statement
                 new = {r[0] for r in db.execute("SELECT id FROM samples WHERE rowid > ?", (top,))}
                 results = []
                 for item, row in zip(items, rows, strict=True):
