@@ -144,6 +144,11 @@ class ShipperMetrics:
             f"{SHIPPER}checkpoint_errors", "Unreadable checkpoints (the output restarts at the "
             "oldest segment; resends are harmless).", ("output",), registry=r,
         )  # fmt: skip
+        self.segments_skipped = Counter(
+            f"{SHIPPER}segments_skipped", "Spool segments gone before the output read them "
+            "(deleted by hand, or by a shipper that did not know the output): records lost to it.",
+            ("output",), registry=r,
+        )  # fmt: skip
         self.segments_deleted = Counter(
             f"{SHIPPER}segments_deleted", "Spool segments deleted after every output acked them.",
             registry=r,
@@ -164,4 +169,5 @@ class ShipperMetrics:
             self.oldest_age.labels(out)
             self.up.labels(out)
             self.stalled.labels(out)
+            self.segments_skipped.labels(out)
             self.checkpoint_errors.labels(out)

@@ -17,11 +17,13 @@ log = get_logger(__name__)
 
 @dataclass(slots=True)
 class Batch:
-    """Records read, lines skipped, and the position after them."""
+    """Records read, lines and missing segments skipped, and the position after them."""
 
     items: list[Item] = field(default_factory=list)
     malformed: int = 0
+    skipped_segments: int = 0  # segments gone before this output read them: their records lost
     end: Position = Position(0, 0)
+    bytes: int = 0
 
 
 # the sink writes every record with this head: the id and time come out without a full parse
@@ -52,8 +54,19 @@ def start_position(spool_dir: Path) -> Position:
     return Position(segment_seq(segments[0]) if segments else 0, 0)
 
 
-def read_batch(spool_dir: Path, pos: Position, max_items: int) -> Batch:
-    """Up to `max_items` records from `pos`, moving on to newer segments as each is finished."""
+def _skip(batch: Batch, spool_dir: Path, first: int, upto: int) -> None:
+    """Segments `first`..`upto - 1` are gone before this output read them: count and say so."""
+    if upto > first:
+        batch.skipped_segments += upto - first
+        log.error("spool segments missing before this output read them; their records are lost "
+                  "to it", spool=str(spool_dir), first=segment_name(first),
+                  last=segment_name(upto - 1), segments=upto - first)  # fmt: skip
+
+
+def read_batch(spool_dir: Path, pos: Position, max_items: int, max_bytes: int = 5 << 20) -> Batch:
+    """Up to `max_items` records and about `max_bytes` (at least one record) from `pos`, moving
+    on to newer segments as each is finished. A segment missing on the way (deleted by hand, or
+    by a shipper that did not know this output) is skipped, counted and logged."""
     batch = Batch(end=pos)
     while len(batch.items) < max_items:
         segments = list_segments(spool_dir)
@@ -62,7 +75,9 @@ def read_batch(spool_dir: Path, pos: Position, max_items: int) -> Batch:
         if batch.end.seq not in seqs:
             if not newer:
                 break  # caught up (or nothing written yet)
-            batch.end = Position(newer[0], 0)  # acknowledged earlier and deleted, or never existed
+            if batch.end.seq > 0:  # 0: the start of an empty spool, never a segment
+                _skip(batch, spool_dir, batch.end.seq, newer[0])
+            batch.end = Position(newer[0], 0)
             continue
         path = spool_dir / segment_name(batch.end.seq)
         before = batch.end
@@ -74,6 +89,8 @@ def read_batch(spool_dir: Path, pos: Position, max_items: int) -> Batch:
                     batch.end = Position(batch.end.seq, line.end)
                     continue
                 item = parse_line(line.data)
+                if item is not None and batch.items and batch.bytes + len(item.raw) > max_bytes:
+                    return batch  # this line starts the next batch
                 if item is None:
                     batch.malformed += 1
                     log.warning(
@@ -81,6 +98,7 @@ def read_batch(spool_dir: Path, pos: Position, max_items: int) -> Batch:
                     )
                 else:
                     batch.items.append(item)
+                    batch.bytes += len(item.raw)
                 batch.end = Position(batch.end.seq, line.end)
                 if len(batch.items) >= max_items:
                     return batch
@@ -89,5 +107,6 @@ def read_batch(spool_dir: Path, pos: Position, max_items: int) -> Batch:
         if batch.end == before:
             if not newer:
                 break  # at the end of the newest segment: wait for more
+            _skip(batch, spool_dir, batch.end.seq + 1, newer[0])
             batch.end = Position(newer[0], 0)
     return batch

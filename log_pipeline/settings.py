@@ -122,6 +122,16 @@ class ShipperSettings(EsAuthSettings):
     es_data_stream: str = Field(DEFAULT_STREAM, description="data stream to write")
     es_timeout_s: float = Field(30.0, gt=0, description="per-request timeout")
     batch_records: int = Field(1000, ge=1, description="records per delivery request")
+    batch_max_bytes: int = Field(
+        5 << 20, ge=1024,
+        description="bytes of records per delivery request (a bigger record goes alone)",
+    )  # fmt: skip
+    sqlite_retention_days: float = Field(
+        30.0, ge=0, description="delete embedded-store records older than this (0: keep forever)"
+    )
+    deadletter_segment_bytes: int = Field(
+        16 << 20, ge=4096, description="rotate an output's dead-letter file at this size"
+    )
     poll_interval_s: float = Field(0.2, gt=0, description="idle wait before looking for new lines")
     backoff_initial_s: float = Field(0.5, gt=0, description="first retry delay")
     backoff_max_s: float = Field(30.0, gt=0, description="retry delay cap")

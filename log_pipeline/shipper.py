@@ -3,8 +3,11 @@
 One thread per output, each with its own checkpoint, so a slow or absent Elasticsearch never holds
 back the embedded store. A checkpoint moves only after the output acknowledged (or the record was
 dead-lettered), and is written atomically; killed at any point, the shipper resends at most the
-last unacknowledged batch, which the stores ignore by id. The main thread serves `/metrics`,
-updates backlog gauges and deletes segments every output has acknowledged.
+last unacknowledged batch, which the stores recognise by id (SQLite by its unique key,
+Elasticsearch by an id lookup across the stream's backing indices first). The main thread serves
+`/metrics`, updates backlog gauges and deletes segments every known output has acknowledged: an
+output with a checkpoint in the state directory is known, configured now or not, and holds its
+segments until it is forgotten (`tokenpulse shipper --forget-output NAME`).
 """
 
 from __future__ import annotations
@@ -100,9 +103,12 @@ class OutputWorker:
 
     def step(self) -> bool:
         """One batch; False when there was nothing new."""
-        batch = read_batch(self.settings.spool_dir, self.position, self.settings.batch_records)
+        s = self.settings
+        batch = read_batch(s.spool_dir, self.position, s.batch_records, s.batch_max_bytes)
         if batch.malformed:
             self.metrics.malformed.inc(batch.malformed)
+        if batch.skipped_segments:
+            self.metrics.segments_skipped.labels(self.name).inc(batch.skipped_segments)
         if batch.end == self.position:
             return False
         if batch.items and not self.deliver(batch.items):
@@ -214,6 +220,35 @@ def backlog(spool_dir: Path, pos: Position) -> tuple[int, float]:
     return total, oldest
 
 
+def known_outputs(state_dir: Path) -> list[str]:
+    """Outputs with a checkpoint in the state directory (configured now or not)."""
+    prefix, suffix = "checkpoint-", ".json"
+    return sorted(p.name[len(prefix) : -len(suffix)] for p in state_dir.glob(f"{prefix}*{suffix}"))
+
+
+class ForgetError(Exception):
+    """An output cannot be forgotten (it is still configured, or unknown)."""
+
+
+def forget_output(settings: ShipperSettings, name: str) -> Position | None:
+    """Drop an unconfigured output's checkpoint, so its segments are no longer held; the position
+    it had reached. Its dead letters stay."""
+    if name in settings.outputs:
+        raise ForgetError(f"output {name} is configured (--outputs); remove it there first")
+    path = checkpoint_path(settings.state(), name)
+    if not path.exists():
+        known = ", ".join(known_outputs(settings.state())) or "none"
+        raise ForgetError(f"no known output {name} in {settings.state()} (known: {known})")
+    try:
+        pos = load_checkpoint(path)
+    except CheckpointError:
+        pos = None
+    path.unlink()
+    log.warning("output forgotten: segments it had not shipped are no longer kept for it",
+                output=name, position=str(pos))  # fmt: skip
+    return pos
+
+
 def collect_garbage(spool_dir: Path, positions: list[Position]) -> int:
     """Delete segments every output has moved past; the number deleted."""
     if not positions:
@@ -260,14 +295,33 @@ class Shipper:
         self.stop = threading.Event()
         settings.spool_dir.mkdir(parents=True, exist_ok=True)
         self.workers = [OutputWorker(o, settings, self.metrics, self.stop) for o in self.outputs]
+        configured = {o.name for o in self.outputs}
+        self.held = [n for n in known_outputs(settings.state()) if n not in configured]
+        for name in self.held:
+            log.warning("output not configured but known: its checkpoint holds the spool segments "
+                        "it has not shipped (`tokenpulse shipper --forget-output` releases them)",
+                        output=name)  # fmt: skip
+
+    def held_positions(self) -> dict[str, Position]:
+        """Where each known, unconfigured output stopped (an unreadable checkpoint holds all)."""
+        out = {}
+        for name in self.held:
+            try:
+                pos = load_checkpoint(checkpoint_path(self.settings.state(), name))
+            except CheckpointError:
+                pos = Position(0, 0)
+            if pos is not None:  # forgotten meanwhile: released
+                out[name] = pos
+        return out
 
     def housekeeping(self) -> None:
         """Backlog gauges and segment deletion."""
-        for w in self.workers:
-            size, age = backlog(self.settings.spool_dir, w.position)
-            self.metrics.backlog.labels(w.name).set(size)
-            self.metrics.oldest_age.labels(w.name).set(age)
-        deleted = collect_garbage(self.settings.spool_dir, [w.position for w in self.workers])
+        positions = {w.name: w.position for w in self.workers} | self.held_positions()
+        for name, pos in positions.items():
+            size, age = backlog(self.settings.spool_dir, pos)
+            self.metrics.backlog.labels(name).set(size)
+            self.metrics.oldest_age.labels(name).set(age)
+        deleted = collect_garbage(self.settings.spool_dir, list(positions.values()))
         if deleted:
             self.metrics.segments_deleted.inc(deleted)
 
@@ -304,4 +358,7 @@ def run(settings: ShipperSettings) -> int:
     return 0
 
 
-__all__ = ["Shipper", "backlog", "collect_garbage", "run", "segment_name"]
+__all__ = [
+    "ForgetError", "Shipper", "backlog", "collect_garbage", "forget_output", "known_outputs",
+    "run", "segment_name",
+]  # fmt: skip

@@ -10,7 +10,7 @@ import pytest
 
 from devtools.records import read_deadletters
 from devtools.standins.es import EsStandin
-from log_pipeline.checkpoint import checkpoint_path, load_checkpoint
+from log_pipeline.checkpoint import Position, checkpoint_path, load_checkpoint, save_checkpoint
 from log_pipeline.deadletter import deadletter_path
 from log_pipeline.spool import list_segments
 from stack.cli import main
@@ -317,3 +317,42 @@ def test_a_413_splits_the_batch_and_a_record_too_large_alone_is_dead_lettered(
         assert set(es.docs(STREAM)) == _ids(40) - {_id("req-17")} and es.too_large > 0
     (letter,) = read_deadletters(deadletter_path(settings.state(), "elasticsearch"))
     assert letter["id"] == _id("req-17") and "413" in str(letter["reason"])
+
+
+def test_a_known_output_holds_its_segments_until_forgotten(tmp_path: Path) -> None:
+    """Run with SQLite only for a while, then add Elasticsearch back: what ES had not shipped is
+    still there, unless the output was forgotten on purpose; then the loss is counted."""
+    spool = tmp_path / "spool"
+    write_samples(spool, [make_sample(i) for i in range(60)], segment_max_bytes=20_000)
+    segments = len(list_segments(spool))
+    assert segments > 3
+    sqlite_only = shipper_settings(spool, outputs=["sqlite"])
+    save_checkpoint(checkpoint_path(sqlite_only.state(), "elasticsearch"), Position(1, 0))
+    with shipping(sqlite_only) as sh:
+        wait_until(lambda: shipped(sh, "sqlite") == 60, "sqlite")
+        held = "tokenpulse_shipper_backlog_bytes"
+        wait_until(lambda: metric(sh, held, output="elasticsearch") > 0, "the held backlog")
+        sh.housekeeping()
+        assert len(list_segments(spool)) == segments  # held for elasticsearch
+    with EsStandin(stream_patterns=(PATTERN,)) as es:
+        both = shipper_settings(spool, outputs=["sqlite", "elasticsearch"], es_url=es.url)
+        with shipping(both) as sh:
+            wait_until(lambda: shipped(sh, "elasticsearch") == 60, "ES gets all it missed")
+            assert metric(sh, "tokenpulse_shipper_segments_skipped_total",
+                          output="elasticsearch") == 0  # fmt: skip
+    refused = ["shipper", "--spool-dir", str(spool), "--outputs", "sqlite"]
+    assert main([*refused, "--forget-output", "sqlite"]) == 2  # still configured
+    assert main(["shipper", "--spool-dir", str(spool), "--forget-output", "elasticsearch"]) == 0
+    assert not checkpoint_path(both.state(), "elasticsearch").exists()
+    write_samples(spool, [make_sample(i) for i in range(60, 70)])
+    with shipping(sqlite_only) as sh:
+        wait_until(lambda: shipped(sh, "sqlite") == 10, "sqlite")
+        wait_until(lambda: len(list_segments(spool)) == 1, "released once forgotten")
+    # an output whose segments went anyway (deleted by hand) counts and logs the loss
+    save_checkpoint(checkpoint_path(both.state(), "elasticsearch"), Position(1, 0))
+    with EsStandin(stream_patterns=(PATTERN,)) as es:
+        with shipping(shipper_settings(spool, outputs=["elasticsearch"], es_url=es.url)) as sh:
+            wait_until(lambda: shipped(sh, "elasticsearch") == 10, "what is left")
+            skipped = metric(sh, "tokenpulse_shipper_segments_skipped_total",
+                             output="elasticsearch")  # fmt: skip
+    assert skipped == segments
