@@ -11,6 +11,7 @@ BENCHES: dict[str, tuple[str, str]] = {
     "model": ("devtools.bench.model", "tokens/s, KV-cache scaling, FLOP/s vs keras_hub GPT-2"),
     "batching": ("devtools.bench.batching", "model server with dynamic batching on vs off"),
     "gateway": ("devtools.bench.gateway", "gateway overhead vs calling the model server"),
+    "scale": ("devtools.bench.scale", "throughput at 1, 2 and 3 model-server replicas"),
     "exporter": ("devtools.bench.exporter", "exporter scrape latency and RSS"),
     "pipeline": ("devtools.bench.pipeline", "shipper docs/s, delivery delay, sampling cost"),
     "bodies": ("devtools.bench.bodies", "model server RSS and stalls around one large body"),
