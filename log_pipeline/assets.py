@@ -150,6 +150,8 @@ def kibana_version(number: str) -> tuple[int, int]:
         return int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
     except ValueError:
         return 0, 0
+
+
 SOURCE_REF = "kibanaSavedObjectMeta.searchSourceJSON.index"
 
 
