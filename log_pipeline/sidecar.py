@@ -7,6 +7,9 @@ event loop: at 100 % sampling the gateway lost a fifth of its throughput. Here t
 The process:
 - reports `("ready", families)` once the spool is open, or `("error", text)` and exits 1;
 - then reports its metric families on REPORT_FD a few times a second, and once more at the end;
+- after each read, reports `("done", n)`: n more samples are handled (written, skipped or
+  dropped, each counted), so when it dies the gateway counts exactly the samples it had handed
+  over and the writer never handled;
 - ignores SIGINT and SIGTERM, which reach the gateway's whole process group: it writes what it
   was sent and exits when stdin closes, which happens however the gateway ends (SIGKILL included);
 - lowers its CPU priority (`writer_nice`), so under contention the gateway's requests come first
@@ -116,6 +119,7 @@ def _serve(settings: SinkSettings, stdin: int, report: int) -> int:
             samples = [from_wire(s) for batch in batches for s in batch]
             if samples:
                 writer.write_batch(samples)
+                reporting = reporting and _report(report, ("done", len(samples)))
             if bad:  # what came before it is written; say so and stop reading
                 log.error("sample stream unreadable; stopping", error=bad)
                 status = 1

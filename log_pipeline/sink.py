@@ -70,6 +70,12 @@ class _Writer:
         os.set_blocking(self.fd, False)
         self.families: list[Metric] | None = None
         self.error = ""
+        # samples handed over in whole frames, and those the writer says it handled: when it
+        # dies, the difference died with it (in its pipe, or read and not yet written)
+        self.handed = 0
+        self.handled = 0
+        self.accounted = False  # its loss is counted; samples handed after that count at once
+        self.lock = threading.Lock()
         self.exited = False  # set by the report thread when the process has closed its end
         self.first = threading.Event()
         self._on_exit = on_exit
@@ -83,7 +89,9 @@ class _Writer:
         try:
             while data := os.read(fd, 1 << 16):
                 for kind, body in frames.feed(data):
-                    if kind == "error":
+                    if kind == "done":
+                        self.handled += body
+                    elif kind == "error":
                         self.error = body
                     else:
                         self.families = body
@@ -177,9 +185,16 @@ class SpoolSink:
         return writer
 
     def _exited(self, writer: _Writer) -> None:
-        if self._started and not self._closing:
-            log.error("sample writer exited; samples it held may be lost",
-                      returncode=writer.proc.wait(), error=writer.error or None)  # fmt: skip
+        """The writer's report pipe closed (it exited): count what died with it."""
+        with writer.lock:
+            lost = max(0, writer.handed - writer.handled)
+            writer.accounted = True
+        if lost:
+            self._lost.inc(lost)
+        if self._started and (lost or not self._closing):
+            log.error("sample writer exited; samples handed to it and not written are lost",
+                      samples=lost, returncode=writer.proc.wait(),
+                      error=writer.error or None)  # fmt: skip
 
     @property
     def queued(self) -> int:
@@ -232,7 +247,16 @@ class SpoolSink:
             self._frames.popleft()
             self._in_frames -= samples
             self._head_sent = False
+            self._handed(self.writer, samples)
         self._watch_pipe(bool(self._frames))
+
+    def _handed(self, writer: _Writer, samples: int) -> None:
+        """A whole frame is in the writer's pipe (if it already died, it died with it)."""
+        with writer.lock:
+            if not writer.accounted:
+                writer.handed += samples
+                return
+        self._lost.inc(samples)
 
     def _watch_pipe(self, wanted: bool) -> None:
         """Flush again when the pipe has room (only while bytes wait, and only on a loop)."""
@@ -290,6 +314,7 @@ class SpoolSink:
                     data = data[os.write(fd, data) :]
                 self._frames.popleft()
                 self._in_frames -= samples
+                self._handed(self.writer, samples)
         except OSError:
             log.error("samples not handed to the writer at shutdown", samples=self._in_frames)
             self._lost.inc(self._in_frames)

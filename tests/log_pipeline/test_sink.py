@@ -107,7 +107,7 @@ def test_a_dead_writer_is_replaced_and_gets_what_waited(
         sink.offer(make_sample(i, prompt=f"{i} " + "x" * 2000))
     assert sink._head_sent  # the first queued frame is partly in the pipe
     cut = sink._frames[0][1]
-    in_pipe = offered - sink.queued  # handed over whole: lost with the writer, not counted
+    in_pipe = offered - sink.queued  # handed over whole (none here: the pipe holds part of one)
     first.kill()
     first.wait()
     sink.offer(make_sample(offered))
@@ -117,8 +117,38 @@ def test_a_dead_writer_is_replaced_and_gets_what_waited(
     written = _value(sink, "tokenpulse_spool_records_written_total")
     assert written == offered + 1 - in_pipe - cut
     assert len(records(spool)) == written
-    assert _value(sink, "tokenpulse_spool_records_dropped_total", reason="write_error") == cut
+    lost = _value(sink, "tokenpulse_spool_records_dropped_total", reason="write_error")
+    assert lost == cut + in_pipe and written + lost == offered + 1
     assert _value(sink, "tokenpulse_spool_writer_restarts_total") == 1
+
+
+def test_samples_in_a_dying_writers_pipe_are_counted(
+    make: Make, spool: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whole frames already in the pipe (or read by the writer, not yet written) die with it:
+    they are counted as write_error, not only logged."""
+    monkeypatch.setattr(sink_module, "_RESTART_EVERY_S", 0.0)
+    sink = make()
+    for i in range(10):  # some written by the first writer
+        sink.offer(make_sample(i))
+    sink.flush()
+    wait_until(lambda: _value(sink, "tokenpulse_spool_records_written_total") == 10, "written")
+    first = sink.writer.proc
+    os.kill(first.pid, signal.SIGSTOP)
+    offered = 2000
+    for i in range(offered):  # small samples: whole frames in the pipe, none cut
+        sink.offer(make_sample(100 + i))
+    sink.flush()
+    assert sink.queued == 0 and not sink._head_sent
+    first.kill()
+    first.wait()
+    sink.offer(make_sample(9999))
+    sink.flush()
+    assert sink.writer.proc is not first
+    sink.close()
+    assert _value(sink, "tokenpulse_spool_records_written_total") == 1  # the new writer's
+    assert _value(sink, "tokenpulse_spool_records_dropped_total", reason="write_error") == offered
+    assert len(records(spool)) == 11
 
 
 def _gone(pid: int) -> bool:
