@@ -6,7 +6,9 @@ round so drift hits each alike. Prints req/s, its ratio to one replica and the s
 (ratio / N), latency, the mean batch each replica ran, and CPU per request of the model servers
 and the gateway. On a 2-core machine the replicas share the same two cores: more replicas add no
 compute, so the figures show what each replica costs (smaller batches, more processes), not the
-speed-up a machine per replica would give.
+speed-up a machine per replica would give. Measured here (tiny model, concurrency 16): 409, 304
+and 166 req/s at 1, 2 and 3 replicas, mean batch per replica 5.3, 3.1 and 1.4, model-server CPU
+per request 2.0, 3.0 and 5.8 ms; the gateway's stays about 0.5 ms.
 """
 
 from __future__ import annotations
