@@ -28,7 +28,7 @@ from log_pipeline.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from log_pipeline.deadletter import DeadLetters, deadletter_path
+from log_pipeline.deadletter import DeadLetters
 from log_pipeline.metrics import FAIL_REASONS, ShipperMetrics
 from log_pipeline.outputs import Item, ItemResult, Outcome, Output, RetryableError
 from log_pipeline.reader import parse_line, read_batch, start_position
@@ -73,7 +73,7 @@ class OutputWorker:
         self.name = output.name
         state = settings.state()
         self.checkpoint_file = checkpoint_path(state, self.name)
-        self.deadletters = DeadLetters(deadletter_path(state, self.name))
+        self.deadletters = DeadLetters(state, self.name, settings.deadletter_segment_bytes)
         self.position = self._initial_position()
         self.stalled = False
         self.thread = threading.Thread(target=self.run, name=f"ship-{self.name}", daemon=True)

@@ -46,10 +46,15 @@ def list_segments(directory: Path) -> list[Path]:
     return sorted(directory.glob(f"{PREFIX}*{SUFFIX}"))
 
 
+STATE_DIR = "state"  # the shipper's default state directory inside the spool
+DEADLETTERS = "deadletter-*.jsonl"  # log_pipeline.deadletter's files
+
+
 def spool_bytes(directory: Path) -> int:
-    """Bytes held by the segments (segments deleted meanwhile count as 0)."""
+    """Bytes held by the segments and by the shipper's dead letters in `<spool>/state` (files
+    deleted meanwhile count as 0): the disk cap bounds both."""
     total = 0
-    for path in list_segments(directory):
+    for path in [*list_segments(directory), *(directory / STATE_DIR).glob(DEADLETTERS)]:
         try:
             total += path.stat().st_size
         except FileNotFoundError:

@@ -30,10 +30,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     add_settings_arguments(show, SamplesSettings, style=KEBAB)
     show.add_argument("id", help="record id (event.id), request id, or response id (cmpl-/gen-)")
+    from log_pipeline.commands.replay import add_replay_arguments  # dead letters back
+
+    add_replay_arguments(sub)
 
 
 def main(args: argparse.Namespace) -> int:
     """Run the search or show one record."""
+    if args.samples_command == "replay":
+        from log_pipeline.commands.replay import main as replay
+
+        return replay(args)
     from log_pipeline.search import EsStore, Filters, SearchError, SqliteStore, Store, parse_time
     from log_pipeline.search_format import group_table, table, write_csv, write_jsonl
     from log_pipeline.settings import SamplesSettings, SearchSettings
