@@ -49,9 +49,10 @@ def load_checkpoint(path: Path) -> Position | None:
 
 def save_checkpoint(path: Path, pos: Position) -> None:
     """Replace the checkpoint atomically and durably."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as fh:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
         fh.write(json.dumps({"seq": pos.seq, "offset": pos.offset}).encode())
         fh.flush()
         os.fsync(fh.fileno())

@@ -293,7 +293,7 @@ class Shipper:
         self.outputs = outputs if outputs is not None else build_outputs(settings)
         self.metrics = ShipperMetrics(self.registry, tuple(o.name for o in self.outputs))
         self.stop = threading.Event()
-        settings.spool_dir.mkdir(parents=True, exist_ok=True)
+        settings.spool_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.workers = [OutputWorker(o, settings, self.metrics, self.stop) for o in self.outputs]
         configured = {o.name for o in self.outputs}
         self.held = [n for n in known_outputs(settings.state()) if n not in configured]

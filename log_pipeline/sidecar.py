@@ -64,8 +64,8 @@ def _lock(spool_dir: Path) -> int:
     A gateway restarted at once starts a new writer while the old one still writes what it was
     sent; two writers would both open segment N+1, and the shipper would finish and delete a
     segment the other still appends to. So the new one waits. The lock file holds the pid."""
-    spool_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(spool_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o640)
+    spool_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(spool_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
     deadline = time.monotonic() + _LOCK_WAIT_S
     while True:
         try:

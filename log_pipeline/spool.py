@@ -92,7 +92,7 @@ class SpoolWriter:
         self.fsync_interval_s = fsync_interval_s
         self.stats = WriterStats()
         self._clock = clock
-        directory.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         existing = list_segments(directory)
         self._seq = segment_seq(existing[-1]) if existing else 0
         self._fd = -1
@@ -107,7 +107,7 @@ class SpoolWriter:
         self._close_current()
         self._seq += 1
         path = self.directory / segment_name(self._seq)
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)  # prompts: private
         self._seg_bytes = 0
         self._opened_at = self._clock()
         self.stats.rotations += 1

@@ -12,6 +12,7 @@ in one statement: the shipper never parses a record in Python on this path.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -58,7 +59,9 @@ TERMS = (
 def connect(path: Path, create: bool = True) -> sqlite3.Connection:
     """Open the store (creating the schema when asked), migrated to the current schema."""
     if create:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # prompts and outputs: private; SQLite gives its -wal and -shm files the same mode
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
     elif not path.exists():
         raise FileNotFoundError(f"no sample store at {path}")
     conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)

@@ -94,7 +94,7 @@ class NotificationLog:
         self._on_alert = on_alert
         self._lock = threading.Lock()
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.touch()
+        path.touch(mode=0o600)  # alert texts and labels: private, as the keys file
 
     def record(self, receiver: str, doc: dict[str, Any]) -> None:
         """Append, then announce each alert."""

@@ -151,3 +151,18 @@ def test_idle_connections_are_closed_and_capped(tmp_path: Path) -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_the_notification_file_is_private(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    from monitoring.oncall.server import NotificationLog
+
+    old = os.umask(0o022)
+    try:
+        log = NotificationLog(tmp_path / "run" / "oncall.jsonl", lambda _line: None)
+        log.record("r", {"alerts": []})
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(log.path.stat().st_mode) == 0o600
