@@ -270,7 +270,7 @@ def build_outputs(settings: ShipperSettings) -> list[Output]:
         if name == "sqlite":
             from log_pipeline.outputs.sqlite import SqliteOutput
 
-            outputs.append(SqliteOutput(settings.sqlite_path))
+            outputs.append(SqliteOutput(settings.sqlite_path, settings.sqlite_retention_days))
         else:
             from log_pipeline.outputs.elasticsearch import ElasticsearchOutput, make_client
 

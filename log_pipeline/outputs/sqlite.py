@@ -14,11 +14,13 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
 from log_pipeline.analysis import index_text
 from log_pipeline.outputs import DUPLICATE, OK, Item, ItemResult, Outcome, RetryableError
+from log_pipeline.record import iso_utc
 
 SCHEMA_VERSION = 2  # PRAGMA user_version; 0 is the first layout (FTS5 unicode61 over raw text)
 TABLE = """
@@ -180,14 +182,51 @@ def _text(raw: bytes) -> str:
         return ""
 
 
+# retention: the index rows of what is deleted go first (a contentless FTS5 table forgets a row
+# only when told its indexed text again)
+_FORGET_TERMS = (
+    "INSERT INTO samples_terms (samples_terms, rowid, prompt, output) SELECT 'delete', rowid, "
+    "tp_index_text(json_extract(doc, '$.genai_sample.prompt.text')), "
+    "tp_index_text(json_extract(doc, '$.genai_sample.output.text')) "
+    f"FROM samples WHERE ts < ? AND instr(doc, {_NUL}) = 0 AND json_valid(doc)"
+)
+_OLD_NUL_ROWS = f"SELECT rowid, doc FROM samples WHERE ts < ? AND instr(doc, {_NUL}) > 0"
+_FORGET_ROW = (
+    "INSERT INTO samples_terms (samples_terms, rowid, prompt, output) VALUES ('delete', ?, ?, ?)"
+)
+PRUNE_EVERY_S = 3600.0
+
+
 class SqliteOutput:
-    """Insert-or-ignore into the embedded store."""
+    """Insert-or-ignore into the embedded store; records older than `retention_days` (0: none)
+    are deleted, with their index rows, at the first batch and then hourly."""
 
     name = "sqlite"
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, retention_days: float = 0.0) -> None:
         self.path = path
+        self.retention_days = retention_days
         self._conn: sqlite3.Connection | None = None
+        self._pruned_at = 0.0
+
+    def prune(self, now: float | None = None) -> int:
+        """Delete the records past retention (one transaction); how many."""
+        if self.retention_days <= 0:
+            return 0
+        cutoff = iso_utc((time.time() if now is None else now) - self.retention_days * 86_400)
+        db = self._db()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute(_FORGET_TERMS, (cutoff,))
+            for rowid, doc in db.execute(_OLD_NUL_ROWS, (cutoff,)).fetchall():
+                db.execute(_FORGET_ROW, (rowid, *map(index_text, _fts_texts(doc))))
+            deleted = db.execute("DELETE FROM samples WHERE ts < ?", (cutoff,)).rowcount
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        self._pruned_at = time.monotonic()
+        return int(deleted)
 
     def _db(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -222,6 +261,13 @@ class SqliteOutput:
         except (sqlite3.Error, OSError) as exc:
             self.close()  # reopen next time: the file may have been replaced or repaired
             raise RetryableError("server_error", f"sqlite store {self.path}: {exc}") from exc
+        if self.retention_days > 0 and (
+            not self._pruned_at or time.monotonic() - self._pruned_at >= PRUNE_EVERY_S
+        ):
+            try:
+                self.prune()
+            except sqlite3.Error:  # the batch is stored: retention waits for the next try
+                self._pruned_at = time.monotonic()
         return results
 
     def close(self) -> None:
