@@ -1,4 +1,4 @@
-"""`tokenpulse shipper`: tails the spool and delivers every record to each output, exactly once.
+"""`tokenpulse shipper`: tails the spool and delivers every record once to each output.
 
 One thread per output, each with its own checkpoint, so a slow or absent Elasticsearch never holds
 back the embedded store. A checkpoint moves only after the output acknowledged (or the record was
