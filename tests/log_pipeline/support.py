@@ -26,6 +26,7 @@ def shipper_settings(spool: Path, **overrides: Any) -> ShipperSettings:
         "spool_dir": spool, "sqlite_path": spool.parent / "samples.db", "poll_interval_s": 0.02,
         "backoff_initial_s": 0.01, "backoff_max_s": 0.2, "es_timeout_s": 5.0, "metrics_port": 0,
         "batch_records": 50,
+        "sqlite_retention_days": 0,  # test records may carry fixed, old timestamps
     }  # fmt: skip
     return ShipperSettings.model_validate({**base, **overrides})
 
