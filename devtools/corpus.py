@@ -48,7 +48,8 @@ def _pii_value(kind: str, rng: random.Random) -> str:
              f"+44 20 {n[2]} {r.randint(1000, 9999)}", f"{n[0]}.{n[1]}.{n[2]}"]
         )  # fmt: skip
     if kind == "card":
-        number = _luhn_complete(r.choice(["4", "51", "37", "6011"]), r.choice([16, 16, 15]), r)
+        prefix, length = r.choice([("4", 16), ("51", 16), ("37", 15), ("6011", 16)])
+        number = _luhn_complete(prefix, length, r)
         return r.choice([number, _group(number, " "), _group(number, "-")])
     if kind == "ipv4":
         return ".".join(str(r.randint(1, 254)) for _ in range(4))

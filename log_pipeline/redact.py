@@ -1,194 +1,66 @@
 """Redaction of personal data and secrets from sample texts, before anything touches disk.
 
-Each match becomes `[REDACTED:<kind>]`; callers get the counts per kind, never the values.
-Patterns run most-specific first: a bearer token or a card number would otherwise be eaten, in
-part, by a looser pattern.
+Each match becomes `[REDACTED:<kind>]`; callers get the counts per kind, never the values. The
+rules (`log_pipeline.redaction.rules`) run most-specific first, each behind a cheap test in C
+(a substring, a digit count, where its first match can start), so that a text skips the rules
+it cannot match; formats with a check (Luhn, the resident ID's check digit and birth date,
+IBAN mod 97, SSN number rules) are validated match by match. `tokenpulse bench redaction`
+measures recall and false positives on an independent corpus of Chinese and English dialogues.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 
-_SECRET_WORDS = r"(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?token|auth[_-]?token|token)"
-_OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
+from log_pipeline.redaction.rules import RULES, Rule, worded
+from log_pipeline.redaction.validators import luhn_ok
 
+__all__ = ["KINDS", "luhn_ok", "redact", "redact_all"]
 
-def luhn_ok(text: str) -> bool:
-    """True when the digits of `text` are 13-19 long and pass the Luhn check."""
-    digits = [int(c) for c in text if c.isdigit()]
-    if not 13 <= len(digits) <= 19:
-        return False
-    total = 0
-    for i, d in enumerate(reversed(digits)):
-        if i % 2 == 1:
-            d = d * 2 - 9 if d > 4 else d * 2
-        total += d
-    return total % 10 == 0
-
-
-def _count_in(text: str, chars: bytes) -> int:
-    """How many characters of `text` are among the ASCII `chars`, each non-ASCII character
-    counted as one too: an upper bound that is exact for ASCII, at C speed (no Python loop)."""
-    return len(text) - len(text.encode("ascii", "ignore").translate(None, chars))
+KINDS = tuple(dict.fromkeys(r.kind for r in RULES))  # the closed label set, in rule order
+_LABEL = {kind: f"[REDACTED:{kind}]" for kind in KINDS}
+# the group 1 context, when a pattern has one, stays in front of the label
+_REPLACEMENT = {
+    id(r): ("\\g<1>" if r.pattern.groups else "") + _LABEL[r.kind] for r in RULES if r.valid is None
+}
 
 
 _DIGITS = b"0123456789"
+# every `\d` outside ASCII: the Unicode 14 decimal digits, ten from each of these zeros (a
+# test holds this to the interpreter's `\d`)
+_ZEROS = (
+    0x660, 0x6F0, 0x7C0, 0x966, 0x9E6, 0xA66, 0xAE6, 0xB66, 0xBE6, 0xC66, 0xCE6, 0xD66, 0xDE6,
+    0xE50, 0xED0, 0xF20, 0x1040, 0x1090, 0x17E0, 0x1810, 0x1946, 0x19D0, 0x1A80, 0x1A90, 0x1B50,
+    0x1BB0, 0x1C40, 0x1C50, 0xA620, 0xA8D0, 0xA900, 0xA9D0, 0xA9F0, 0xAA50, 0xABF0, 0xFF10,
+    0x104A0, 0x10D30, 0x11066, 0x110F0, 0x11136, 0x111D0, 0x112F0, 0x11450, 0x114D0, 0x11650,
+    0x116C0, 0x11730, 0x118E0, 0x11950, 0x11C50, 0x11D50, 0x11DA0, 0x16A60, 0x16AC0, 0x16B50,
+    0x1D7CE, 0x1D7D8, 0x1D7E2, 0x1D7EC, 0x1D7F6, 0x1E140, 0x1E2F0, 0x1E950, 0x1FBF0,
+)  # fmt: skip
+_OTHER_DIGITS = re.compile("[" + "".join(f"{chr(z)}-{chr(z + 9)}" for z in _ZEROS) + "]")
 
 
-def _digits_at_most(text: str) -> int:
-    """An upper bound of the `\\d` matches in `text` (`\\d` also matches other scripts' digits,
-    so every non-ASCII character may be one). Redaction never adds a digit, so the bound taken
-    before the first rule holds for every later one."""
-    return _count_in(text, _DIGITS)
+def _digits_in(text: str) -> int:
+    """How many `\\d` matches `text` has, counted in C: the ASCII ones in its UTF-8 bytes (no
+    other character's bytes are ASCII), then the other scripts' digits. Redaction never adds a
+    digit, so the count taken before the first rule bounds every later one."""
+    if text.isascii():
+        return len(text) - len(text.encode("ascii").translate(None, _DIGITS))
+    data = text.encode("utf-8", "surrogatepass")
+    return len(data) - len(data.translate(None, _DIGITS)) + len(_OTHER_DIGITS.findall(text))
 
 
-def _ipv6_ok(text: str) -> bool:
-    try:
-        ipaddress.IPv6Address(text)
-    except ValueError:
-        return False
-    return sum(c.isalnum() for c in text) >= 2
+def _lower(text: str) -> str:
+    """`text` lower-cased so that an ASCII word test on it is sound for the case-insensitive
+    patterns: outside ASCII, "ſ" matches "s", "ı" and "İ" match "i" (and "K" lowers to "k")."""
+    low = text.lower()
+    if text.isascii():
+        return low
+    return low.replace("ſ", "s").replace("ı", "i").replace("\u0307", "")
 
 
-def _phone_ok(text: str) -> bool:
-    # a phone match holds `\d` characters and ASCII separators only: its non-ASCII ones are digits
-    return 10 <= _count_in(text, _DIGITS) <= 15
-
-
-@dataclass(frozen=True, slots=True)
-class _Rule:
-    """One kind. Without `valid`, `pattern` is substituted in C (`subn`): its group 1, when it has
-    one, is the context that stays (a "Bearer " or "password=" prefix) and the rest is the value.
-    With `valid`, each match is checked in Python and only the valid ones are replaced.
-    Texts with fewer than `min_digits` digits, or failing `gate` (a cheap test every text with a
-    match passes), are not scanned; `scan_from`, when set, says where the first match can start
-    (-1: nowhere), and the scan begins there (lookbehinds still see the text before it)."""
-
-    kind: str
-    pattern: re.Pattern[str]
-    gate: Callable[[str], bool] | None = None
-    min_digits: int = 0
-    valid: Callable[[str], bool] | None = None
-    scan_from: Callable[[str], int] | None = None
-
-
-def _finds(pattern: str) -> Callable[[str], bool]:
-    found = re.compile(pattern).search
-    return lambda text: found(text) is not None
-
-
-# Case-insensitive regex matching is wider than `str.lower` outside ASCII ("ſ" matches "s",
-# "ı" matches "i"): the word tests on lower-cased text are only sound for ASCII text.
-def _says_bearer(text: str) -> bool:
-    return not text.isascii() or "bearer" in text.lower()
-
-
-def _says_secret(text: str) -> bool:
-    if "=" not in text and ":" not in text:
-        return False
-    if not text.isascii():
-        return True
-    low = text.lower()  # every secret word holds one of these
-    return "key" in low or "token" in low or "secret" in low or "passw" in low or "pwd" in low
-
-
-_TP_OR_GH = _finds(r"tp_|gh[pousr]_")
-
-
-def _has_key_prefix(text: str) -> bool:
-    return (
-        "sk-" in text
-        or "AKIA" in text
-        or "AIza" in text
-        or "xox" in text
-        or ("_" in text and _TP_OR_GH(text))
-    )
-
-
-_IPV4_RUN = _finds(r"\d\.\d{1,3}\.\d")
-
-
-def _starts_near(run: str, lead: int) -> Callable[[str], int]:
-    """The `scan_from` of a kind each of whose matches holds a match of `run` that starts at
-    most `lead` characters after its own start: where the first `run` is, less `lead` (-1 when
-    there is none)."""
-    search = re.compile(run).search
-
-    def scan_from(text: str) -> int:
-        found = search(text)
-        return -1 if found is None else max(found.start() - lead, 0)
-
-    return scan_from
-
-
-_RULES = (
-    _Rule(
-        "bearer",
-        re.compile(r"(?i)(\bbearer\s+)[A-Za-z0-9\-._~+/]{8,}=*"),
-        gate=_says_bearer,
-    ),
-    _Rule(
-        "api_key",
-        re.compile(
-            r"\b(?:sk-[A-Za-z0-9_-]{16,}|tp_[A-Za-z0-9_-]{16,}|AKIA[0-9A-Z]{16}"
-            r"|gh[pousr]_[A-Za-z0-9]{20,}|xox[abpr]-[A-Za-z0-9-]{10,}|AIza[0-9A-Za-z_-]{35})"
-        ),
-        gate=_has_key_prefix,
-    ),
-    _Rule(
-        "secret",
-        re.compile(rf"(?i)(\b{_SECRET_WORDS}\s*[=:]\s*[\"']?)[^\s\"',;]{{6,}}"),
-        gate=_says_secret,
-    ),
-    _Rule(
-        "email",
-        re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b"),
-        gate=lambda text: "@" in text,
-    ),
-    _Rule(
-        "card",
-        re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])"),
-        min_digits=13,
-        valid=luhn_ok,
-        scan_from=_starts_near(r"\d(?:[ -]?\d){12}", 0),  # the 13 digits it starts with
-    ),
-    _Rule(
-        "ipv6",
-        re.compile(r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:])"),
-        gate=lambda text: text.count(":") >= 2,
-        valid=_ipv6_ok,
-        # its first two colons, and the hex digit before them (up to three more can lead)
-        scan_from=_starts_near(r"[0-9A-Fa-f]?:[0-9A-Fa-f]{0,4}:", 3),
-    ),
-    _Rule(
-        "ipv4",
-        re.compile(rf"(?<![\w.]){_OCTET}(?:\.{_OCTET}){{3}}(?![\w.])"),
-        gate=lambda text: text.count(".") >= 3 and _IPV4_RUN(text),
-        min_digits=4,
-    ),
-    _Rule(
-        "phone",
-        re.compile(
-            r"(?<![\w+])(?<!\d[ .-])(?:\+\d{1,3}[ .-]?)?(?:\(\d{2,4}\)[ .-]?|\d{2,4}[ .-])"
-            r"\d{3,4}[ .-]\d{3,4}(?![\w-])(?![ .-]\d)"
-        ),
-        min_digits=10,  # what _phone_ok asks for
-        valid=_phone_ok,
-        # ten digits and separators from its first digit on, which a "+" or "(" can lead
-        scan_from=_starts_near(r"\d[\d .()+-]{8,}\d", 1),
-    ),
-)
-KINDS = tuple(r.kind for r in _RULES)
-_LABEL = {r.kind: f"[REDACTED:{r.kind}]" for r in _RULES}
-# the group 1 context, when a pattern has one, stays in front of the label
-_REPLACEMENT = {r.kind: ("\\g<1>" if r.pattern.groups else "") + _LABEL[r.kind] for r in _RULES}
-
-
-def _replace_valid(rule: _Rule, valid: Callable[[str], bool], text: str) -> tuple[str, int]:
+def _replace_valid(rule: Rule, valid: Callable[[re.Match[str]], int], text: str) -> tuple[str, int]:
     """Replace the matches `valid` accepts (scanning as `re.sub` does); the text and how many.
     These patterns never match an empty string, so searching on from each match's end finds
     what `finditer` would, without its iterator."""
@@ -196,29 +68,45 @@ def _replace_valid(rule: _Rule, valid: Callable[[str], bool], text: str) -> tupl
     if first < 0:
         return text, 0
     search = rule.pattern.search
+    keeps = rule.pattern.groups > 0 and rule.kind != "us_ssn" and rule.kind != "phone"
     pieces: list[str] = []
     last = 0
     label = _LABEL[rule.kind]
     m = search(text, first)
     while m is not None:
-        start, end = m.span()
-        if valid(m.group()):
+        end = valid(m)
+        if end >= 0:
+            start = m.end(1) if keeps else m.start()
             pieces += (text[last:start], label)
             last = end
-        m = search(text, end)
+            m = search(text, end)
+        else:
+            m = search(text, m.end())
     if not pieces:
         return text, 0
     pieces.append(text[last:])
     return "".join(pieces), len(pieces) // 2
 
 
-# Something every pattern above needs (a superset of them all): one character-class scan and
-# three substring tests pass most texts without trying eight gates.
+# Something every rule needs (a superset of them all): one character-class scan, then, for the
+# few texts without any, a handful of substring tests.
 _CANDIDATE = re.compile(r"[=:@\d_-]").search
 
 
 def _candidate(text: str) -> bool:
-    return _CANDIDATE(text) is not None or "AKIA" in text or "AIza" in text or _says_bearer(text)
+    if _CANDIDATE(text) is not None or not text.isascii():
+        return True
+    low = text.lower()
+    return (
+        "bearer" in low
+        or "pass" in low
+        or "pwd" in low
+        or "eyJ" in text
+        or "AKI" in text
+        or "ASIA" in text
+        or "AIza" in text
+        or "LTAI" in text
+    )
 
 
 def redact(text: str, counts: Counter[str] | None = None) -> tuple[str, Counter[str]]:
@@ -226,12 +114,18 @@ def redact(text: str, counts: Counter[str] | None = None) -> tuple[str, Counter[
     counts = Counter() if counts is None else counts
     if not _candidate(text):
         return text, counts
-    digits = _digits_at_most(text)
-    for rule in _RULES:
-        if digits < rule.min_digits or (rule.gate is not None and not rule.gate(text)):
+    digits = _digits_in(text)
+    low = _lower(text)
+    has_words = worded(text, low)
+    for rule in RULES:
+        if (
+            digits < rule.min_digits
+            or (rule.worded and not has_words)
+            or (rule.gate is not None and not rule.gate(text, low))
+        ):
             continue
         if rule.valid is None:
-            text, n = rule.pattern.subn(_REPLACEMENT[rule.kind], text)
+            text, n = rule.pattern.subn(_REPLACEMENT[id(rule)], text)
         else:
             text, n = _replace_valid(rule, rule.valid, text)
         if n:

@@ -21,7 +21,7 @@ from log_pipeline.metrics import (
     SinkMetrics,
 )
 from log_pipeline.record import encode_records, new_sample_id
-from log_pipeline.redact import redact_all
+from log_pipeline.redaction.fields import redact_sample
 from log_pipeline.sampler import Sampler, load_rules
 from log_pipeline.settings import SinkSettings
 from log_pipeline.spool import SpoolFull, SpoolWriter
@@ -82,12 +82,11 @@ class SampleWriter:
             self._skipped[decision.skipped].inc()
             return None
         counts: Counter[str] = Counter()
-        prompts = redact_all(sample.prompts, counts)
-        outputs = redact_all(sample.outputs, counts)
+        sample = redact_sample(sample, counts)  # every free-text field, not only the texts
         data, records = encode_records(
             sample,
-            prompts,
-            outputs,
+            list(sample.prompts),
+            list(sample.outputs),
             decision.reasons,
             self.sampler.rules.head_rate,
             counts,
