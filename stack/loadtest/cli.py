@@ -29,6 +29,8 @@ def main(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(LoadtestSettings, args)
     try:
-        return run(settings, argv=sys.argv[1:])
+        # the command line as typed, when this process is `tokenpulse loadtest ...`
+        argv = ["tokenpulse", *sys.argv[1:]] if sys.argv[1:2] == ["loadtest"] else None
+        return run(settings, argv=argv)
     except LoadtestError as exc:
         raise SettingsError(str(exc)) from exc

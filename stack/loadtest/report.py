@@ -1,9 +1,11 @@
 """The report directory: report.html (self-contained: PNGs embedded as base64), the PNGs,
-summary.json, command.txt and versions.json."""
+summary.json, requests.csv.gz (every request), command.txt and versions.json."""
 
 from __future__ import annotations
 
 import base64
+import csv
+import gzip
 import html
 import importlib.metadata as md
 import io
@@ -558,6 +560,20 @@ def render_html(doc: dict[str, Any], images: dict[str, bytes]) -> str:
     return "\n".join(parts)
 
 
+def _write_requests(path: Path, doc: dict[str, Any]) -> None:
+    """Every request (run, intended and sent offsets, latency, status) as gzipped CSV; the
+    per-request columns leave the runs, so summary.json stays small."""
+    tables = [(r["label"], r.pop("outcomes")) for r in doc["runs"] if "outcomes" in r]
+    if not tables:
+        return
+    with gzip.open(path, "wt", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["run", "intended_s", "sent_s", "latency_s", "status"])
+        for label, t in tables:
+            for row in zip(t["intended_s"], t["sent_s"], t["latency_s"], t["label"], strict=True):
+                out.writerow([label, *row])
+
+
 def write(directory: Path, doc: dict[str, Any]) -> Path:
     """Write the report directory; returns the path of report.html."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -569,10 +585,11 @@ def write(directory: Path, doc: dict[str, Any]) -> Path:
         old.unlink()
     for name, png in images.items():
         (directory / f"{name}.png").write_bytes(png)
+    _write_requests(directory / "requests.csv.gz", doc)
     (directory / "summary.json").write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
     cmd = doc.get("command", {})
     (directory / "command.txt").write_text(
-        f"# as invoked (API keys redacted)\n{cmd.get('invoked')}\n"
+        f"# as invoked (API keys redacted)\n{cmd.get('invoked') or '(called from Python)'}\n"
         f"# the settings as one command\n{cmd.get('equivalent')}\n"
     )
     (directory / "versions.json").write_text(json.dumps(doc["versions"], indent=2) + "\n")

@@ -192,7 +192,7 @@ def command_line(s: LoadtestSettings, argv: list[str] | None) -> dict[str, Any]:
     return {
         "invoked": shlex.join(invoked) if invoked else None,
         "equivalent": shlex.join(equivalent),
-        "keys": len(s.key) + (1 if s.key_file else 0) and "given (not recorded)",
+        "keys": "given, not recorded" if s.key or s.key_file else "none",
     }
 
 
