@@ -22,9 +22,7 @@ __all__ = ["KINDS", "luhn_ok", "redact", "redact_all"]
 KINDS = tuple(dict.fromkeys(r.kind for r in RULES))  # the closed label set, in rule order
 _LABEL = {kind: f"[REDACTED:{kind}]" for kind in KINDS}
 # the group 1 context, when a pattern has one, stays in front of the label
-_REPLACEMENT = {
-    id(r): ("\\g<1>" if r.pattern.groups else "") + _LABEL[r.kind] for r in RULES if r.valid is None
-}
+_REPLACEMENT = {id(r): ("\\g<1>" if r.context else "") + _LABEL[r.kind] for r in RULES}
 
 
 _DIGITS = b"0123456789"
@@ -60,15 +58,21 @@ def _lower(text: str) -> str:
     return low.replace("ſ", "s").replace("ı", "i").replace("\u0307", "")
 
 
-def _replace_valid(rule: Rule, valid: Callable[[re.Match[str]], int], text: str) -> tuple[str, int]:
+def _accept(m: re.Match[str]) -> int:
+    return m.end()
+
+
+def _replace_valid(
+    rule: Rule, valid: Callable[[re.Match[str]], int], text: str, low: str
+) -> tuple[str, int]:
     """Replace the matches `valid` accepts (scanning as `re.sub` does); the text and how many.
     These patterns never match an empty string, so searching on from each match's end finds
     what `finditer` would, without its iterator."""
-    first = 0 if rule.scan_from is None else rule.scan_from(text)
+    first = 0 if rule.scan_from is None else rule.scan_from(text, low)
     if first < 0:
         return text, 0
     search = rule.pattern.search
-    keeps = rule.pattern.groups > 0 and rule.kind != "us_ssn" and rule.kind != "phone"
+    keeps = rule.context
     pieces: list[str] = []
     last = 0
     label = _LABEL[rule.kind]
@@ -124,12 +128,13 @@ def redact(text: str, counts: Counter[str] | None = None) -> tuple[str, Counter[
             or (rule.gate is not None and not rule.gate(text, low))
         ):
             continue
-        if rule.valid is None:
+        if rule.valid is None and rule.scan_from is None:
             text, n = rule.pattern.subn(_REPLACEMENT[id(rule)], text)
         else:
-            text, n = _replace_valid(rule, rule.valid, text)
+            text, n = _replace_valid(rule, rule.valid or _accept, text, low)
         if n:
             counts[rule.kind] += n
+            low = _lower(text)  # scan_from reads offsets in it (the gates only need a superset)
     return text, counts
 
 

@@ -20,20 +20,21 @@ Gate = Callable[[str, str], bool]  # (text, its ASCII-sound lower-case form) -> 
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """One pattern of one kind. Without `valid`, `pattern` is substituted in C (`subn`): its
-    group 1, when it has one, is the context that stays (a "Bearer " or "password=" prefix) and
-    the rest is the value. With `valid`, each match is checked in Python, which says where the
-    redacted span ends (-1: leave it); group 1 still stays. Texts with fewer than `min_digits`
-    digits, or failing `gate` (a cheap test every text with a match passes), are not scanned;
-    `scan_from`, when set, says where the first match can start (-1: nowhere), and the scan
-    begins there (lookbehinds still see the text before it)."""
+    """One pattern of one kind. With `context`, group 1 is the context that stays (a "Bearer "
+    or "password=" prefix) and the rest of the match is the value. Without `valid` or
+    `scan_from`, `pattern` is substituted in C (`subn`); with `valid`, each match is checked in
+    Python, which says where the redacted span ends (-1: leave it). Texts with fewer than
+    `min_digits` digits, or failing `gate` (a cheap test every text with a match passes), are
+    not scanned; `scan_from(text, low)`, when set, says where the first match can start (-1:
+    nowhere), and the scan begins there (lookbehinds still see the text before it)."""
 
     kind: str
     pattern: re.Pattern[str]
     gate: Gate | None = None
     min_digits: int = 0
     valid: Callable[[re.Match[str]], int] | None = None
-    scan_from: Callable[[str], int] | None = None
+    scan_from: Callable[[str, str], int] | None = None
+    context: bool = False
     worded: bool = False  # every match holds a word of WORDS (the text is skipped without one)
 
 
@@ -42,15 +43,26 @@ def _finds(pattern: str) -> Callable[[str], bool]:
     return lambda text: found(text) is not None
 
 
-def _starts_near(run: str, lead: int) -> Callable[[str], int]:
+def _starts_near(run: str, lead: int) -> Callable[[str, str], int]:
     """The `scan_from` of a kind each of whose matches holds a match of `run` that starts at
     most `lead` characters after its own start: where the first `run` is, less `lead` (-1 when
     there is none)."""
     search = re.compile(run).search
 
-    def scan_from(text: str) -> int:
+    def scan_from(text: str, _low: str) -> int:
         found = search(text)
         return -1 if found is None else max(found.start() - lead, 0)
+
+    return scan_from
+
+
+def _first_of(*words: str) -> Callable[[str, str], int]:
+    """The `scan_from` of a kind whose matches start with one of `words` (in the lower-cased
+    text, whose offsets are the text's, or fewer)."""
+
+    def scan_from(_text: str, low: str) -> int:
+        found = [i for i in map(low.find, words) if i >= 0]
+        return min(found) if found else -1
 
     return scan_from
 
@@ -146,12 +158,14 @@ RULES: tuple[Rule, ...] = (
             r"[^\s/@?#\"'<>]+(?=@[A-Za-z0-9\[])"
         ),
         gate=lambda text, _low: "://" in text,
+        context=True,
         worded=True,
     ),
     Rule(
         "bearer",
         re.compile(r"(?i)((?<![A-Za-z])bearer\s+)" + _NOT_LABEL + r"[A-Za-z0-9\-._~+/]{8,}=*"),
         gate=_says("bearer"),
+        context=True,
         worded=True,
     ),
     Rule(
@@ -171,6 +185,7 @@ RULES: tuple[Rule, ...] = (
         "secret",  # Authorization: Basic <user:password in base64>
         re.compile(r"(?i)(authorization[\"']?\s*[:=]\s*[\"']?basic\s+)[A-Za-z0-9+/]{6,}={0,2}"),
         gate=_says("basic"),
+        context=True,
         worded=True,
     ),
     Rule(
@@ -180,6 +195,7 @@ RULES: tuple[Rule, ...] = (
             r"(?:;[ \t]*[!#-+\--:<-~]+(?:=[!#-+\--:<-~]*)?)*"
         ),
         gate=_says("cookie"),
+        context=True,
         worded=True,
     ),
     Rule(
@@ -192,6 +208,7 @@ RULES: tuple[Rule, ...] = (
             + r"(?:(?!\2)[^\\\n]|\\.){1,256}(?=\2)"
         ),
         gate=_says("pass", "pwd", "secret", "token", "key", "credential", "密码", "口令", "密钥"),
+        context=True,
         worded=True,
     ),
     Rule(
@@ -204,6 +221,20 @@ RULES: tuple[Rule, ...] = (
             + r"[^\s\"',;，。；、！？）】\u4e00-\u9fff]{4,}"
         ),
         gate=_says("pass", "pwd", "secret", "token", "key", "credential", "密码", "口令", "密钥"),
+        scan_from=_first_of(  # where each name of _SECRET_WORD starts
+            "pass",
+            "pwd",
+            "secret",
+            "token",
+            "api",
+            "access",
+            "private",
+            "credential",
+            "密码",
+            "口令",
+            "密钥",
+        ),
+        context=True,
         worded=True,
     ),
     Rule(
@@ -215,6 +246,7 @@ RULES: tuple[Rule, ...] = (
             + r"{4,}"
         ),
         gate=lambda text, _low: "密码" in text or "口令" in text or "密钥" in text,
+        context=True,
         worded=True,
     ),
     Rule(
@@ -228,6 +260,7 @@ RULES: tuple[Rule, ...] = (
             + r"[^\s\"',;，。；、！？）】\u4e00-\u9fff]*[^\s\"',;.!?，。；、！？）】\u4e00-\u9fff]"
         ),
         gate=_says("pass", "pwd"),
+        context=True,
         worded=True,
     ),
     Rule(

@@ -150,6 +150,11 @@ def test_exact_output_and_counts(text: str, expected: str, counts: dict[str, int
 @pytest.mark.parametrize(
     ("text", "expected", "counts"),
     [
+        (  # a rule that starts its scan at a word finds it after an earlier rule moved it
+            "the key sk-abcdefghijklmnopqrstuvwx and the AWS_SECRET_ACCESS_KEY=hunter2hunter2",
+            "the key [REDACTED:api_key] and the AWS_SECRET_ACCESS_KEY=[REDACTED:secret]",
+            {"api_key": 1, "secret": 1},
+        ),
         (  # a value a rule before replaced is not redacted again under another kind
             "api_key=sk-abcdefghijklmnopqrstuvwx",
             "api_key=[REDACTED:api_key]",
