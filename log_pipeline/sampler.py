@@ -8,6 +8,7 @@ import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -66,14 +67,33 @@ def load_rules(path: Path) -> SamplingRules:
         raise RulesError(f"{path}: {loc}: {first['msg']}") from exc
 
 
-def low_quality(out: OutputSignals, rules: AlwaysKeep) -> bool:
-    """True when an output is empty, repetitive, unlikely (high mean NLL) or truncated."""
+def truncated(out: OutputSignals, max_new_tokens: int | None) -> bool:
+    """True when an output was cut against the user's intent: its prompt was cut to fit the
+    context window, or the window stopped it before the request's own `max_new_tokens` (a
+    finish_reason "length" at `max_new_tokens` is what the request asked for; unknown when
+    `max_new_tokens` is None, and then not counted)."""
+    return out.truncated_prompt_tokens > 0 or (
+        out.finish_reason == FINISH_LENGTH
+        and max_new_tokens is not None
+        and out.output_tokens < max_new_tokens
+    )
+
+
+def low_quality(out: OutputSignals, rules: AlwaysKeep, max_new_tokens: int | None = None) -> bool:
+    """True when an output is empty, repetitive, unlikely (high mean NLL) or truncated against
+    the user's intent (`truncated`)."""
     return (
         (rules.empty and out.empty)
         or (rules.repetition_ratio > 0 and out.repetition_ratio >= rules.repetition_ratio)
         or (rules.mean_nll > 0 and out.mean_nll > rules.mean_nll)
-        or (rules.truncated and out.finish_reason == FINISH_LENGTH)
+        or (rules.truncated and truncated(out, max_new_tokens))
     )
+
+
+def max_new_tokens(params: dict[str, Any]) -> int | None:
+    """The request's own token limit from a sample's parameters (None when it has none)."""
+    value = params.get("max_new_tokens")
+    return value if type(value) is int else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,23 +124,24 @@ class Sampler:
         self._window = -1
         self._per_key: dict[str, int] = {}
 
-    def reasons(self, stats: RequestStats) -> list[str]:
-        """Every always-keep reason that applies, in the rules file's order."""
+    def reasons(self, stats: RequestStats, max_new_tokens: int | None = None) -> list[str]:
+        """Every always-keep reason that applies, in the rules file's order; `max_new_tokens`
+        (the request's own limit) tells a window cut from an output that reached its limit."""
         keep = self.rules.always_keep
         found = []
         if keep.errors and stats.status >= 400:
             found.append("error")
         if keep.slow_s > 0 and stats.total_s >= keep.slow_s:
             found.append("slow")
-        if any(low_quality(o, keep) for o in stats.outputs):
+        if any(low_quality(o, keep, max_new_tokens) for o in stats.outputs):
             found.append("low_quality")
         if stats.version_label and stats.version_label in keep.canary_labels:
             found.append("canary")
         return found
 
-    def decide(self, stats: RequestStats) -> Decision:
-        """Keep or skip one request."""
-        found = self.reasons(stats)
+    def decide(self, stats: RequestStats, max_new_tokens: int | None = None) -> Decision:
+        """Keep or skip one request (`max_new_tokens`: the request's own limit, see `reasons`)."""
+        found = self.reasons(stats, max_new_tokens)
         if not found:
             if self._rng.random() >= self.rules.head_rate:
                 return Decision((), skipped="not_sampled")

@@ -22,7 +22,7 @@ from log_pipeline.metrics import (
 )
 from log_pipeline.record import encode_records, new_sample_id
 from log_pipeline.redaction.fields import redact_sample
-from log_pipeline.sampler import Sampler, load_rules
+from log_pipeline.sampler import Sampler, load_rules, max_new_tokens
 from log_pipeline.settings import SinkSettings
 from log_pipeline.spool import SpoolFull, SpoolWriter
 from tokenpulse.logging import get_logger
@@ -77,7 +77,7 @@ class SampleWriter:
 
     def _encode(self, sample: Sample) -> _Lines | None:
         """The redacted spool lines of one request (None when not kept)."""
-        decision = self.sampler.decide(sample.stats)
+        decision = self.sampler.decide(sample.stats, max_new_tokens(sample.params))
         if not decision.keep:
             self._skipped[decision.skipped].inc()
             return None

@@ -15,6 +15,9 @@
    whether it wrote a record for every request (none dropped).
 3. End-to-end delay from response to acknowledgement (p50/p95 over every record): the sampling
    gateway under steady load with a shipper feeding both stores. Target: p95 <= 5 s.
+4. What the default rules (`log_pipeline/sampling.toml`) keep of the local stack's traffic: a
+   gateway with those rules, every request finishing at its own max_tokens as the TF Serving
+   stand-in answers; the share of requests kept per first reason, and skipped per reason.
 Figures only; nothing here asserts on timing.
 """
 
@@ -58,6 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--concurrency", type=int, default=16, help="clients per gateway (16)")
     parser.add_argument("--delay-seconds", type=float, default=10.0, help="delay phase (10 s)")
     parser.add_argument("--delay-rps", type=float, default=200.0, help="delay phase load (200)")
+    parser.add_argument(
+        "--sampling-requests", type=int, default=2000, help="default-rules phase (2000)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -326,6 +332,32 @@ def _throughput(gateways: dict[str, Any], key: str, args: argparse.Namespace) ->
     }
 
 
+def _kept_shares(tmp: Path, upstream: str, keys_file: Path, key: str, n: int) -> dict[str, float]:
+    """Share of `n` requests the default sampling rules keep per first reason (`kept_<reason>`)
+    and skip per reason (`skipped_<reason>`), from the sink writer's counters."""
+    from log_pipeline.metrics import KEEP_REASONS, SAMPLER_DROP_REASONS
+    from stack.launch import running_gateway
+
+    env = {"TOKENPULSE_SINK_SPOOL_DIR": str(tmp / "default-rules-spool")}
+    quiet: dict[str, Any] = {"access_log": False, "log_level": "WARNING"}
+    with running_gateway(upstream, keys_file, env=env,
+                         sample_sink="log_pipeline.sink:make_sink", **quiet) as gw:  # fmt: skip
+
+        def counts() -> dict[str, float]:
+            found = {}
+            for (name, labels), value in _metrics(gw.port).items():
+                for kind in ("kept", "skipped"):
+                    if name == f"tokenpulse_sampler_samples_{kind}_total":
+                        found[f"{kind}_{labels.split('=', 1)[1].strip(chr(34))}"] = value
+            return found
+
+        asyncio.run(_paced(f"{gw.url}/v1/generate", key, n, 8, 1e9))
+        _wait(lambda: sum(counts().values()) >= n, "the writer's sampling decisions", 120)
+        got = counts()
+    names = [f"kept_{r}" for r in KEEP_REASONS] + [f"skipped_{r}" for r in SAMPLER_DROP_REASONS]
+    return {name: got.get(name, 0.0) / n for name in names}
+
+
 def _gateways(tmp: Path, upstream: str, args: argparse.Namespace, say: Any) -> dict[str, Any]:
     from serving.gateway.keys import add_key
     from stack.launch import running_gateway
@@ -369,6 +401,9 @@ def _gateways(tmp: Path, upstream: str, args: argparse.Namespace, say: Any) -> d
                 out[f"delay_{output}_p50_s"] = _quantile(buckets, 0.50)
                 out[f"delay_{output}_p95_s"] = _quantile(buckets, 0.95)
             out["delay_records"] = n_delay
+    say("default sampling rules: share of requests kept per reason")
+    out["sampling_requests"] = args.sampling_requests
+    out["sampling_shares"] = _kept_shares(tmp, upstream, keys_file, key, args.sampling_requests)
     return out
 
 
@@ -448,3 +483,9 @@ def _report(r: dict[str, Any]) -> None:
         p50, p95 = r[f"delay_{out}_p50_s"], r[f"delay_{out}_p95_s"]
         print(f"delay to {out:<14} p50 {p50:6.3f} s  p95 {p95:6.3f} s "
               f"(target p95 <= {P95_TARGET_S:.0f} s: {mark(p95 <= P95_TARGET_S)})")  # fmt: skip
+    shares = r["sampling_shares"]
+    kept = sum(v for k, v in shares.items() if k.startswith("kept_"))
+    print(f"default rules, {r['sampling_requests']} requests at their max_tokens: "
+          f"{100 * kept:.1f} % kept")  # fmt: skip
+    for name, share in shares.items():
+        print(f"  {name.replace('_', ' ', 1):<29} {100 * share:6.1f} %")

@@ -8,7 +8,10 @@ from pathlib import Path
 import pytest
 
 from log_pipeline.sampler import DEFAULT_RULES_FILE, RulesError, Sampler, SamplingRules, load_rules
+from log_pipeline.settings import SinkSettings
+from log_pipeline.writer import SampleWriter
 from tests.log_pipeline.conftest import make_sample
+from tokenpulse.samples import OutputSignals, RequestStats, Sample
 
 
 def _sampler(head_rate: float = 0.0, cap: int = 0, clock: list[float] | None = None) -> Sampler:
@@ -37,7 +40,8 @@ def test_default_rules_file_parses() -> None:
     ],
 )
 def test_always_keep(kwargs: dict[str, object], reason: str) -> None:
-    decision = _sampler().decide(make_sample(1, **kwargs).stats)  # type: ignore[arg-type]
+    sample = make_sample(1, **kwargs)  # type: ignore[arg-type]
+    decision = _sampler().decide(sample.stats, max_new_tokens=sample.params["max_new_tokens"])
     assert decision.keep and decision.reasons == (reason,)
 
 
@@ -74,3 +78,45 @@ def test_bad_rules_file_names_the_key(tmp_path: Path) -> None:
     path.write_text("head_rate = \n")
     with pytest.raises(RulesError, match="rules.toml"):
         load_rules(path)
+
+
+def _finished(
+    output_tokens: int, finish_reason: str = "length", truncated_prompt_tokens: int = 0
+) -> RequestStats:
+    """A request of one output, quick and of ordinary quality."""
+    out = OutputSignals(6, output_tokens, finish_reason, False, 0.0, 1.0, truncated_prompt_tokens)
+    return RequestStats(request_id="r", route="generate", model="gen", total_s=0.1, outputs=[out])
+
+
+def test_an_output_that_reached_its_own_max_tokens_is_not_kept_as_truncated() -> None:
+    # finish_reason length at max_tokens is what the user asked for: head sampling decides
+    assert _sampler().decide(_finished(16), max_new_tokens=16).skipped == "not_sampled"
+    assert _sampler().decide(_finished(16), max_new_tokens=None).skipped == "not_sampled"
+
+
+@pytest.mark.parametrize(
+    "stats",
+    [
+        _finished(9),  # stopped by the context window before the request's own max_tokens
+        _finished(4, "stop", truncated_prompt_tokens=3),  # the prompt was cut to fit the window
+        _finished(16, truncated_prompt_tokens=1),
+    ],
+)
+def test_truncation_against_the_users_intent_is_kept(stats: RequestStats) -> None:
+    assert _sampler().decide(stats, max_new_tokens=16).reasons == ("low_quality",)
+
+
+def test_the_truncated_rule_can_be_turned_off() -> None:
+    rules = SamplingRules.model_validate({"head_rate": 0.0, "always_keep": {"truncated": False}})
+    sampler = Sampler(rules, rng=random.Random(3))
+    assert not sampler.decide(_finished(9, truncated_prompt_tokens=3), max_new_tokens=16).keep
+
+
+def test_the_writer_judges_truncation_against_the_requests_max_new_tokens(spool: Path) -> None:
+    config = SinkSettings.model_validate({"spool_dir": spool})
+    writer = SampleWriter(config, rng=random.Random(1))
+    writer.sampler.rules = SamplingRules.model_validate({"head_rate": 0.0})
+    at_max = Sample(_finished(16), ("p",), ("o",), {"max_new_tokens": 16}, 1.0)
+    short = Sample(_finished(9), ("p",), ("o",), {"max_new_tokens": 16}, 1.0)
+    assert [writer.write(at_max), writer.write(short)] == [False, True]
+    writer.close()

@@ -24,7 +24,7 @@ def test_quantile_of_nothing_is_nan_and_overflow_is_the_last_bound() -> None:
 
 def test_a_tiny_run_reports_every_figure_and_the_writer_wrote_every_record() -> None:
     argv = ["--records", "300", "--phase-seconds", "0.5", "--rounds", "3", "--delay-seconds", "1",
-            "--delay-rps", "40", "--json"]  # fmt: skip
+            "--delay-rps", "40", "--sampling-requests", "200", "--json"]  # fmt: skip
     done = subprocess.run(
         [sys.executable, "-m", "stack.cli", "bench", "pipeline", *argv],
         capture_output=True, text=True, timeout=300, check=True,
@@ -37,3 +37,8 @@ def test_a_tiny_run_reports_every_figure_and_the_writer_wrote_every_record() -> 
     for output in ("sqlite", "elasticsearch"):
         assert 0 < result[f"delay_{output}_p95_s"] < math.inf
     assert result["sink_writer_cpu_ms_per_request"] >= 0
+    shares = result["sampling_shares"]
+    assert abs(sum(shares.values()) - 1) < 1e-9
+    # every request reaches its own max_tokens: none is kept as truncated, head sampling decides
+    assert shares["kept_low_quality"] == 0
+    assert 0 < shares["skipped_not_sampled"] < 1
