@@ -41,6 +41,10 @@ OPERATED = {
 }
 # The exporter runs as a DaemonSet or as a TF Serving sidecar: no Service of its own.
 POD_MONITORED = {"exporter"}
+# One TF Serving pod is one replica: its series, and those of an exporter beside it (sidecar
+# mode), carry the pod's name as config.REPLICA_LABEL, so the per-replica alerts and inhibitions
+# (`equal: [replica]`) scope to one pod as they scope to one model server locally.
+REPLICA_FROM_POD = {"modelserver", "exporter"}
 # Port names of the scraped containers (the manifests name their ports so).
 PORTS = {
     "modelserver": "http",
@@ -122,6 +126,18 @@ def _relabelings(job: Doc) -> list[Doc]:
     return out
 
 
+def _replica(component: str) -> list[Doc]:
+    if component not in REPLICA_FROM_POD:
+        return []
+    return [
+        {
+            "action": "replace",
+            "sourceLabels": ["__meta_kubernetes_pod_name"],
+            "targetLabel": config.REPLICA_LABEL,
+        }
+    ]
+
+
 def _endpoint(component: str, job: Doc) -> Doc:
     endpoint: Doc = {
         "port": PORTS[component],
@@ -129,7 +145,7 @@ def _endpoint(component: str, job: Doc) -> Doc:
         "interval": job.get("scrape_interval", config.SCRAPE_INTERVAL),
         # as prometheus.yml: a scrape must finish before the next one starts
         "scrapeTimeout": job.get("scrape_timeout", config.SCRAPE_INTERVAL),
-        "relabelings": _relabelings(job),
+        "relabelings": _relabelings(job) + _replica(component),
     }
     metric = job.get("metric_relabel_configs", [])
     if metric:

@@ -73,7 +73,8 @@ def test_static_labels_and_relabel_configs_carry_over(monkeypatch: pytest.Monkey
     for monitor in operator.monitors():
         spec = monitor["spec"]
         (endpoint,) = spec.get("endpoints") or spec["podMetricsEndpoints"]
-        assert endpoint["relabelings"][1:] == [
+        carried = [r for r in endpoint["relabelings"][1:] if r.get("targetLabel") != "replica"]
+        assert carried == [
             {"action": "replace", "targetLabel": "cluster", "replacement": "local"},
             {"sourceLabels": ["__address__"], "targetLabel": "instance", "regex": "(.*)"},
         ]
@@ -158,3 +159,18 @@ def test_files_are_the_monitoring_kustomization_and_the_adapter_values() -> None
     for path, text in files.items():
         assert text.startswith(operator.HEADER), path
         assert all(doc for doc in yaml.safe_load_all(text)), path
+
+
+def test_a_model_server_pod_and_its_sidecar_exporter_are_one_replica() -> None:
+    by_name = {m["metadata"]["name"]: m for m in operator.monitors()}
+    scoped = {}
+    for name, monitor in by_name.items():
+        endpoints = monitor["spec"].get("endpoints") or monitor["spec"]["podMetricsEndpoints"]
+        scoped[name] = [
+            r["sourceLabels"]
+            for r in endpoints[0]["relabelings"]
+            if r.get("targetLabel") == config.REPLICA_LABEL
+        ]
+    assert scoped[config.JOBS.modelserver] == [["__meta_kubernetes_pod_name"]]
+    assert scoped[config.JOBS.exporter] == [["__meta_kubernetes_pod_name"]]
+    assert scoped[config.JOBS.gateway] == []  # fleet jobs keep no replica label
