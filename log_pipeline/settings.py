@@ -173,6 +173,28 @@ class EsSetupSettings(EsAuthSettings):
         0, ge=0, description="replicas per backing index (0 on one node; 1+ on a cluster)"
     )
     timeout_s: float = Field(30.0, gt=0, description="per-request timeout")
+    shipper_user: str = Field(
+        "",
+        description="create this user with a role that may only create documents in the "
+        "data stream and look their ids up (empty: no user)",
+    )
+    shipper_password: SecretStr = Field(
+        SecretStr(""), description="password of shipper-user (prefer the env var)"
+    )
+    reader_user: str = Field(
+        "", description="create this read-only user for the samples (Grafana's; empty: no user)"
+    )
+    reader_password: SecretStr = Field(
+        SecretStr(""), description="password of reader-user (prefer the env var)"
+    )
+
+    @model_validator(mode="after")
+    def _users_have_passwords(self) -> EsSetupSettings:
+        for who in ("shipper", "reader"):
+            password: SecretStr = getattr(self, f"{who}_password")
+            if getattr(self, f"{who}_user") and not password.get_secret_value():
+                raise ValueError(f"{who}_user needs {who}_password")
+        return self
 
 
 class SamplesSettings(EsAuthSettings):

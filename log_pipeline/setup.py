@@ -7,6 +7,16 @@ its write index must carry the current mappings and settings. Templates apply on
 indices created after them, so when the write index was made from older ones (its mappings'
 `_meta.tokenpulse_assets` fingerprint differs) the stream is rolled over once. Authentication
 failures and version mismatches end with one clear line, never a traceback.
+
+With `shipper_user`/`reader_user` it also creates (or updates: a PUT again) two roles and their
+users, so that nothing but this setup job signs in as the `elastic` superuser:
+- `tokenpulse_shipper` on the data stream only: `create_doc` (bulk `create`, never overwrite or
+  delete), `read` (the id lookup before a resend searches the stream's backing indices) and
+  `maintenance` (the refresh before that lookup). No cluster privilege; no `auto_configure`: the
+  stream exists before the shipper writes (`require_data_stream`) and its mappings are
+  `dynamic: false`, so a write never creates an index or changes a mapping.
+- `tokenpulse_samples_reader` on `genai-samples-*`: `read` and `view_index_metadata` (searches
+  and the field list), and the `monitor` cluster privilege (Grafana reads the version with it).
 """
 
 from __future__ import annotations
@@ -146,6 +156,40 @@ def setup_elasticsearch(
             created, verified]  # fmt: skip
 
 
+SHIPPER_ROLE = "tokenpulse_shipper"
+READER_ROLE = "tokenpulse_samples_reader"
+
+
+def shipper_role(data_stream: str) -> dict[str, Any]:
+    """The shipper's role: create documents in one data stream and look their ids up."""
+    grant = {"names": [data_stream], "privileges": ["create_doc", "read", "maintenance"]}
+    return {"cluster": [], "indices": [grant]}
+
+
+def reader_role() -> dict[str, Any]:
+    """A read-only role over every samples stream (Grafana's datasource, analysts)."""
+    grant = {"names": [assets.PATTERN], "privileges": ["read", "view_index_metadata"]}
+    return {"cluster": ["monitor"], "indices": [grant]}
+
+
+def setup_users(
+    client: Elasticsearch, url: str, data_stream: str, users: dict[str, tuple[str, str]]
+) -> list[str]:
+    """Create or update the roles and the users given as role name -> (user, password); the
+    steps done. A PUT again sets the same privileges and password: idempotent."""
+    roles = {SHIPPER_ROLE: shipper_role(data_stream), READER_ROLE: reader_role()}
+    steps = []
+    for role, (user, password) in users.items():
+        body = roles[role]
+        _es_call(f"create the role {role}", url, client.security.put_role, name=role,
+                 cluster=body["cluster"], indices=body["indices"])  # fmt: skip
+        _es_call(f"create the user {user}", url, client.security.put_user, username=user,
+                 password=password, roles=[role], full_name=f"TokenPulse {role}")  # fmt: skip
+        privileges = ", ".join(p for grant in body["indices"] for p in grant["privileges"])
+        steps.append(f"user {user} with role {role} ({privileges})")
+    return steps
+
+
 def setup_kibana(url: str, auth: EsAuth | None = None, timeout_s: float = 30.0) -> int:
     """Import the saved objects (overwrite); the number imported."""
     headers = {"kbn-xsrf": "true", **(auth or EsAuth()).header()}
@@ -192,6 +236,15 @@ def run(settings: EsSetupSettings) -> list[str]:
         steps = setup_elasticsearch(
             client, settings.es_url, settings.data_stream, settings.replicas
         )
+        users = {
+            role: (user, password.get_secret_value())
+            for role, user, password in (
+                (SHIPPER_ROLE, settings.shipper_user, settings.shipper_password),
+                (READER_ROLE, settings.reader_user, settings.reader_password),
+            )
+            if user
+        }
+        steps += setup_users(client, settings.es_url, settings.data_stream, users)
     finally:
         client.close()
     if settings.kibana_url:

@@ -18,6 +18,11 @@
   collapse, terms and composite aggregations), point in time (`POST <target>/_pit`, `pit` in a
   `/_search` body, `DELETE /_pit`);
 - a Kibana subset (`/api/status`, `/api/saved_objects/_import`) so `es setup` can be tested;
+- native users and roles (`PUT /_security/role/<name>`, `PUT /_security/user/<name>`): a user
+  signs in with its password next to `basic_auth` (the superuser), and its roles' privileges are
+  checked per request for the calls above (a coarse map of API to privilege; `_bulk` needs
+  `create_doc` or a privilege that implies it on its target; a call outside the map needs the
+  `all` cluster privilege);
 - faults on demand: whole-request 429/503, per-item 429 and 400, refused connections, slow
   responses, 2xx without the product header, and garbage bodies.
 
@@ -88,6 +93,8 @@ class EsStandin(BackgroundStandin):
             self.resources[f"_index_template/standin-{pattern}"] = {
                 "index_patterns": [pattern], "data_stream": {}, "priority": 1}  # fmt: skip
         self.saved_objects: dict[str, dict[str, Any]] = {}  # "<type>/<id>" -> object
+        self.roles: dict[str, dict[str, Any]] = {}  # role name -> body of PUT _security/role
+        self.users: dict[str, dict[str, Any]] = {}  # user name -> body of PUT _security/user
         self.pits: dict[str, list[Hit]] = {}  # point in time id -> the documents it saw
         self.requests = 0
         self.bulk_requests = 0
@@ -119,6 +126,10 @@ class EsStandin(BackgroundStandin):
         r.add_route("*", "/_search", self._search)
         r.add_post("/{target}/_pit", self._open_pit)
         r.add_delete("/_pit", self._close_pit)
+        r.add_put("/_security/role/{name}", self._put_role)
+        r.add_post("/_security/role/{name}", self._put_role)
+        r.add_put("/_security/user/{name}", self._put_user)
+        r.add_post("/_security/user/{name}", self._put_user)
         r.add_get("/api/status", self._kibana_status)
         r.add_post("/api/saved_objects/_import", self._kibana_import)
         return app
@@ -203,8 +214,14 @@ class EsStandin(BackgroundStandin):
                 return _error(401, "security_exception", "unable to authenticate with api key")
         if self.basic_auth:
             wanted = "Basic " + base64.b64encode(self.basic_auth.encode()).decode()
-            if request.headers.get("Authorization") != wanted:
-                return _error(401, "security_exception", "unable to authenticate user")
+            given = request.headers.get("Authorization", "")
+            if given != wanted:
+                user = self._native_user(given)
+                if user is None:
+                    return _error(401, "security_exception", "unable to authenticate user")
+                denied = self._denied(user, request)
+                if denied:
+                    return _error(403, "security_exception", denied)
         accept = request.headers.get("Accept", "")
         major = int(self.version.split(".")[0])
         if "compatible-with=" in accept and int(accept.rsplit("=", 1)[1]) > major:
@@ -239,6 +256,67 @@ class EsStandin(BackgroundStandin):
         with self._lock:
             self.resources[f"{kind}/{request.match_info['name']}"] = body
         return web.json_response({"acknowledged": True})
+
+    async def _put_role(self, request: web.Request) -> web.Response:
+        name, body = request.match_info["name"], await request.json()
+        with self._lock:
+            created = name not in self.roles
+            self.roles[name] = body
+        return web.json_response({"role": {"created": created}})
+
+    async def _put_user(self, request: web.Request) -> web.Response:
+        name, body = request.match_info["name"], await request.json()
+        with self._lock:
+            created = name not in self.users
+            self.users[name] = {**self.users.get(name, {}), **body}
+        return web.json_response({"created": created})
+
+    def _native_user(self, authorization: str) -> str | None:
+        """The native user a Basic header signs in (None: none, or a wrong password)."""
+        if not authorization.startswith("Basic "):
+            return None
+        try:
+            name, _, password = base64.b64decode(authorization[6:]).decode().partition(":")
+        except ValueError:
+            return None
+        user = self.users.get(name)
+        return name if user is not None and user.get("password") == password else None
+
+    def _denied(self, user: str, request: web.Request) -> str:
+        """Why a native user may not make this call ("" when its roles allow it)."""
+        roles = [self.roles.get(r, {}) for r in self.users[user].get("roles", [])]
+        cluster = {p for r in roles for p in r.get("cluster", [])}
+        if "all" in cluster:
+            return ""
+        path, parts = request.path, request.path.strip("/").split("/")
+        target = request.match_info.get("target", "")
+        if path == "/":
+            wanted, kind = "monitor", "cluster"
+        elif path.endswith("/_bulk") and target:
+            wanted, kind = "create_doc", "index"
+        elif parts[-1] in ("_search", "_count", "_pit") or request.method == "HEAD":
+            wanted, kind = "read", "index"
+        elif parts[-1] == "_refresh":
+            wanted, kind = "maintenance", "index"
+        elif parts[-1] == "_mapping" or (parts[0] == "_data_stream" and request.method == "GET"):
+            wanted, kind = "view_index_metadata", "index"
+            target = target or request.match_info.get("name", "")
+        else:
+            return f"action [{request.method} {path}] is unauthorized for user [{user}]"
+        if kind == "cluster":
+            ok = bool({wanted, "all", "manage"} & cluster)
+        else:
+            implied = {wanted, "all"} | _IMPLIED_BY.get(wanted, set())
+            ok = any(
+                implied & set(grant.get("privileges", []))
+                and all(
+                    any(fnmatch.fnmatch(t, n) or t == n for n in grant.get("names", []))
+                    for t in (target or "*").split(",")
+                )
+                for r in roles
+                for grant in r.get("indices", [])
+            )
+        return "" if ok else f"action [{request.method} {path}] is unauthorized for user [{user}]"
 
     async def _put_stream(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
@@ -477,6 +555,15 @@ _NO_TIMESTAMP = "data stream timestamp field [@timestamp] is missing"
 
 def _item_error(base: dict[str, Any], status: int, kind: str, reason: str) -> dict[str, Any]:
     return {**base, "status": status, "error": {"type": kind, "reason": reason}}
+
+
+# index privileges that imply another (a coarse subset of Elasticsearch's)
+_IMPLIED_BY: dict[str, set[str]] = {
+    "create_doc": {"create", "index", "write"},
+    "read": set(),
+    "maintenance": {"manage"},
+    "view_index_metadata": {"manage"},
+}
 
 
 def _error(status: int, kind: str, reason: str) -> web.Response:

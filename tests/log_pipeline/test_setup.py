@@ -10,7 +10,10 @@ import httpx
 import pytest
 
 from devtools.standins.es import EsStandin
-from log_pipeline import assets
+from log_pipeline import assets, setup
+from log_pipeline.outputs import Item, Outcome
+from log_pipeline.outputs.elasticsearch import ElasticsearchOutput, make_client
+from log_pipeline.settings import EsAuth
 from stack.cli import main
 
 
@@ -34,6 +37,10 @@ def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> 
         "ES_PASSWORD",
         "KIBANA_URL",
         "KIBANA_API_KEY",
+        "SHIPPER_USER",
+        "SHIPPER_PASSWORD",
+        "READER_USER",
+        "READER_PASSWORD",
     ):
         monkeypatch.delenv(f"TOKENPULSE_ES_{name}", raising=False)
 
@@ -154,3 +161,59 @@ def test_replicas_is_a_setting(run: Runner) -> None:
         assert run("--es-url", es.url).returncode == 0
         body = es.resources[f"_component_template/{assets.SETTINGS_COMPONENT}"]
         assert body["template"]["settings"]["index.number_of_replicas"] == 0
+
+
+def _item(doc_id: str) -> Item:
+    raw = json.dumps({"@timestamp": "2026-01-01T00:00:00.000Z", "event": {"id": doc_id}}).encode()
+    return Item(doc_id, json.loads(raw), raw)
+
+
+def test_users_with_least_privilege_are_set_up_twice_without_harm(
+    run: Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Compose: the shipper writes as a create_doc user, Grafana reads as a read-only one."""
+    with EsStandin(basic_auth="elastic:s3cret") as es:
+        monkeypatch.setenv("TOKENPULSE_ES_ES_PASSWORD", "s3cret")
+        monkeypatch.setenv("TOKENPULSE_ES_SHIPPER_PASSWORD", "ship-pw")
+        monkeypatch.setenv("TOKENPULSE_ES_READER_PASSWORD", "read-pw")
+        for _ in range(2):
+            done = run("--es-url", es.url, "--es-username", "elastic",
+                       "--shipper-user", "tp_shipper", "--reader-user", "tp_reader")  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            assert "ship-pw" not in done.stdout + done.stderr
+        assert set(es.users) == {"tp_shipper", "tp_reader"}
+        assert es.users["tp_shipper"]["roles"] == [setup.SHIPPER_ROLE]
+        assert es.users["tp_reader"]["roles"] == [setup.READER_ROLE]
+        shipper, reader = es.roles[setup.SHIPPER_ROLE], es.roles[setup.READER_ROLE]
+        assert shipper["cluster"] == [] and reader["cluster"] == ["monitor"]
+        assert [i["names"] for i in shipper["indices"]] == [[assets.DEFAULT_STREAM]]
+        assert {p for i in shipper["indices"] for p in i["privileges"]} == {
+            "create_doc", "read", "maintenance"}  # fmt: skip
+        assert {p for i in reader["indices"] for p in i["privileges"]} == {
+            "read", "view_index_metadata"}  # fmt: skip
+
+        # the shipper creates records and looks their ids up with its own user, nothing more
+        ship = make_client(es.url, EsAuth(username="tp_shipper", password="ship-pw"))
+        out = ElasticsearchOutput(ship, assets.DEFAULT_STREAM)
+        assert [r.outcome for r in out.send([_item("a"), _item("b")])] == [Outcome.OK] * 2
+        assert out.stored_ids(["a", "b", "c"]) == {"a", "b"}
+        body = {"index_patterns": ["x-*"], "data_stream": {}}
+        put = httpx.put(f"{es.url}/_index_template/x", json=body, auth=("tp_shipper", "ship-pw"))
+        assert put.status_code == 403
+        # Grafana's user reads the stream and its mappings, and cannot write
+        read = httpx.post(f"{es.url}/{assets.PATTERN}/_search", json={},
+                          auth=("tp_reader", "read-pw"))  # fmt: skip
+        assert read.status_code == 200 and len(read.json()["hits"]["hits"]) == 2
+        assert httpx.get(f"{es.url}/{assets.PATTERN}/_mapping",
+                         auth=("tp_reader", "read-pw")).status_code == 200  # fmt: skip
+        bulk = httpx.post(f"{es.url}/{assets.DEFAULT_STREAM}/_bulk", auth=("tp_reader", "read-pw"),
+                          content=out.body([_item("c")]),
+                          headers={"Content-Type": "application/x-ndjson"})  # fmt: skip
+        assert bulk.status_code == 403 and "c" not in es.docs(assets.DEFAULT_STREAM)
+        wrong = httpx.post(f"{es.url}/{assets.PATTERN}/_search", json={}, auth=("tp_reader", "x"))
+        assert wrong.status_code == 401
+
+
+def test_a_user_without_its_password_exits_2(run: Runner) -> None:
+    done = run("--es-url", "http://127.0.0.1:9", "--shipper-user", "tp_shipper")
+    assert done.returncode == 2 and "shipper_password" in done.stderr

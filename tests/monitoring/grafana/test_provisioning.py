@@ -29,7 +29,8 @@ def test_prometheus_and_elasticsearch_datasources():
     assert prom["jsonData"]["timeInterval"] == config.SCRAPE_INTERVAL
     es = sources["elasticsearch"]
     assert es["jsonData"]["index"] == ShipperSettings.model_fields["es_data_stream"].default
-    assert es["secureJsonData"]["basicAuthPassword"] == "$ELASTIC_PASSWORD"  # from the env
+    assert es["secureJsonData"]["basicAuthPassword"] == "$GRAFANA_ES_PASSWORD"  # from the env
+    assert es["basicAuthUser"] != "elastic"  # a read-only user (`tokenpulse es setup`)
 
 
 def test_dashboard_provider_reads_the_mounted_dashboards_into_the_push_folder():
@@ -40,4 +41,4 @@ def test_dashboard_provider_reads_the_mounted_dashboards_into_the_push_folder():
     mounts = {v.split(":")[1]: v.split(":")[0] for v in grafana["volumes"]}
     assert mounts[provider["options"]["path"]] == "./dashboards"
     assert mounts["/etc/grafana/provisioning"] == "./monitoring/grafana/provisioning"
-    assert "ELASTIC_PASSWORD" in grafana["environment"]
+    assert "GRAFANA_ES_PASSWORD" in grafana["environment"]
