@@ -12,7 +12,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from log_pipeline.redact import KINDS
 
 # why a sample was kept (a record may have several; the first that applies is counted)
-KEEP_REASONS = ("error", "slow", "low_quality", "canary", "head")
+KEEP_REASONS = ("error", "slow", "low_quality", "canary", "head", "feedback")
+# what became of feedback in the writer: its request held unsampled and now kept (promoted), its
+# sample already kept (attached), or its request no longer held (late: stored on its own)
+FEEDBACK_OUTCOMES = ("promoted", "attached", "late")
 # why a sample was not written
 SAMPLER_DROP_REASONS = ("not_sampled", "key_cap")
 SPOOL_DROP_REASONS = ("queue_full", "disk_cap", "write_error")
@@ -53,6 +56,22 @@ class SinkMetrics:
             f"{SAMPLER}redactions", "Values redacted from sample texts, by kind.", ("kind",),
             registry=r,
         )  # fmt: skip
+        self.feedback = Counter(
+            f"{SAMPLER}feedback", "Feedback records written, by what became of the response: "
+            "promoted (held unsampled, now kept), attached (already kept), late (no longer "
+            "held: stored on its own under the response id).", ("outcome",), registry=r,
+        )  # fmt: skip
+        self.held = Gauge(
+            f"{SAMPLER}held_requests", "Unsampled requests held for feedback.", registry=r
+        )
+        self.held_bytes = Gauge(
+            f"{SAMPLER}held_bytes", "Approximate text bytes of the requests held for feedback.",
+            registry=r,
+        )  # fmt: skip
+        self.held_evicted = Counter(
+            f"{SAMPLER}held_evicted", "Held requests forgotten before their window ended, to "
+            "stay within the record or byte bound.", registry=r,
+        )  # fmt: skip
         self.written = Counter(f"{SPOOL}records_written", "Records appended.", registry=r)
         self.written_bytes = Counter(f"{SPOOL}written_bytes", "Bytes appended.", registry=r)
         self.dropped = Counter(
@@ -78,6 +97,8 @@ class SinkMetrics:
             self.kept.labels(reason)
         for reason in SAMPLER_DROP_REASONS:
             self.skipped.labels(reason)
+        for outcome in FEEDBACK_OUTCOMES:
+            self.feedback.labels(outcome)
         for reason in SPOOL_DROP_REASONS:
             self.dropped.labels(reason)
         for kind in REDACTION_KINDS:

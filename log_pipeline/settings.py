@@ -101,6 +101,16 @@ class SinkSettings(BaseSettings):
     writer_nice: int = Field(
         19, ge=0, le=19, description="CPU niceness added to the writer process (0: as the gateway)"
     )
+    feedback_window_s: float = Field(
+        600.0, ge=0, description="seconds an unsampled request is held in memory so that feedback "
+        "can still keep it (0: none held; later feedback is stored on its own)",
+    )  # fmt: skip
+    feedback_window_records: int = Field(
+        20_000, ge=0, description="unsampled requests held for feedback at most (oldest go first)"
+    )
+    feedback_window_bytes: int = Field(
+        64 << 20, ge=0, description="text bytes of the requests held for feedback at most"
+    )
 
 
 class ShipperSettings(EsAuthSettings):
@@ -221,7 +231,14 @@ class SearchSettings(SamplesSettings):
     status: str = Field("", description="HTTP status the gateway answered: 503, or a class: 5xx")
     error_type: str = Field("", description="the gateway's error code (error.type)")
     key_id: str = Field("", description="API key id")
-    reason: str = Field("", description="why it was kept: error|slow|low_quality|canary|head")
+    reason: str = Field(
+        "", description="why it was kept: error|slow|low_quality|canary|head|feedback"
+    )
+    feedback: str = Field(
+        "", pattern=r"^(|any|negative|neutral|positive)$",
+        description="records with feedback of this class: negative|neutral|positive|any "
+        "(samples kept for it, and feedback stored on its own)",
+    )  # fmt: skip
     nll_min: float | None = Field(None, description="mean NLL at least (nats)")
     nll_max: float | None = Field(None, description="mean NLL at most (nats)")
     latency_min: float | None = Field(None, ge=0, description="total seconds at least")
@@ -238,7 +255,7 @@ class SearchSettings(SamplesSettings):
     count_by: list[str] = Field(
         default_factory=list,
         description="count per group instead: model,version,finish_reason,label,key_id,status,"
-        "error_type,route",
+        "error_type,route,feedback",
     )
     format: Literal["table", "jsonl", "csv"] = Field("table", description="table | jsonl | csv")
 
@@ -247,7 +264,7 @@ class SearchSettings(SamplesSettings):
     def _known_groups(cls, value: list[str]) -> list[str]:
         keys = [k.strip() for item in value for k in item.split(",") if k.strip()]
         known = ("model", "version", "finish_reason", "label", "key_id", "status", "error_type",
-                 "route")  # fmt: skip
+                 "route", "feedback")  # fmt: skip
         unknown = [k for k in keys if k not in known]
         if unknown:
             raise ValueError(f"unknown group(s) {unknown}; use {','.join(known)}")

@@ -32,7 +32,14 @@ from pydantic import ValidationError
 
 from log_pipeline.sampler import RulesError
 from log_pipeline.settings import SinkSettings
-from log_pipeline.wire import FrameError, FrameReader, frame, from_wire
+from log_pipeline.wire import (
+    FrameError,
+    FrameReader,
+    feedback_from_wire,
+    frame,
+    from_wire,
+    is_feedback,
+)
 from log_pipeline.writer import SampleWriter
 from tokenpulse.logging import configure_logging, get_logger
 
@@ -116,10 +123,15 @@ def _serve(settings: SinkSettings, stdin: int, report: int) -> int:
                 batches = frames.feed(data)
             except FrameError as exc:  # only a bug could do this
                 batches, bad = exc.messages, str(exc)
-            samples = [from_wire(s) for batch in batches for s in batch]
+            items = [s for batch in batches for s in batch]
+            samples = [from_wire(s) for s in items if not is_feedback(s)]
             if samples:
                 writer.write_batch(samples)
-                reporting = reporting and _report(report, ("done", len(samples)))
+            for item in items:
+                if is_feedback(item):
+                    writer.feedback(feedback_from_wire(item))
+            if items:  # feedback counts as handed and handled, as samples do
+                reporting = reporting and _report(report, ("done", len(items)))
             if bad:  # what came before it is written; say so and stop reading
                 log.error("sample stream unreadable; stopping", error=bad)
                 status = 1

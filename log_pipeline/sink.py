@@ -30,9 +30,16 @@ from pydantic import ValidationError
 
 from log_pipeline.metrics import SinkMetrics
 from log_pipeline.settings import SinkSettings
-from log_pipeline.wire import FrameError, FrameReader, WireSample, frame, to_wire
+from log_pipeline.wire import (
+    FrameError,
+    FrameReader,
+    WireSample,
+    feedback_to_wire,
+    frame,
+    to_wire,
+)
 from tokenpulse.logging import get_logger
-from tokenpulse.samples import Sample
+from tokenpulse.samples import Feedback, Sample
 from tokenpulse.settings_cli import SettingsError, describe
 from tokenpulse.threaded_http import serve_metrics
 
@@ -205,12 +212,23 @@ class SpoolSink:
         """Queue the sample for the writer; never blocks."""
         self.offer(sample)
 
+    async def feedback(self, feedback: Feedback) -> None:
+        """Queue feedback for the writer, in line with the samples; never blocks."""
+        self.offer_feedback(feedback)
+
+    def offer_feedback(self, feedback: Feedback) -> bool:
+        """Queue feedback as a sample is queued (dropped and counted the same way)."""
+        return self._queue(feedback_to_wire(feedback))
+
     def offer(self, sample: Sample) -> bool:
         """Queue a sample, or drop and count it when `queue_size` samples already wait."""
+        return self._queue(to_wire(sample))
+
+    def _queue(self, item: WireSample) -> bool:
         if self.queued >= self.settings.queue_size or self._closing:
             self._queue_full.inc()
             return False
-        self._pending.append(to_wire(sample))
+        self._pending.append(item)
         if len(self._pending) >= min(BATCH, self.settings.queue_size):
             self.flush()
         else:

@@ -2,8 +2,9 @@
 
 Each message is a frame: a 4-byte big-endian length, then a pickle. The gateway sends lists of
 samples as plain tuples (tuples of str, int, float pickle in C, several times faster than the
-dataclasses); the writer answers with its metric families. Both ends are this project's own
-processes, parent and child, so pickle carries nothing from outside.
+dataclasses), and feedback in the same lists as a tuple tagged `FEEDBACK`; the writer answers
+with its metric families. Both ends are this project's own processes, parent and child, so pickle
+carries nothing from outside.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pickle
 import struct
 from typing import Any
 
-from tokenpulse.samples import OutputSignals, RequestStats, Sample
+from tokenpulse.samples import Feedback, OutputSignals, RequestStats, Sample
 
 _LENGTH = struct.Struct("!I")
 MAX_FRAME = 1 << 30
@@ -24,6 +25,8 @@ _STATS_FIELDS = tuple(f.name for f in dataclasses.fields(RequestStats))
 _OUTPUTS_AT = _STATS_FIELDS.index("outputs")
 _stats_values = operator.attrgetter(*_STATS_FIELDS)
 _signal_values = operator.attrgetter(*(f.name for f in dataclasses.fields(OutputSignals)))
+_feedback_values = operator.attrgetter(*(f.name for f in dataclasses.fields(Feedback)))
+FEEDBACK = "feedback"  # the tag of a feedback tuple (a sample's first item is a tuple)
 
 WireSample = tuple[Any, ...]
 
@@ -41,6 +44,21 @@ def to_wire(sample: Sample) -> WireSample:
     stats = list(_stats_values(sample.stats))
     stats[_OUTPUTS_AT] = tuple(map(_signal_values, sample.stats.outputs))
     return (tuple(stats), sample.prompts, sample.outputs, sample.params, sample.timestamp)
+
+
+def feedback_to_wire(feedback: Feedback) -> WireSample:
+    """Feedback as a tagged tuple of plain values."""
+    return (FEEDBACK, *_feedback_values(feedback))
+
+
+def is_feedback(values: WireSample) -> bool:
+    """Whether a wire tuple is feedback rather than a sample."""
+    return values[0] == FEEDBACK
+
+
+def feedback_from_wire(values: WireSample) -> Feedback:
+    """The feedback `feedback_to_wire` flattened."""
+    return Feedback(*values[1:])
 
 
 def from_wire(values: WireSample) -> Sample:

@@ -5,6 +5,10 @@ Prometheus) and hands a `Sample` to a `SampleSink`; the log pipeline implements 
 (`log_pipeline.sink:make_sink`), which the gateway loads by name from its settings. Neither app
 imports the other: both import this module, so the arrow from the gateway to the pipeline is a
 setting, not an import.
+
+Feedback on a response (`POST /v1/feedback`) travels the same way: the gateway hands a `Feedback`
+to a sink that also implements `FeedbackSink` (the pipeline's does); a sink without it only sees
+the gateway count the feedback.
 """
 
 from __future__ import annotations
@@ -81,3 +85,54 @@ class SampleSink(Protocol):
 
     async def handle(self, sample: Sample) -> None:
         """Take one sample (may be slow; it never delays a response)."""
+
+
+# what a score means, whatever its scale: the sign of `Feedback.value`
+FEEDBACK_CLASSES = ("negative", "neutral", "positive")
+FEEDBACK_SCALES = ("thumbs", "unit")  # -1, 0 or 1; or 0 to 1 (0.5 is neutral)
+
+
+def feedback_value(score: float, scale: str) -> float:
+    """A score on its scale as -1 .. 1 (thumbs as given, unit as 2 * score - 1)."""
+    return float(score) if scale == "thumbs" else 2.0 * float(score) - 1.0
+
+
+def feedback_class(value: float) -> str:
+    """negative, neutral or positive: the sign of a -1 .. 1 value."""
+    return "negative" if value < 0 else "positive" if value > 0 else "neutral"
+
+
+@dataclass(frozen=True, slots=True)
+class Feedback:
+    """A client's score of one response, as the gateway accepted it."""
+
+    request_id: str  # the response id without its cmpl-/gen- prefix (the sample's request id)
+    response_id: str  # as the client sent it (cmpl-..., gen-...)
+    key_id: str  # the key that gave it
+    score: float  # as sent, on `scale`
+    scale: str  # FEEDBACK_SCALES
+    comment: str = ""  # free text, not yet redacted
+    timestamp: float = 0.0  # unix seconds at arrival
+    # the response's, when the gateway still remembered it ("" when not)
+    model: str = ""
+    version: str = ""
+    version_label: str = ""
+
+    @property
+    def value(self) -> float:
+        """The score as -1 .. 1."""
+        return feedback_value(self.score, self.scale)
+
+    @property
+    def score_class(self) -> str:
+        """negative, neutral or positive."""
+        return feedback_class(self.value)
+
+
+@runtime_checkable
+class FeedbackSink(Protocol):
+    """A sink that also stores feedback; `feedback` runs on the gateway's loop, off the request
+    path."""
+
+    async def feedback(self, feedback: Feedback) -> None:
+        """Take one feedback (it never delays the response)."""

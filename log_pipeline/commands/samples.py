@@ -65,7 +65,8 @@ def main(args: argparse.Namespace) -> int:
         filters = Filters(
             text=s.text, id=s.id, model=s.model, version=s.version, label=s.label,
             finish_reason=s.finish_reason, status=s.status, error_type=s.error_type,
-            key_id=s.key_id, reason=s.reason, nll_min=s.nll_min, nll_max=s.nll_max,
+            key_id=s.key_id, reason=s.reason, feedback=s.feedback, nll_min=s.nll_min,
+            nll_max=s.nll_max,
             latency_min=s.latency_min, latency_max=s.latency_max,
             since=parse_time(s.since) if s.since else "",
             until=parse_time(s.until) if s.until else "",

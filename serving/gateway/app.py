@@ -14,7 +14,7 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel
 
-from serving.gateway import native, openai_compat
+from serving.gateway import feedback, native, openai_compat
 from serving.gateway.admission import Admission
 from serving.gateway.breaker import CircuitBreaker
 from serving.gateway.errors import GatewayError, PayloadTooLarge, dump, native_body, openai_body
@@ -106,6 +106,9 @@ class Gateway:
             default_max_new_tokens=settings.default_max_new_tokens,
             default_model=settings.models[0],
             context_window_tokens=settings.context_window_tokens,
+        )
+        self.recent = feedback.RecentResponses(
+            settings.feedback_window_s, settings.feedback_max_responses
         )
         self.upstream_ok = False
         self._poller: asyncio.Task[None] | None = None
@@ -286,10 +289,39 @@ class Gateway:
         self._finish(stats, job, texts, arrival)
         return _json(body, status, headers)
 
+    async def feedback(self, request: web.Request) -> web.Response:
+        """POST /v1/feedback: a score of a response this key got (see serving.gateway.feedback)."""
+        arrival = time.time()
+        given = request.headers.get("X-Request-ID", "")
+        rid = given if _REQUEST_ID.match(given) else secrets.token_hex(12)
+        headers = {"X-Request-ID": rid}
+        try:
+            key = authenticate(self.keys, request.headers.get("Authorization"))
+            raw = await self._read(request)
+            req = feedback.parse(raw, self.settings.feedback_max_comment_chars)
+            fb, matched = feedback.accept(req, key.id, self.recent, arrival)
+        except GatewayError as err:
+            headers.update(err.headers())
+            return _json(native_body(err, rid), err.status, headers)
+        except Exception:  # noqa: BLE001 - a bug must still answer in the native shape
+            log.exception("unhandled error", request_id=rid, route="feedback")
+            return _json(native_body(GatewayError("internal error"), rid), 500, headers)
+        self.metrics.observe_feedback(fb.model, fb.version, fb.score_class)
+        self.samples.offer(fb)
+        body = feedback.FeedbackResponse(
+            response_id=fb.response_id,
+            score_class=fb.score_class,  # type: ignore[arg-type]
+            matched=matched,
+        )
+        return _json(body, 202, headers)
+
     def _finish(
         self, stats: RequestStats, job: Job | None, texts: list[str], arrival: float
     ) -> None:
         self.metrics.observe(stats)
+        self.recent.remember(
+            stats.request_id, stats.model, stats.version, stats.version_label, stats.key_id
+        )
         if self.settings.access_log:
             log.info(
                 "request",
@@ -329,6 +361,7 @@ class Gateway:
         app.router.add_get("/openapi.json", self.openapi)
         app.router.add_post("/v1/generate", self.generate)
         app.router.add_post("/v1/completions", self.completions)
+        app.router.add_post("/v1/feedback", self.feedback)
         app.on_startup.append(self._on_startup)
         app.on_cleanup.append(self._on_cleanup)
         return app

@@ -16,7 +16,7 @@ from collections.abc import Collection
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from tokenpulse.samples import RequestStats
+from tokenpulse.samples import FEEDBACK_CLASSES, RequestStats
 from tokenpulse.tfserving.signature import FINISH_LENGTH, FINISH_STOP
 
 LATENCY_BUCKETS = (
@@ -118,6 +118,12 @@ class GatewayMetrics:
         self.samples_dropped = Counter(
             f"{PFX}samples_dropped", "Samples dropped because the sink queue was full.", registry=r
         )
+        self.feedback = Counter(
+            f"{PFX}feedback", "Feedback on responses (POST /v1/feedback) by the response's model "
+            "and version (__unknown__ and empty when the gateway no longer remembered it) and "
+            "score class (negative, neutral, positive).", ("model", "version", "score_class"),
+            registry=r,
+        )  # fmt: skip
         self.connections_rejected = Counter(
             f"{PFX}connections_rejected", "Connections closed by a limit: a request head too "
             "slow (header_timeout) or too many open (max_connections).", ("reason",), registry=r,
@@ -148,6 +154,13 @@ class GatewayMetrics:
             self.upstream_healthy.labels(replica)
             self.upstream_in_flight.labels(replica)
         self._bound: dict[tuple[str, str, str], _OutputChildren] = {}
+
+    def observe_feedback(self, model: str, version: str, score_class: str) -> None:
+        """Count one feedback (labels from closed sets: served models, known versions)."""
+        if model not in self.models:
+            model, version = UNKNOWN, ""
+        if score_class in FEEDBACK_CLASSES:
+            self.feedback.labels(model, version, score_class).inc()
 
     def connection_rejected(self, reason: str) -> None:
         """Count one connection closed by `tokenpulse.http_limits`."""

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic.json_schema import models_json_schema
 
 from serving.gateway.errors import NativeError, OpenAIError
+from serving.gateway.feedback import FeedbackRequest, FeedbackResponse
 from serving.gateway.native import GenerateRequest, GenerateResponse
 from serving.gateway.openai_compat import CompletionRequest, CompletionResponse
 from serving.gateway.pipeline import MIN_REQUEST_TIMEOUT_S
@@ -69,6 +70,41 @@ def _op(summary: str, req: str, resp: str, error: str, max_timeout: float) -> di
     }
 
 
+_FEEDBACK_ERRORS = {
+    "400": "Malformed JSON, or a field missing, of a wrong type or out of range (`param` names "
+    "it): a response id that is not cmpl-... or gen-..., a score off its scale, a comment too "
+    "long.",
+    "401": "No API key, or an unknown one.",
+    "404": "The response was answered to another key.",
+    "413": "Body over the size limit.",
+}
+
+
+def _feedback_op() -> dict[str, Any]:
+    """POST /v1/feedback: 202 with the response's score class, errors in the native shape."""
+
+    def ref(name: str) -> dict[str, Any]:
+        return {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}}
+
+    responses: dict[str, Any] = {
+        "202": {"description": "Accepted; stored with the response's sample.",
+                "content": ref("FeedbackResponse")},
+    }  # fmt: skip
+    for code, text in _FEEDBACK_ERRORS.items():
+        responses[code] = {"description": text, "content": ref("NativeError")}
+    responses["401"]["headers"] = {
+        "WWW-Authenticate": {"required": True, "schema": {"type": "string", "pattern": "^Bearer"}}
+    }
+    return {
+        "post": {
+            "summary": "Score a response this key got (thumbs -1/0/1, or 0 to 1), with a comment.",
+            "security": [{"bearer": []}],
+            "requestBody": {"required": True, "content": ref("FeedbackRequest")},
+            "responses": responses,
+        }
+    }
+
+
 def _get(summary: str, schema: str | None, not_ready: bool = False) -> dict[str, Any]:
     content = (
         {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}}
@@ -116,6 +152,8 @@ def _apply_limits(schemas: dict[str, Any], settings: GatewaySettings) -> None:
     for name in ("logprobs", "suffix"):
         openai[name] = {"type": "null"}
     openai["logit_bias"] = {"anyOf": [{"type": "object", "maxProperties": 0}, {"type": "null"}]}
+    comment = schemas["FeedbackRequest"]["properties"]["comment"]
+    comment["anyOf"][0]["maxLength"] = settings.feedback_max_comment_chars
 
 
 def build_openapi(settings: GatewaySettings) -> dict[str, Any]:
@@ -128,6 +166,8 @@ def build_openapi(settings: GatewaySettings) -> dict[str, Any]:
             (CompletionResponse, "serialization"),
             (NativeError, "serialization"),
             (OpenAIError, "serialization"),
+            (FeedbackRequest, "validation"),
+            (FeedbackResponse, "serialization"),
             (Health, "serialization"),
             (Readiness, "serialization"),
         ],
@@ -158,6 +198,7 @@ def build_openapi(settings: GatewaySettings) -> dict[str, Any]:
                 "OpenAIError",
                 settings.max_request_timeout_s,
             ),
+            "/v1/feedback": _feedback_op(),
             "/healthz": _get("Process alive.", "Health"),
             "/readyz": _get("Upstream reachable and a version AVAILABLE.", "Readiness", True),
             "/metrics": _get("Prometheus metrics.", None),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -101,9 +102,22 @@ class GatewaySettings(BaseSettings):
         "", description="'module:factory' returning a SampleSink; empty: discard samples"
     )
     sample_queue_size: int = Field(1024, ge=1, description="samples queued for the sink")
+    feedback_window_s: float = Field(
+        600.0, ge=0, description="seconds the gateway remembers a response for feedback (its "
+        "model, version and key); later feedback is accepted as late, without them",
+    )  # fmt: skip
+    feedback_max_responses: int = Field(
+        100_000, ge=0, description="responses remembered for feedback at most (oldest forgotten)"
+    )
+    feedback_max_comment_chars: int = Field(
+        2000, ge=0, description="longest feedback comment, characters"
+    )
 
     log_level: LogLevel = Field("INFO", description="DEBUG, INFO, WARNING or ERROR")
     access_log: bool = Field(True, description="log one line per request")
+    event_loop: Literal["uvloop", "asyncio"] = Field(
+        "uvloop", description="uvloop (C, the default) or asyncio's own event loop"
+    )
 
     @field_validator("upstream_url")
     @classmethod

@@ -1,7 +1,7 @@
 """Hand every finished request to a sample sink without blocking the response.
 
-The log pipeline implements `SampleSink`; the gateway only queues samples (bounded, drops are
-counted) and a background task feeds the sink.
+The log pipeline implements `SampleSink` (and `FeedbackSink`); the gateway only queues samples
+and feedback (bounded, drops are counted) and a background task feeds the sink.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tokenpulse.logging import get_logger
-from tokenpulse.samples import Sample, SampleSink
+from tokenpulse.samples import Feedback, FeedbackSink, Sample, SampleSink
 
 log = get_logger(__name__)
 
@@ -22,6 +22,9 @@ class NullSink:
     """Discards samples."""
 
     async def handle(self, sample: Sample) -> None:
+        """Drop it."""
+
+    async def feedback(self, feedback: Feedback) -> None:
         """Drop it."""
 
 
@@ -51,13 +54,19 @@ class SampleDispatcher:
         self, sink: SampleSink, maxsize: int, on_drop: Callable[[], None] | None = None
     ) -> None:
         self.sink = sink
-        self._queue: asyncio.Queue[Sample] = asyncio.Queue(maxsize)
+        self._queue: asyncio.Queue[Sample | Feedback] = asyncio.Queue(maxsize)
         self._on_drop = on_drop
         self._task: asyncio.Task[None] | None = None
         self.dropped = 0
 
-    def offer(self, sample: Sample) -> None:
-        """Queue a sample, or drop (and count) it when the queue is full; never waits."""
+    @property
+    def takes_feedback(self) -> bool:
+        """Whether the sink stores feedback."""
+        return isinstance(self.sink, FeedbackSink)
+
+    def offer(self, sample: Sample | Feedback) -> None:
+        """Queue a sample or feedback, or drop (and count) it when the queue is full; never
+        waits."""
         try:
             self._queue.put_nowait(sample)
         except asyncio.QueueFull:
@@ -71,11 +80,16 @@ class SampleDispatcher:
 
     async def _drain(self) -> None:
         while True:
-            sample = await self._queue.get()
+            item = await self._queue.get()
             try:
-                await self.sink.handle(sample)
+                if isinstance(item, Feedback):
+                    if isinstance(self.sink, FeedbackSink):
+                        await self.sink.feedback(item)
+                else:
+                    await self.sink.handle(item)
             except Exception:  # noqa: BLE001 - a broken sink must not stop the gateway
-                log.exception("sample sink failed", request_id=sample.stats.request_id)
+                rid = item.request_id if isinstance(item, Feedback) else item.stats.request_id
+                log.exception("sample sink failed", request_id=rid)
             finally:
                 self._queue.task_done()
 

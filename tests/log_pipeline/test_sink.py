@@ -33,6 +33,7 @@ from tests.log_pipeline.test_writer import records
 from tests.serving.gateway.helpers import auth
 from tests.support.gateway import make_keys_file, running_gateway
 from tokenpulse.procs import free_port
+from tokenpulse.samples import Feedback
 
 Make = Callable[..., SpoolSink]
 
@@ -68,6 +69,29 @@ def test_samples_cross_to_the_writer_and_land_redacted(make: Make, spool: Path) 
     assert _value(sink, "tokenpulse_spool_records_written_total") == 300
     assert _value(sink, "tokenpulse_sampler_redactions_total", kind="email") == 100
     assert _value(sink, "tokenpulse_spool_queue_records") == 0
+
+
+def test_feedback_crosses_in_line_and_keeps_a_skipped_request(
+    make: Make, spool: Path, tmp_path: Path
+) -> None:
+    rules = tmp_path / "keep-none.toml"
+    rules.write_text("head_rate = 0.0\n[always_keep]\nerrors = false\nslow_s = 0\n"
+                     "empty = false\nrepetition_ratio = 0\nmean_nll = 0\ntruncated = false\n"
+                     "canary_labels = []\n")  # fmt: skip
+    sink = make(rules_file=rules)
+    sink.offer(make_sample(1, prompt="keep me"))
+    sink.offer(make_sample(2, prompt="skip me"))
+    fb = Feedback("req-1", "gen-req-1", "key-a", -1.0, "thumbs", "call 13812345678", 1.0, "gen")
+    assert sink.offer_feedback(fb)
+    asyncio.run(sink.feedback(Feedback("req-9", "gen-req-9", "key-a", 1.0, "thumbs")))
+    sink.close()
+    kept, late = records(spool)
+    assert kept["genai_sample"]["prompt"]["text"] == "keep me"  # type: ignore[index]
+    assert kept["genai_sample"]["feedback"]["comment"] == "call [REDACTED:phone]"  # type: ignore[index]
+    assert late["genai_sample"]["kind"] == "feedback"  # type: ignore[index]
+    assert _value(sink, "tokenpulse_sampler_feedback_total", outcome="promoted") == 1
+    assert _value(sink, "tokenpulse_sampler_feedback_total", outcome="late") == 1
+    assert _value(sink, "tokenpulse_spool_records_dropped_total", reason="write_error") == 0
 
 
 def test_the_loop_never_waits_and_what_cannot_be_handed_over_is_counted(

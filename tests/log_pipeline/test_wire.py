@@ -7,8 +7,18 @@ import struct
 
 import pytest
 
-from log_pipeline.wire import MAX_FRAME, FrameError, FrameReader, frame, from_wire, to_wire
-from tokenpulse.samples import OutputSignals, RequestStats, Sample
+from log_pipeline.wire import (
+    MAX_FRAME,
+    FrameError,
+    FrameReader,
+    feedback_from_wire,
+    feedback_to_wire,
+    frame,
+    from_wire,
+    is_feedback,
+    to_wire,
+)
+from tokenpulse.samples import Feedback, OutputSignals, RequestStats, Sample
 
 
 def _sample(i: int) -> Sample:
@@ -47,3 +57,12 @@ def test_a_cut_frame_waits_and_a_foreign_stream_is_an_error() -> None:
     with pytest.raises(FrameError, match="unreadable frame") as bad:
         FrameReader().feed(frame(["kept"]) + struct.pack("!I", 4) + b"junk")
     assert bad.value.messages == [["kept"]]  # what came before the bad frame is not lost
+
+
+def test_feedback_rides_in_the_same_lists_as_samples() -> None:
+    fb = Feedback("req-1", "cmpl-req-1", "k", -1.0, "thumbs", "meh 中文", 1.5, "gen", "7", "canary")
+    batch = [to_wire(_sample(1)), feedback_to_wire(fb)]
+    (decoded,) = FrameReader().feed(frame(batch))
+    assert not is_feedback(decoded[0]) and is_feedback(decoded[1])
+    assert from_wire(decoded[0]) == _sample(1)
+    assert feedback_from_wire(decoded[1]) == fb
