@@ -10,6 +10,7 @@ from typing import Any
 
 from log_pipeline.record import (
     DATASET,
+    ECS_VERSION,
     MESSAGE,
     OPERATION,
     PROVIDER,
@@ -18,6 +19,7 @@ from log_pipeline.record import (
     record_id,
     record_rows,
     request_params,
+    response_model,
     trace_id,
     version_number,
 )
@@ -56,10 +58,8 @@ def build_records(
     redactions: Counter[str],
     *,
     sample_id: str,
-    feedback: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """Records for one kept request; `prompts`/`outputs` are already redacted; `feedback` is
-    `log_pipeline.record.feedback_fields` when it was kept for its feedback."""
+    """Records for one kept request; `prompts`/`outputs` are already redacted."""
     stats = sample.stats
     number = version_number(stats.version)
     done_at = sample.timestamp + stats.total_s
@@ -72,7 +72,7 @@ def build_records(
             "request": {"model": stats.model, **request_params(sample.params)},
             "response": {
                 "id": stats.request_id,
-                "model": stats.model,
+                "model": response_model(stats),
                 "finish_reasons": [signals.finish_reason] if signals else [],
             },
             "usage": {
@@ -91,8 +91,10 @@ def build_records(
                 "duration": int(stats.total_s * 1e9),
                 "start": iso_utc(sample.timestamp),
             },
+            "ecs": {"version": ECS_VERSION},
             "service": {"name": SERVICE},
             "trace": {"id": trace_id(stats.request_id)},
+            "http": {"response": {"status_code": stats.status}},
             "gen_ai": gen_ai,
             "genai_sample": {
                 "request_id": stats.request_id,
@@ -103,7 +105,6 @@ def build_records(
                 **({} if number is None else {"version_number": number}),
                 "version_label": stats.version_label,
                 "key_id": stats.key_id,
-                "status": stats.status,
                 "prompt": {"text": text_in},
                 "output": {"text": text_out},
                 "timings": _timings(stats),
@@ -113,7 +114,6 @@ def build_records(
                     "reasons": list(reasons),
                     "head_rate": head_rate,
                 },
-                **({} if feedback is None else {"feedback": feedback}),
                 "redaction": {"total": sum(redactions.values()), "kinds": dict(redactions)},
             },
         }

@@ -41,6 +41,8 @@ FIELD_TYPES: dict[str, str] = {
     "event.start": "date",
     "service.name": "keyword",
     "trace.id": "keyword",
+    "ecs.version": "keyword",
+    "http.response.status_code": "long",
     "error.type": "keyword",
     "gen_ai.operation.name": "keyword",
     "gen_ai.provider.name": "keyword",
@@ -48,7 +50,8 @@ FIELD_TYPES: dict[str, str] = {
     "gen_ai.request.max_tokens": "integer",
     "gen_ai.request.temperature": "float",
     "gen_ai.request.top_p": "float",
-    "gen_ai.request.top_k": "integer",
+    "gen_ai.request.top_k": "double",
+    "gen_ai.request.stop_sequences": "keyword",
     "gen_ai.request.seed": "long",
     "gen_ai.response.id": "keyword",
     "gen_ai.response.model": "keyword",
@@ -63,7 +66,6 @@ FIELD_TYPES: dict[str, str] = {
     "genai_sample.version_number": "long",
     "genai_sample.version_label": "keyword",
     "genai_sample.key_id": "keyword",
-    "genai_sample.status": "short",
     "genai_sample.prompt.text": "text",
     "genai_sample.output.text": "text",
     "genai_sample.timings.queue_wait_s": "double",
@@ -79,16 +81,6 @@ FIELD_TYPES: dict[str, str] = {
     "genai_sample.sampling.reason": "keyword",
     "genai_sample.sampling.reasons": "keyword",
     "genai_sample.sampling.head_rate": "float",
-    "genai_sample.feedback.response_id": "keyword",
-    "genai_sample.feedback.score": "double",
-    "genai_sample.feedback.scale": "keyword",
-    "genai_sample.feedback.value": "double",
-    "genai_sample.feedback.class": "keyword",
-    "genai_sample.feedback.comment": "text",
-    "genai_sample.feedback.key_id": "keyword",
-    "genai_sample.feedback.time": "date",
-    "genai_sample.feedback.outcome": "keyword",
-    "genai_sample.kind": "keyword",
     "genai_sample.redaction.total": "integer",
     "genai_sample.redaction.kinds": "flattened",
 }
@@ -202,7 +194,7 @@ SEARCHES: list[tuple[str, str, str, list[str], list[list[str]]]] = [
      'genai_sample.sampling.reasons : "low_quality"',
      [*DEPLOYMENT, *QUALITY, "genai_sample.quality.repetition_ratio", *WHO, *TEXTS], NEWEST),
     ("genai-errors", "GenAI samples: errors", 'event.outcome : "failure"',
-     ["error.type", "genai_sample.status", "genai_sample.route", *DEPLOYMENT, *WHO,
+     ["error.type", "http.response.status_code", "genai_sample.route", *DEPLOYMENT, *WHO,
       "genai_sample.prompt.text"], NEWEST),
     ("genai-slow", "GenAI samples: slow", 'genai_sample.sampling.reasons : "slow"',
      [*TIMINGS, "gen_ai.usage.output_tokens", *DEPLOYMENT, *WHO, "genai_sample.prompt.text"],
@@ -226,7 +218,7 @@ def _column(label: str, op: str, field: str = "", **params: Any) -> dict[str, An
                            "scale": {"date_histogram": "interval", "terms": "ordinal",
                                      "range": "interval"}.get(op, "ratio"),
                            "sourceField": field or "___records___"}  # fmt: skip
-    if op == "terms" and field == "genai_sample.status":
+    if op == "terms" and field == "http.response.status_code":
         col["dataType"] = "number"
     if params:
         col["params"] = params

@@ -1,10 +1,8 @@
 """The sample record: an ECS envelope, OpenTelemetry `gen_ai.*` names, and `genai_sample.*`.
 
 One record per generated output (a request with several prompts gives several records; a failed
-request gives one record with no output). Feedback on a response rides in its sample's records
-(`genai_sample.feedback`) when the writer still held the request, else it is a record of its own
-(`genai_sample.kind` "feedback", no texts) under the response id. `SCHEMA.md` documents every
-field; a test holds this module to it.
+request gives one record with no output). `SCHEMA.md` documents every field; a test holds this
+module to it.
 """
 
 from __future__ import annotations
@@ -18,17 +16,17 @@ import time
 from collections import Counter
 from typing import Any
 
-from tokenpulse.samples import Feedback, OutputSignals, RequestStats, Sample
+from tokenpulse.samples import OutputSignals, RequestStats, Sample
 from tokenpulse.tfserving.signature import FINISH_LENGTH
 
 MESSAGE = "generation sample"
-FEEDBACK_MESSAGE = "generation feedback"
-FEEDBACK_KIND = "feedback"  # genai_sample.kind of a feedback record (absent on samples)
 DATASET = "genai.samples"
 SERVICE = "tokenpulse-gateway"
 PROVIDER = "tensorflow_serving"
 OPERATION = "text_completion"
+ECS_VERSION = "8.17.0"  # `ecs.version`: the ECS release whose fields the envelope follows
 _PARAMS = ("max_tokens", "temperature", "top_p", "top_k", "seed")
+_DOUBLES = ("top_k",)  # OpenTelemetry types gen_ai.request.top_k as a double
 _NUMBER = (int, float)
 
 
@@ -65,14 +63,26 @@ def trace_id(request_id: str) -> str:
 
 
 def request_params(params: dict[str, Any]) -> dict[str, Any]:
-    """The numeric request parameters a record keeps, under their `gen_ai.request` names."""
+    """The request parameters a record keeps, under their `gen_ai.request` names: the numeric
+    ones, and the stop sequences (`stop`, strings only) as `stop_sequences`."""
     out: dict[str, Any] = {}
     for name in _PARAMS:
         src = "max_new_tokens" if name == "max_tokens" and name not in params else name
         value = params.get(src)
         if value is not None and isinstance(value, _NUMBER) and not isinstance(value, bool):
-            out[name] = value
+            out[name] = float(value) if name in _DOUBLES else value
+    stop = params.get("stop")
+    if isinstance(stop, (list, tuple)):
+        sequences = [s for s in stop if isinstance(s, str)]
+        if sequences:
+            out["stop_sequences"] = sequences
     return out
+
+
+def response_model(stats: RequestStats) -> str:
+    """`gen_ai.response.model`: the model and the version that served it (`gen/3`; "" when no
+    version served the request), where `gen_ai.request.model` is the name the client asked for."""
+    return f"{stats.model}/{stats.version}" if stats.version else ""
 
 
 def record_rows(
@@ -135,7 +145,8 @@ def _r6(value: float) -> str:
 _HEAD = '{"@timestamp":'
 _MESSAGE = f',"message":{_enc(MESSAGE)},"event":{{"id":'
 _EVENT = f',"kind":"event","dataset":{_enc(DATASET)},"outcome":'
-_SERVICE = f',"service":{{"name":{_enc(SERVICE)}}},"trace":{{"id":'
+_ECS = f',"ecs":{{"version":{_enc(ECS_VERSION)}}}'
+_SERVICE = f'{_ECS},"service":{{"name":{_enc(SERVICE)}}},"trace":{{"id":'
 _GEN_AI = (
     f',"gen_ai":{{"operation":{{"name":{_enc(OPERATION)}}},'
     f'"provider":{{"name":{_enc(PROVIDER)}}},"request":{{"model":'
@@ -151,16 +162,14 @@ def version_number(version: str) -> int | None:
 
 
 @functools.lru_cache(maxsize=256, typed=True)
-def _deployment_json(
-    route: str, model: str, version: str, version_label: str, key_id: str, status: int
-) -> str:
-    """The `genai_sample` fields from route to status, with their trailing comma: a handful of
-    values that every request of one deployment, key and status repeats."""
+def _deployment_json(route: str, model: str, version: str, version_label: str, key_id: str) -> str:
+    """The `genai_sample` fields from route to key id, with their trailing comma: a handful of
+    values that every request of one deployment and key repeats."""
     number = version_number(version)
     return (
         f'"route":{_j(route)},"model":{_j(model)},"version":{_j(version)},'
         + (f'"version_number":{number},' if number is not None else "")
-        + f'"version_label":{_j(version_label)},"key_id":{_j(key_id)},"status":{_j(status)},'
+        + f'"version_label":{_j(version_label)},"key_id":{_j(key_id)},'
     )
 
 
@@ -223,22 +232,17 @@ def encode_records(
     redactions: Counter[str],
     *,
     sample_id: str,
-    feedback: str = "",
 ) -> tuple[bytes, int]:
     """The spool lines of one kept request (each JSON ending in a newline) and their count;
-    `prompts`/`outputs` are already redacted; `sample_id` (`new_sample_id`) makes the record ids;
-    `feedback` is `feedback_json`'s object when the request was kept for its feedback."""
+    `prompts`/`outputs` are already redacted; `sample_id` (`new_sample_id`) makes the record ids."""
     stats = sample.stats
     rid, model = _j(stats.request_id), _j(stats.model)
     failed = stats.status >= 400
-    tail = _sampling_json(reasons, head_rate)
-    if feedback:
-        tail += f'"feedback":{feedback},'
-    tail += _redaction_json(redactions)
+    tail = _sampling_json(reasons, head_rate) + _redaction_json(redactions)
     if failed:
         tail += f',"error":{{"type":{_j(stats.error_code or f"http_{stats.status}")}}}'
     deployment = _deployment_json(
-        stats.route, stats.model, stats.version, stats.version_label, stats.key_id, stats.status
+        stats.route, stats.model, stats.version, stats.version_label, stats.key_id
     )
     done_at = sample.timestamp + stats.total_s
     head = f'{_HEAD}"{iso_utc(done_at)}"{_MESSAGE}'  # ISO times and hex ids need no escaping
@@ -248,8 +252,10 @@ def encode_records(
         f'"duration":{_j(int(stats.total_s * 1e9))},"start":"{iso_utc(sample.timestamp)}"}}'
     )
     envelope = (
-        f'{_SERVICE}"{trace_id(stats.request_id)}"}}{_GEN_AI}{model}{_params_json(sample.params)}}},'
-        f'"response":{{"id":{rid},"model":{model},'
+        f'{_SERVICE}"{trace_id(stats.request_id)}"}},'
+        f'"http":{{"response":{{"status_code":{_j(stats.status)}}}}}'
+        f"{_GEN_AI}{model}{_params_json(sample.params)}}},"
+        f'"response":{{"id":{rid},"model":{_j(response_model(stats))},'
     )
     timings = _timings_json(stats)
     lines = []
@@ -262,58 +268,3 @@ def encode_records(
             f'"timings":{timings},"quality":{quality},{tail}}}\n'
         )
     return "".join(lines).encode(), len(lines)
-
-
-def feedback_fields(feedback: Feedback, comment: str, outcome: str) -> dict[str, Any]:
-    """`genai_sample.feedback`: the score as sent and as a class, and the redacted comment."""
-    return {
-        "response_id": feedback.response_id,
-        "score": float(feedback.score),
-        "scale": feedback.scale,
-        "value": round(feedback.value, 6),
-        "class": feedback.score_class,
-        "comment": comment,
-        "key_id": feedback.key_id,
-        "time": iso_utc(feedback.timestamp),
-        "outcome": outcome,
-    }
-
-
-def feedback_json(feedback: Feedback, comment: str, outcome: str) -> str:
-    """`feedback_fields` as the JSON object `encode_records` embeds."""
-    return _compact(feedback_fields(feedback, comment, outcome))
-
-
-def encode_feedback_record(
-    feedback: Feedback, comment: str, outcome: str, redactions: Counter[str], *, sample_id: str
-) -> bytes:
-    """The spool line of feedback stored on its own (its request is no longer held, or its sample
-    was already written): the response's identity as the gateway knew it, and the feedback;
-    `comment` is already redacted."""
-    number = version_number(feedback.version)
-    sample: dict[str, Any] = {
-        "kind": FEEDBACK_KIND,
-        "request_id": feedback.request_id,
-        "model": feedback.model,
-        "version": feedback.version,
-        **({} if number is None else {"version_number": number}),
-        "version_label": feedback.version_label,
-        "key_id": feedback.key_id,
-        "feedback": feedback_fields(feedback, comment, outcome),
-        "redaction": {"total": sum(redactions.values()), "kinds": dict(redactions)},
-    }
-    record: dict[str, Any] = {
-        "@timestamp": iso_utc(feedback.timestamp),
-        "message": FEEDBACK_MESSAGE,
-        "event": {"id": record_id(sample_id, 0), "kind": "event", "dataset": DATASET,
-                  "start": iso_utc(feedback.timestamp)},
-        "service": {"name": SERVICE},
-        "trace": {"id": trace_id(feedback.request_id)},
-        "gen_ai": {
-            "operation": {"name": OPERATION},
-            "provider": {"name": PROVIDER},
-            "response": {"id": feedback.request_id, "model": feedback.model},
-        },
-        "genai_sample": sample,
-    }  # fmt: skip
-    return (_compact(record) + "\n").encode()

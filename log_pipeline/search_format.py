@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 
-from log_pipeline.search import Group
+from log_pipeline.search import LEGACY_FIELDS, Group
 
 # CSV column -> dotted path in the record
 CSV_COLUMNS: dict[str, str] = {
@@ -18,28 +18,29 @@ CSV_COLUMNS: dict[str, str] = {
     "version": "genai_sample.version",
     "label": "genai_sample.version_label",
     "route": "genai_sample.route",
-    "status": "genai_sample.status",
+    "status": "http.response.status_code",
     "error_type": "error.type",
     "finish_reason": "genai_sample.quality.finish_reason",
     "mean_nll": "genai_sample.quality.mean_nll",
     "total_s": "genai_sample.timings.total_s",
     "key_id": "genai_sample.key_id",
     "reasons": "genai_sample.sampling.reasons",
-    "feedback": "genai_sample.feedback.class",
-    "feedback_score": "genai_sample.feedback.score",
-    "feedback_comment": "genai_sample.feedback.comment",
     "prompt": "genai_sample.prompt.text",
     "output": "genai_sample.output.text",
 }
 
 
 def value_at(record: dict[str, Any], path: str) -> Any:
-    """The value at a dotted path, or None."""
+    """The value at a dotted path, or None (a renamed field is read under its old name from
+    records written before the rename)."""
     node: Any = record
     for part in path.split(".") if path != "@timestamp" else [path]:
         if not isinstance(node, dict):
-            return None
+            node = None
+            break
         node = node.get(part)
+    if node is None and path in LEGACY_FIELDS:
+        return value_at(record, LEGACY_FIELDS[path])
     return node
 
 
@@ -55,11 +56,11 @@ def _rows(records: Iterable[dict[str, Any]]) -> Iterator[tuple[str, ...]]:
         nll, total = q.get("mean_nll"), s.get("timings", {}).get("total_s")
         yield (
             r.get("@timestamp", "")[:19], s.get("request_id", ""), s.get("model", ""),
-            s.get("version", ""), str(s.get("status", "")), q.get("finish_reason", "-"),
+            s.get("version", ""), str(value_at(r, "http.response.status_code") or ""),
+            q.get("finish_reason", "-"),
             f"{nll:.2f}" if isinstance(nll, int | float) else "-",
             f"{total:.3f}" if isinstance(total, int | float) else "-",
-            ",".join(s.get("sampling", {}).get("reasons", [])),
-            s.get("feedback", {}).get("class", "-"), s.get("key_id", ""),
+            ",".join(s.get("sampling", {}).get("reasons", [])), s.get("key_id", ""),
             _cut(s.get("prompt", {}).get("text", ""), 30),
             _cut(s.get("output", {}).get("text", ""), 30),
         )  # fmt: skip
@@ -68,7 +69,7 @@ def _rows(records: Iterable[dict[str, Any]]) -> Iterator[tuple[str, ...]]:
 def table(records: Iterable[dict[str, Any]]) -> str:
     """Records as an aligned text table."""
     head = ("TIME", "REQUEST", "MODEL", "VER", "STATUS", "FINISH", "NLL", "TOTAL_S", "REASON",
-            "FEEDBACK", "KEY", "PROMPT", "OUTPUT")  # fmt: skip
+            "KEY", "PROMPT", "OUTPUT")  # fmt: skip
     rows = [head, *_rows(records)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     return "\n".join(

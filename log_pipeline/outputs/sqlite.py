@@ -22,8 +22,7 @@ from log_pipeline.analysis import index_text
 from log_pipeline.outputs import DUPLICATE, OK, Item, ItemResult, Outcome, RetryableError
 from log_pipeline.record import iso_utc
 
-SCHEMA_VERSION = 3  # PRAGMA user_version; 0 is the first layout (FTS5 unicode61 over raw text)
-TERMS_VERSION = 2  # the layout that brought the analyzed-text index: older stores reindex
+SCHEMA_VERSION = 2  # PRAGMA user_version; 0 is the first layout (FTS5 unicode61 over raw text)
 TABLE = """
 CREATE TABLE IF NOT EXISTS samples (
     rowid INTEGER PRIMARY KEY,
@@ -39,7 +38,7 @@ CREATE TABLE IF NOT EXISTS samples (
     doc TEXT NOT NULL
 )
 """
-# columns added by schemas 2 and 3 (kind, feedback): (name, declaration, the JSON path read)
+# columns added by schema 2: (name, declaration, the JSON path it is read from)
 ADDED = (
     ("request_id", "TEXT NOT NULL DEFAULT ''", "$.genai_sample.request_id"),
     ("route", "TEXT NOT NULL DEFAULT ''", "$.genai_sample.route"),
@@ -47,8 +46,6 @@ ADDED = (
     ("error_type", "TEXT NOT NULL DEFAULT ''", "$.error.type"),
     ("total_s", "REAL", "$.genai_sample.timings.total_s"),
     ("version_number", "INTEGER", "$.genai_sample.version_number"),
-    ("kind", "TEXT NOT NULL DEFAULT ''", "$.genai_sample.kind"),
-    ("feedback", "TEXT NOT NULL DEFAULT ''", "$.genai_sample.feedback.class"),
 )
 INDEXES = (
     "CREATE INDEX IF NOT EXISTS samples_ts ON samples (ts)",
@@ -91,7 +88,6 @@ def migrate(conn: sqlite3.Connection, create: bool = True) -> None:
         ):
             conn.execute("COMMIT")  # another process migrated it, or there is nothing to migrate
             return
-        reindex = conn.execute("PRAGMA user_version").fetchone()[0] < TERMS_VERSION
         conn.execute(TABLE)
         have = {row[1] for row in conn.execute("PRAGMA table_info(samples)")}
         for name, decl, json_path in ADDED:
@@ -104,11 +100,10 @@ def migrate(conn: sqlite3.Connection, create: bool = True) -> None:
                 )
         for statement in INDEXES:
             conn.execute(statement)
-        if reindex or not exists:
-            conn.execute("DROP TABLE IF EXISTS samples_fts")
-            conn.execute("DROP TABLE IF EXISTS samples_terms")
-            conn.execute(TERMS)
-            index_rows(conn, 0)
+        conn.execute("DROP TABLE IF EXISTS samples_fts")
+        conn.execute("DROP TABLE IF EXISTS samples_terms")
+        conn.execute(TERMS)
+        index_rows(conn, 0)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:
@@ -125,7 +120,7 @@ _META = (
     "$.genai_sample.quality.mean_nll",
     "$.genai_sample.sampling.reasons",
     "$.genai_sample.key_id",
-    "$.genai_sample.status",
+    "$.http.response.status_code",
     *(json_path for _name, _decl, json_path in ADDED),
 )
 _IS_RECORD = "json_valid(?3) AND ltrim(?3) LIKE '{%'"
@@ -141,7 +136,10 @@ _INSERT = (
     "SELECT ?1, ?2, coalesce(m->>0, ''), coalesce(m->>1, ''), "
     "coalesce(m->>2, ''), m->>3, "
     "'|' || coalesce((SELECT group_concat(value, '|') FROM json_each(m, '$[4]')), '') || '|', "
-    f"coalesce(m->>5, ''), coalesce(m->>6, 0), {_ADDED_VALUES}, ?3 FROM (SELECT json_extract(?3, "
+    # a line spooled before the status moved to http.response.status_code holds it under
+    # genai_sample.status (coalesce reads that only when the new one is missing)
+    "coalesce(m->>5, ''), coalesce(m->>6, ?3->>'$.genai_sample.status', 0), "
+    f"{_ADDED_VALUES}, ?3 FROM (SELECT json_extract(?3, "
     + ", ".join(f"'{p}'" for p in _META)
     + f") AS m) WHERE {_IS_RECORD}"
 )

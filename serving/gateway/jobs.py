@@ -81,13 +81,14 @@ class Job:
         ]
 
     def params(self) -> dict[str, Any]:
-        """Sampling parameters, for samples and logs."""
+        """Sampling parameters and stop sequences, for samples (the sink redacts the strings)."""
         return {
             "max_new_tokens": self.max_new_tokens,
             "temperature": self.temperature,
             "top_k": self.top_k,
             "top_p": self.top_p,
             "seed": self.seed,
+            **({"stop": list(self.stop)} if self.stop else {}),
         }
 
 

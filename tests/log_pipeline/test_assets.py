@@ -110,7 +110,7 @@ def test_saved_searches_show_their_own_columns() -> None:
         assert {"genai_sample.key_id", "genai_sample.request_id"} <= set(attrs["columns"])
         assert set(attrs["columns"]) <= set(assets.FIELD_TYPES)
         assert {field for field, _order in attrs["sort"]} <= set(assets.FIELD_TYPES)
-    assert {"error.type", "genai_sample.status", "genai_sample.route"} <= set(
+    assert {"error.type", "http.response.status_code", "genai_sample.route"} <= set(
         searches["genai-errors"]["columns"]
     )
     assert {f for f in assets.FIELD_TYPES if f.startswith("genai_sample.timings.")} <= set(

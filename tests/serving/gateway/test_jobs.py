@@ -50,3 +50,13 @@ def test_truncation_only_when_asked() -> None:
     assert fit_prompts(["ab€cd"], 16, LIMITS, 4) == ["cd"]
     with pytest.raises(BadRequest, match="has 500 tokens"):
         fit_prompts([long], 16, LIMITS, 500)  # keeping 500 still does not fit
+
+
+def test_a_samples_params_carry_the_stop_sequences_when_sent() -> None:
+    from serving.gateway.jobs import Job
+
+    job = Job(model="gen", prompts=["p"], max_new_tokens=8, temperature=0.5, top_k=40,
+              top_p=0.9, seed=1, stop=("\n\n", "User:"))  # fmt: skip
+    assert job.params()["stop"] == ["\n\n", "User:"]
+    job.stop = ()
+    assert "stop" not in job.params()
