@@ -131,13 +131,28 @@ class ShipperMetrics:
             ("output",), registry=r,
         )  # fmt: skip
         self.backlog = Gauge(
-            f"{SHIPPER}backlog_bytes", "Spool bytes not yet acknowledged by the output.",
-            ("output",), registry=r,
+            f"{SHIPPER}backlog_bytes", "Spool bytes not yet acknowledged by the output (summed "
+            "over the writer directories of a spool root).", ("output",), registry=r,
         )  # fmt: skip
         self.oldest_age = Gauge(
             f"{SHIPPER}oldest_unshipped_age_seconds",
-            "Age of the oldest record not yet acknowledged (0 when caught up).",
-            ("output",), registry=r,
+            "Age of the oldest record not yet acknowledged, in any writer directory (0 when "
+            "caught up).", ("output",), registry=r,
+        )  # fmt: skip
+        # A spool root holds one directory per gateway pod: pod names are unbounded, so the
+        # per-directory figures are aggregated (above) and counted here, never used as labels.
+        self.directories = Gauge(
+            f"{SHIPPER}spool_directories", "Writer directories followed (1 with --spool-dir).",
+            registry=r,
+        )  # fmt: skip
+        self.directories_behind = Gauge(
+            f"{SHIPPER}spool_directories_behind",
+            "Writer directories holding records the output has not acknowledged.", ("output",),
+            registry=r,
+        )  # fmt: skip
+        self.directories_removed = Counter(
+            f"{SHIPPER}spool_directories_removed", "Writer directories removed: no writer, "
+            "everything shipped by every known output, for the grace period.", registry=r,
         )  # fmt: skip
         self.up = Gauge(
             f"{SHIPPER}output_up", "1 when the output's last request succeeded.", ("output",),
@@ -188,6 +203,7 @@ class ShipperMetrics:
                 self.failed.labels(out, reason)
             self.backlog.labels(out)
             self.oldest_age.labels(out)
+            self.directories_behind.labels(out)
             self.up.labels(out)
             self.stalled.labels(out)
             self.segments_skipped.labels(out)

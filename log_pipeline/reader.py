@@ -63,10 +63,13 @@ def _skip(batch: Batch, spool_dir: Path, first: int, upto: int) -> None:
                   last=segment_name(upto - 1), segments=upto - first)  # fmt: skip
 
 
-def read_batch(spool_dir: Path, pos: Position, max_items: int, max_bytes: int = 5 << 20) -> Batch:
+def read_batch(
+    spool_dir: Path, pos: Position, max_items: int, max_bytes: int = 5 << 20, sealed_upto: int = 0
+) -> Batch:
     """Up to `max_items` records and about `max_bytes` (at least one record) from `pos`, moving
     on to newer segments as each is finished. A segment missing on the way (deleted by hand, or
-    by a shipper that did not know this output) is skipped, counted and logged."""
+    by a shipper that did not know this output) is skipped, counted and logged. Segments up to
+    `sealed_upto` will not grow (their writer is gone): a partial last line there is torn."""
     batch = Batch(end=pos)
     while len(batch.items) < max_items:
         segments = list_segments(spool_dir)
@@ -82,7 +85,8 @@ def read_batch(spool_dir: Path, pos: Position, max_items: int, max_bytes: int = 
         path = spool_dir / segment_name(batch.end.seq)
         before = batch.end
         try:
-            for line in read_lines(path, batch.end.offset, final=bool(newer)):
+            final = bool(newer) or batch.end.seq <= sealed_upto
+            for line in read_lines(path, batch.end.offset, final=final):
                 if isinstance(line, TornLine):
                     batch.malformed += 1
                     log.warning("torn spool line skipped", segment=path.name, offset=line.start)

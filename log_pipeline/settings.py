@@ -119,8 +119,16 @@ class ShipperSettings(EsAuthSettings):
     model_config = SettingsConfigDict(env_prefix="TOKENPULSE_SHIPPER_", extra="forbid")
 
     spool_dir: Path = Field(DEFAULT_SPOOL, description="spool directory to tail")
+    spool_root: Path | None = Field(
+        None, description="instead of spool-dir: a directory of spool directories, one per writer "
+        "(<root>/<pod>), each followed from when it appears",
+    )  # fmt: skip
+    spool_dir_remove_after_s: float = Field(
+        3600.0, gt=0, description="with spool-root: delete a writer directory found without a "
+        "writer and shipped by every known output for this long",
+    )  # fmt: skip
     state_dir: Path | None = Field(
-        None, description="checkpoints and dead letters (default: <spool-dir>/state)"
+        None, description="checkpoints and dead letters (default: <spool-dir or spool-root>/state)"
     )
     outputs: list[str] = Field(
         default_factory=lambda: ["sqlite"], min_length=1, description="sqlite and/or elasticsearch"
@@ -165,9 +173,16 @@ class ShipperSettings(EsAuthSettings):
             raise ValueError("output elasticsearch needs es_url")
         return self
 
+    @model_validator(mode="after")
+    def _one_spool(self) -> ShipperSettings:
+        if self.spool_root is not None and "spool_dir" in self.model_fields_set:
+            raise ValueError("give spool_dir (one writer) or spool_root (one directory per "
+                             "writer), not both")  # fmt: skip
+        return self
+
     def state(self) -> Path:
         """Where checkpoints and dead letters live."""
-        return self.state_dir or self.spool_dir / "state"
+        return self.state_dir or (self.spool_root or self.spool_dir) / "state"
 
 
 class EsSetupSettings(EsAuthSettings):

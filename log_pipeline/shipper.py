@@ -1,9 +1,13 @@
 """`tokenpulse shipper`: tails the spool and delivers every record once to each output.
 
 One thread per output, each with its own checkpoint, so a slow or absent Elasticsearch never holds
-back the embedded store. A checkpoint moves only after the output acknowledged (or the record was
-dead-lettered), and is written atomically; killed at any point, the shipper resends at most the
-last unacknowledged batch, which the stores recognise by id (SQLite by its unique key,
+back the embedded store. With `--spool-root` the shipper follows one spool directory per writer
+(`<root>/<pod>`, log_pipeline.spool_root), found as they appear: each output's thread takes one
+batch from each directory in turn, with a checkpoint per directory and output in
+`<state>/spools/<directory>/`, and a directory whose writer is gone is deleted once every known
+output shipped it, after a grace period. A checkpoint moves only after the output acknowledged (or
+the record was dead-lettered), and is written atomically; killed at any point, the shipper resends
+at most the last unacknowledged batch, which the stores recognise by id (SQLite by its unique key,
 Elasticsearch by an id lookup across the stream's backing indices first). The main thread serves
 `/metrics`, updates backlog gauges and deletes segments every known output has acknowledged: an
 output with a checkpoint in the state directory is known, configured now or not, and holds its
@@ -13,9 +17,11 @@ segments until it is forgotten (`tokenpulse shipper --forget-output NAME`).
 from __future__ import annotations
 
 import functools
+import shutil
 import signal
 import threading
 import time
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -34,6 +40,7 @@ from log_pipeline.outputs import Item, ItemResult, Outcome, Output, RetryableErr
 from log_pipeline.reader import parse_line, read_batch, start_position
 from log_pipeline.settings import ShipperSettings
 from log_pipeline.spool import list_segments, read_lines, segment_name, segment_seq
+from log_pipeline.spool_root import remove_directory, writer_active, writer_directories
 from tokenpulse.logging import configure_logging, get_logger
 from tokenpulse.threaded_http import serve_metrics
 
@@ -56,8 +63,27 @@ def _parse_time(timestamp: str) -> float:
     return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
 
 
+@dataclass(slots=True, eq=False)
+class Source:
+    """One writer's spool directory, and where the checkpoints for it live."""
+
+    key: str  # "" for --spool-dir; the subdirectory's name under --spool-root
+    path: Path
+    state: Path
+    sealed_upto: int = 0  # segments up to this number will not grow: their writer is gone
+    active: bool = True  # a writer held the directory's lock when last looked at
+    gone: bool = False  # the directory vanished: dropped as soon as no batch is under way
+    retired: bool = False  # being removed: no worker starts a batch from it any more
+
+
+def source_state(state_dir: Path, key: str) -> Path:
+    """Where the checkpoints for one writer directory live (the state directory itself for
+    --spool-dir)."""
+    return state_dir / "spools" / key if key else state_dir
+
+
 class OutputWorker:
-    """Delivers the spool to one output from its checkpoint."""
+    """Delivers the spool's directories to one output, each from its own checkpoint."""
 
     def __init__(
         self,
@@ -71,50 +97,105 @@ class OutputWorker:
         self.metrics = metrics
         self.stop = stop
         self.name = output.name
-        state = settings.state()
-        self.checkpoint_file = checkpoint_path(state, self.name)
-        self.deadletters = DeadLetters(state, self.name, settings.deadletter_segment_bytes)
-        self.position = self._initial_position()
+        self.deadletters = DeadLetters(
+            settings.state(), self.name, settings.deadletter_segment_bytes
+        )
         self.stalled = False
+        self.lock = threading.Lock()  # sources, positions and current: shared with housekeeping
+        self.sources: dict[str, Source] = {}
+        self.positions: dict[str, Position] = {}
+        self.current: str | None = None  # the directory a batch is being read or sent from
         self.thread = threading.Thread(target=self.run, name=f"ship-{self.name}", daemon=True)
 
-    def _initial_position(self) -> Position:
+    def add_source(self, source: Source) -> None:
+        """Follow one more directory, from this output's checkpoint for it."""
+        pos = self._initial_position(source)
+        with self.lock:
+            self.positions[source.key] = pos
+            self.sources[source.key] = source
+
+    def busy_with(self, key: str) -> bool:
+        """Whether a batch from that directory is being read or delivered now."""
+        with self.lock:
+            return self.current == key
+
+    def drop_source(self, key: str) -> None:
+        """Stop following a directory (retired first, so no batch is under way)."""
+        with self.lock:
+            self.sources.pop(key, None)
+            self.positions.pop(key, None)
+
+    def position(self, key: str) -> Position:
+        """Where this output stands in one directory."""
+        with self.lock:
+            return self.positions[key]
+
+    def _initial_position(self, source: Source) -> Position:
         try:
-            saved = load_checkpoint(self.checkpoint_file)
+            saved = load_checkpoint(checkpoint_path(source.state, self.name))
         except CheckpointError as exc:
             self.metrics.checkpoint_errors.labels(self.name).inc()
             log.error(
                 "checkpoint unreadable; restarting at the oldest segment (resends are ignored)",
                 output=self.name,
+                directory=str(source.path),
                 error=str(exc),
             )
             saved = None
-        return saved if saved is not None else start_position(self.settings.spool_dir)
+        return saved if saved is not None else start_position(source.path)
 
     def run(self) -> None:
         """Read, deliver, checkpoint; until stopped."""
         while not self.stop.is_set():
             try:
-                if not self.step():
-                    self.stop.wait(self.settings.poll_interval_s)
+                moved, failed = self.round()
             except Exception:  # noqa: BLE001 - keep shipping; the batch is re-read next time
                 log.exception("shipper step failed", output=self.name)
+                moved, failed = False, True
+            if failed:
                 self.stop.wait(self.settings.backoff_initial_s)
+            elif not moved:
+                self.stop.wait(self.settings.poll_interval_s)
 
-    def step(self) -> bool:
-        """One batch; False when there was nothing new."""
+    def round(self) -> tuple[bool, bool]:
+        """One batch from each directory in turn: (anything new, any step failed)."""
+        moved = failed = False
+        with self.lock:
+            keys = list(self.sources)
+        for key in keys:
+            if self.stop.is_set():
+                break
+            with self.lock:
+                source = self.sources.get(key)
+                if source is None or source.retired:
+                    continue
+                self.current = key
+            try:
+                moved |= self.step(source)
+            except Exception:  # noqa: BLE001 - one directory's trouble holds back no other
+                log.exception("shipper step failed", output=self.name, directory=str(source.path))
+                failed = True
+            finally:
+                with self.lock:
+                    self.current = None
+        return moved, failed
+
+    def step(self, source: Source) -> bool:
+        """One batch from one directory; False when there was nothing new."""
         s = self.settings
-        batch = read_batch(s.spool_dir, self.position, s.batch_records, s.batch_max_bytes)
+        pos = self.position(source.key)
+        batch = read_batch(source.path, pos, s.batch_records, s.batch_max_bytes, source.sealed_upto)
         if batch.malformed:
             self.metrics.malformed.inc(batch.malformed)
         if batch.skipped_segments:
             self.metrics.segments_skipped.labels(self.name).inc(batch.skipped_segments)
-        if batch.end == self.position:
+        if batch.end == pos:
             return False
         if batch.items and not self.deliver(batch.items):
             return True  # stopping: the checkpoint stays before this batch
-        save_checkpoint(self.checkpoint_file, batch.end)
-        self.position = batch.end
+        save_checkpoint(checkpoint_path(source.state, self.name), batch.end)
+        with self.lock:
+            self.positions[source.key] = batch.end
         return True
 
     def _backoff(self, attempt: int) -> None:
@@ -220,33 +301,59 @@ def backlog(spool_dir: Path, pos: Position) -> tuple[int, float]:
     return total, oldest
 
 
-def known_outputs(state_dir: Path) -> list[str]:
-    """Outputs with a checkpoint in the state directory (configured now or not)."""
+def checkpoint_dirs(settings: ShipperSettings) -> dict[str, Path]:
+    """Directory key -> where its checkpoints are: the state directory itself for --spool-dir,
+    `<state>/spools/<directory>` for each writer directory seen under --spool-root."""
+    state = settings.state()
+    if settings.spool_root is None:
+        return {"": state}
+    spools = state / "spools"
+    try:
+        return {p.name: p for p in sorted(spools.iterdir()) if p.is_dir()}
+    except FileNotFoundError:
+        return {}
+
+
+def _checkpoint_names(directory: Path) -> set[str]:
     prefix, suffix = "checkpoint-", ".json"
-    return sorted(p.name[len(prefix) : -len(suffix)] for p in state_dir.glob(f"{prefix}*{suffix}"))
+    return {p.name[len(prefix) : -len(suffix)] for p in directory.glob(f"{prefix}*{suffix}")}
+
+
+def known_outputs(settings: ShipperSettings) -> list[str]:
+    """Outputs with a checkpoint in the state directory, for any writer directory (configured
+    now or not)."""
+    names: set[str] = set()
+    for directory in checkpoint_dirs(settings).values():
+        names |= _checkpoint_names(directory)
+    return sorted(names)
 
 
 class ForgetError(Exception):
     """An output cannot be forgotten (it is still configured, or unknown)."""
 
 
-def forget_output(settings: ShipperSettings, name: str) -> Position | None:
-    """Drop an unconfigured output's checkpoint, so its segments are no longer held; the position
-    it had reached. Its dead letters stay."""
+def forget_output(settings: ShipperSettings, name: str) -> dict[str, Position | None]:
+    """Drop an unconfigured output's checkpoints, so its segments are no longer held; the position
+    it had reached in each directory (None: unreadable). Its dead letters stay."""
     if name in settings.outputs:
         raise ForgetError(f"output {name} is configured (--outputs); remove it there first")
-    path = checkpoint_path(settings.state(), name)
-    if not path.exists():
-        known = ", ".join(known_outputs(settings.state())) or "none"
+    reached: dict[str, Position | None] = {}
+    for key, directory in checkpoint_dirs(settings).items():
+        path = checkpoint_path(directory, name)
+        if not path.exists():
+            continue
+        try:
+            reached[key] = load_checkpoint(path)
+        except CheckpointError:
+            reached[key] = None
+        path.unlink()
+    if not reached:
+        known = ", ".join(known_outputs(settings)) or "none"
         raise ForgetError(f"no known output {name} in {settings.state()} (known: {known})")
-    try:
-        pos = load_checkpoint(path)
-    except CheckpointError:
-        pos = None
-    path.unlink()
+    positions = {key or "spool": str(pos) for key, pos in reached.items()}
     log.warning("output forgotten: segments it had not shipped are no longer kept for it",
-                output=name, position=str(pos))  # fmt: skip
-    return pos
+                output=name, positions=positions)  # fmt: skip
+    return reached
 
 
 def collect_garbage(spool_dir: Path, positions: list[Position]) -> int:
@@ -293,37 +400,140 @@ class Shipper:
         self.outputs = outputs if outputs is not None else build_outputs(settings)
         self.metrics = ShipperMetrics(self.registry, tuple(o.name for o in self.outputs))
         self.stop = threading.Event()
-        settings.spool_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.root = settings.spool_root
+        (self.root or settings.spool_dir).mkdir(parents=True, exist_ok=True, mode=0o700)
         self.workers = [OutputWorker(o, settings, self.metrics, self.stop) for o in self.outputs]
+        self.sources: dict[str, Source] = {}
+        self.drained_since: dict[str, float] = {}  # directory -> when first seen removable
+        if self.root is None:
+            self._add(Source("", settings.spool_dir, settings.state()))
+        else:
+            self.discover()
         configured = {o.name for o in self.outputs}
-        self.held = [n for n in known_outputs(settings.state()) if n not in configured]
+        self.held = [n for n in known_outputs(settings) if n not in configured]
         for name in self.held:
             log.warning("output not configured but known: its checkpoint holds the spool segments "
                         "it has not shipped (`tokenpulse shipper --forget-output` releases them)",
                         output=name)  # fmt: skip
 
-    def held_positions(self) -> dict[str, Position]:
-        """Where each known, unconfigured output stopped (an unreadable checkpoint holds all)."""
+    def _add(self, source: Source) -> None:
+        for w in self.workers:
+            w.add_source(source)
+        self.sources[source.key] = source
+        self.metrics.directories.set(len(self.sources))
+
+    def discover(self) -> None:
+        """Follow new writer directories under the root, drop vanished ones, and seal the
+        segments of those without a writer."""
+        assert self.root is not None
+        state = self.settings.state()
+        found = writer_directories(self.root, exclude=state)
+        for key, path in found.items():
+            if key not in self.sources:
+                self._add(Source(key, path, source_state(state, key)))
+                log.info("writer directory found", directory=str(path))
+        for key in [k for k in self.sources if k not in found]:
+            self.sources[key].gone = True
+            if self._retire(self.sources[key]):
+                log.warning("writer directory vanished; its checkpoints are dropped",
+                            directory=str(self.root / key))  # fmt: skip
+        for source in [s for s in self.sources.values() if not s.gone]:
+            # list first, then look at the lock: a writer that starts after the listing opens a
+            # newer segment than any listed, so the listed ones are sealed if nobody holds it
+            segments = list_segments(source.path)
+            source.active = writer_active(source.path)
+            if not source.active and segments:
+                source.sealed_upto = segment_seq(segments[-1])
+
+    def _retire(self, source: Source) -> bool:
+        """Stop every worker reading a directory and forget its checkpoints; False while a batch
+        from it is still under way (try again later)."""
+        source.retired = True
+        if any(w.busy_with(source.key) for w in self.workers):
+            return False
+        for w in self.workers:
+            w.drop_source(source.key)
+        del self.sources[source.key]
+        self.metrics.directories.set(len(self.sources))
+        self.drained_since.pop(source.key, None)
+        shutil.rmtree(source.state, ignore_errors=True)
+        return True
+
+    def held_positions(self, source: Source, known: set[str]) -> dict[str, Position]:
+        """Where each known, unconfigured output stopped in a directory (an unreadable checkpoint
+        holds all, and so does none at all for a directory the output has never seen)."""
         out = {}
         for name in self.held:
             try:
-                pos = load_checkpoint(checkpoint_path(self.settings.state(), name))
+                pos = load_checkpoint(checkpoint_path(source.state, name))
             except CheckpointError:
                 pos = Position(0, 0)
-            if pos is not None:  # forgotten meanwhile: released
-                out[name] = pos
+            if pos is None:
+                if name not in known:  # forgotten meanwhile: released
+                    continue
+                pos = Position(0, 0)
+            out[name] = pos
         return out
 
     def housekeeping(self) -> None:
-        """Backlog gauges and segment deletion."""
-        positions = {w.name: w.position for w in self.workers} | self.held_positions()
-        for name, pos in positions.items():
-            size, age = backlog(self.settings.spool_dir, pos)
-            self.metrics.backlog.labels(name).set(size)
-            self.metrics.oldest_age.labels(name).set(age)
-        deleted = collect_garbage(self.settings.spool_dir, list(positions.values()))
-        if deleted:
-            self.metrics.segments_deleted.inc(deleted)
+        """Find directories, set the backlog gauges, delete shipped segments and drained
+        directories."""
+        if self.root is not None:
+            self.discover()
+        known = set(known_outputs(self.settings)) if self.held else set()
+        names = [w.name for w in self.workers] + list(self.held)
+        size = dict.fromkeys(names, 0)
+        age = dict.fromkeys(names, 0.0)
+        behind = dict.fromkeys(names, 0)
+        for source in [s for s in self.sources.values() if not s.gone]:
+            positions = {w.name: w.position(source.key) for w in self.workers}
+            positions |= self.held_positions(source, known)
+            pending = 0
+            for name, pos in positions.items():
+                left, oldest = backlog(source.path, pos)
+                size[name] += left
+                age[name] = max(age[name], oldest)
+                behind[name] += left > 0
+                pending += left
+            deleted = collect_garbage(source.path, list(positions.values()))
+            if deleted:
+                self.metrics.segments_deleted.inc(deleted)
+            if self.root is not None:
+                self._remove_if_drained(source, positions, drained=pending == 0)
+        for name in names:
+            self.metrics.backlog.labels(name).set(size[name])
+            self.metrics.oldest_age.labels(name).set(age[name])
+            self.metrics.directories_behind.labels(name).set(behind[name])
+
+    def _remove_if_drained(
+        self, source: Source, positions: dict[str, Position], drained: bool
+    ) -> None:
+        """Delete a directory with no writer once every known output shipped it, for the grace
+        period. Not while an unconfigured output is known: its checkpoints keep it known."""
+        if source.active or not drained or self.held:
+            self.drained_since.pop(source.key, None)
+            source.retired = False
+            return
+        now = time.monotonic()
+        since = self.drained_since.setdefault(source.key, now)
+        if now - since < self.settings.spool_dir_remove_after_s:
+            return
+        source.retired = True  # no new batch from it; then wait for one under way to finish
+        if any(w.busy_with(source.key) for w in self.workers):
+            return
+
+        def still_drained() -> bool:  # checked holding the writer lock: no writer can start
+            return all(backlog(source.path, p)[0] == 0 for p in positions.values())
+
+        if not remove_directory(source.path, still_drained):
+            source.retired = False
+            self.drained_since.pop(source.key, None)
+            return
+        self._retire(source)
+        self.metrics.directories_removed.inc()
+        grace = self.settings.spool_dir_remove_after_s
+        log.info("writer directory removed: no writer, every record shipped",
+                 directory=str(source.path), grace_s=grace)  # fmt: skip
 
     def run(self) -> None:
         """Start the workers and keep house until stopped, then wait for them."""
@@ -350,8 +560,9 @@ def run(settings: ShipperSettings) -> int:
     port = server.server_address[1]
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: shipper.stop.set())
-    log.info("shipper started", outputs=settings.outputs, spool_dir=str(settings.spool_dir),
-             metrics_port=port)  # fmt: skip
+    spool = settings.spool_root or settings.spool_dir
+    log.info("shipper started", outputs=settings.outputs, metrics_port=port,
+             **{"spool_root" if settings.spool_root else "spool_dir": str(spool)})  # fmt: skip
     shipper.run()
     server.shutdown()
     log.info("shipper stopped")
@@ -359,6 +570,6 @@ def run(settings: ShipperSettings) -> int:
 
 
 __all__ = [
-    "ForgetError", "Shipper", "backlog", "collect_garbage", "forget_output", "known_outputs",
-    "run", "segment_name",
+    "ForgetError", "Shipper", "Source", "backlog", "checkpoint_dirs", "collect_garbage",
+    "forget_output", "known_outputs", "run", "segment_name",
 ]  # fmt: skip

@@ -47,6 +47,7 @@ def list_segments(directory: Path) -> list[Path]:
 
 
 STATE_DIR = "state"  # the shipper's default state directory inside the spool
+WRITER_LOCK = "writer.lock"  # flocked by the spool's only writer (log_pipeline.sidecar)
 DEADLETTERS = "deadletter-*.jsonl"  # log_pipeline.deadletter's files
 
 

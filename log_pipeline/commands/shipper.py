@@ -5,7 +5,9 @@ Flags map 1:1 onto ShipperSettings (also TOKENPULSE_SHIPPER_* env vars), e.g.
         --es-url http://127.0.0.1:9200 --metrics-port 9411
 An output that has run once keeps its unshipped segments even when it is no longer configured;
     tokenpulse shipper --spool-dir run/spool --forget-output elasticsearch
-drops its checkpoint (and exits), so those segments may go.
+drops its checkpoint (and exits), so those segments may go. With one spool directory per writer
+(a Kubernetes volume shared by the gateway's pods, each writing to `<root>/<pod>`):
+    tokenpulse shipper --spool-root /spool --state-dir /state --outputs elasticsearch ...
 """
 
 from __future__ import annotations
@@ -38,10 +40,13 @@ def main(args: argparse.Namespace) -> int:
         return run(settings)
     for name in args.forget_output:
         try:
-            pos = forget_output(settings, name)
+            reached = forget_output(settings, name)
         except ForgetError as exc:
             print(f"shipper: error: {exc}", file=sys.stderr)
             return 2
-        where = f"segment {pos.seq}, offset {pos.offset}" if pos else "an unreadable checkpoint"
-        print(f"forgot output {name} (it had reached {where}); its segments are no longer held")
+        for key, pos in reached.items():
+            where = f"segment {pos.seq}, offset {pos.offset}" if pos else "an unreadable checkpoint"
+            in_dir = f" in {key}" if key else ""
+            print(f"forgot output {name}{in_dir} (it had reached {where}); its segments are no "
+                  "longer held")  # fmt: skip
     return 0

@@ -229,6 +229,18 @@ def test_the_shipper_keeps_its_spool_and_state_on_volumes_that_outlive_pods(
     assert env["TOKENPULSE_SINK_SPOOL_DIR"] == "/spool/$(POD_NAME)"  # one writer per directory
     names = [e["name"] for e in container(gateway, "gateway")["env"]]
     assert names.index("POD_NAME") < names.index("TOKENPULSE_SINK_SPOOL_DIR")
+    # the shipper follows every writer directory: the root the gateway's directories are in
+    args = container(shipper, "shipper")["args"]
+    assert "--spool-dir" not in args
+    root = args[args.index("--spool-root") + 1]
+    (mount,) = [m["mountPath"] for m in container(gateway, "gateway")["volumeMounts"]
+                if m["name"] == "spool"]  # fmt: skip
+    (shipper_mount,) = [m["mountPath"] for m in container(shipper, "shipper")["volumeMounts"]
+                        if m["name"] == "spool"]  # fmt: skip
+    assert root == shipper_mount and mount == shipper_mount
+    assert env["TOKENPULSE_SINK_SPOOL_DIR"] == f"{root}/$(POD_NAME)"
+    state = args[args.index("--state-dir") + 1]  # not under the root: never taken for a writer
+    assert not state.startswith(f"{root}/")
 
 
 def _allowed_from(policy: Doc) -> list[dict]:

@@ -104,3 +104,9 @@ def spool_ids(spool: Path) -> dict[str, str]:
             except (ValueError, KeyError, TypeError):  # torn or planted garbage
                 continue
     return out
+
+
+def root_settings(root: Path, **overrides: Any) -> ShipperSettings:
+    """As shipper_settings, following every writer directory under a spool root."""
+    base = shipper_settings(root, **overrides).model_dump(exclude={"spool_dir"})
+    return ShipperSettings.model_validate({**base, "spool_root": root, **overrides})

@@ -35,3 +35,16 @@ def test_missing_segments_are_counted(spool: Path) -> None:
     first.unlink()
     batch = read_batch(spool, Position(1, 100), max_items=1000, max_bytes=1 << 20)
     assert batch.skipped_segments == 2 and len(batch.items) == 20
+
+
+def test_a_partial_last_line_is_torn_only_once_its_segment_is_sealed(spool: Path) -> None:
+    write_samples(spool, [make_sample(i) for i in range(3)])
+    (segment,) = list_segments(spool)
+    size = segment.stat().st_size
+    with segment.open("ab") as fh:
+        fh.write(b'{"@timestamp":"2026-')  # a writer killed mid-line, or still writing it
+    open_batch = read_batch(spool, Position(1, 0), max_items=100)
+    assert len(open_batch.items) == 3 and open_batch.end == Position(1, size)  # waits for more
+    sealed = read_batch(spool, Position(1, 0), max_items=100, sealed_upto=1)  # writer gone
+    assert len(sealed.items) == 3 and sealed.malformed == 1
+    assert sealed.end == Position(1, segment.stat().st_size)
