@@ -58,8 +58,10 @@ def build_records(
     redactions: Counter[str],
     *,
     sample_id: str,
+    feedback: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """Records for one kept request; `prompts`/`outputs` are already redacted."""
+    """Records for one kept request; `prompts`/`outputs` are already redacted; `feedback` is
+    `log_pipeline.record.feedback_fields` when it was kept for its feedback."""
     stats = sample.stats
     number = version_number(stats.version)
     done_at = sample.timestamp + stats.total_s
@@ -114,6 +116,7 @@ def build_records(
                     "reasons": list(reasons),
                     "head_rate": head_rate,
                 },
+                **({} if feedback is None else {"feedback": feedback}),
                 "redaction": {"total": sum(redactions.values()), "kinds": dict(redactions)},
             },
         }

@@ -1,8 +1,10 @@
 """The sample record: an ECS envelope, OpenTelemetry `gen_ai.*` names, and `genai_sample.*`.
 
 One record per generated output (a request with several prompts gives several records; a failed
-request gives one record with no output). `SCHEMA.md` documents every field; a test holds this
-module to it.
+request gives one record with no output). Feedback on a response rides in its sample's records
+(`genai_sample.feedback`) when the writer still held the request, else it is a record of its own
+(`genai_sample.kind` "feedback", no texts) under the response id. `SCHEMA.md` documents every
+field; a test holds this module to it.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ import time
 from collections import Counter
 from typing import Any
 
-from tokenpulse.samples import OutputSignals, RequestStats, Sample
+from tokenpulse.samples import Feedback, OutputSignals, RequestStats, Sample
 from tokenpulse.tfserving.signature import FINISH_LENGTH
 
 MESSAGE = "generation sample"
+FEEDBACK_MESSAGE = "generation feedback"
+FEEDBACK_KIND = "feedback"  # genai_sample.kind of a feedback record (absent on samples)
 DATASET = "genai.samples"
 SERVICE = "tokenpulse-gateway"
 PROVIDER = "tensorflow_serving"
@@ -232,13 +236,18 @@ def encode_records(
     redactions: Counter[str],
     *,
     sample_id: str,
+    feedback: str = "",
 ) -> tuple[bytes, int]:
     """The spool lines of one kept request (each JSON ending in a newline) and their count;
-    `prompts`/`outputs` are already redacted; `sample_id` (`new_sample_id`) makes the record ids."""
+    `prompts`/`outputs` are already redacted; `sample_id` (`new_sample_id`) makes the record ids;
+    `feedback` is `feedback_json`'s object when the request was kept for its feedback."""
     stats = sample.stats
     rid, model = _j(stats.request_id), _j(stats.model)
     failed = stats.status >= 400
-    tail = _sampling_json(reasons, head_rate) + _redaction_json(redactions)
+    tail = _sampling_json(reasons, head_rate)
+    if feedback:
+        tail += f'"feedback":{feedback},'
+    tail += _redaction_json(redactions)
     if failed:
         tail += f',"error":{{"type":{_j(stats.error_code or f"http_{stats.status}")}}}'
     deployment = _deployment_json(
@@ -268,3 +277,58 @@ def encode_records(
             f'"timings":{timings},"quality":{quality},{tail}}}\n'
         )
     return "".join(lines).encode(), len(lines)
+
+
+def feedback_fields(feedback: Feedback, comment: str, outcome: str) -> dict[str, Any]:
+    """`genai_sample.feedback`: the score as sent and as a class, and the redacted comment."""
+    return {
+        "response_id": feedback.response_id,
+        "score": float(feedback.score),
+        "scale": feedback.scale,
+        "value": round(feedback.value, 6),
+        "class": feedback.score_class,
+        "comment": comment,
+        "key_id": feedback.key_id,
+        "time": iso_utc(feedback.timestamp),
+        "outcome": outcome,
+    }
+
+
+def feedback_json(feedback: Feedback, comment: str, outcome: str) -> str:
+    """`feedback_fields` as the JSON object `encode_records` embeds."""
+    return _compact(feedback_fields(feedback, comment, outcome))
+
+
+def encode_feedback_record(
+    feedback: Feedback, comment: str, outcome: str, redactions: Counter[str], *, sample_id: str
+) -> bytes:
+    """The spool line of feedback stored on its own (its request is no longer held, or its sample
+    was already written): the response's identity as the gateway knew it, and the feedback;
+    `comment` is already redacted."""
+    number = version_number(feedback.version)
+    sample: dict[str, Any] = {
+        "kind": FEEDBACK_KIND,
+        "request_id": feedback.request_id,
+        "model": feedback.model,
+        "version": feedback.version,
+        **({} if number is None else {"version_number": number}),
+        "version_label": feedback.version_label,
+        "key_id": feedback.key_id,
+        "feedback": feedback_fields(feedback, comment, outcome),
+        "redaction": {"total": sum(redactions.values()), "kinds": dict(redactions)},
+    }
+    record: dict[str, Any] = {
+        "@timestamp": iso_utc(feedback.timestamp),
+        "message": FEEDBACK_MESSAGE,
+        "event": {"id": record_id(sample_id, 0), "kind": "event", "dataset": DATASET,
+                  "start": iso_utc(feedback.timestamp)},
+        "service": {"name": SERVICE},
+        "trace": {"id": trace_id(feedback.request_id)},
+        "gen_ai": {
+            "operation": {"name": OPERATION},
+            "provider": {"name": PROVIDER},
+            "response": {"id": feedback.request_id, "model": feedback.model},
+        },
+        "genai_sample": sample,
+    }  # fmt: skip
+    return (_compact(record) + "\n").encode()

@@ -6,6 +6,10 @@ What a query means, for both stores:
   follow `log_pipeline.analysis`: runs of letters and digits, and every Chinese character on its
   own, so 退款 finds 我要申请退款 and iPhone退款 finds "iPhone 退款"; "quoted words" are one term;
 - every other filter is exact (model, version, label, ...) or a closed range (NLL, latency, time);
+- feedback: records of feedback stored on its own (`genai_sample.kind` feedback) match only a
+  `--feedback` filter or an id lookup; `--feedback negative|neutral|positive|any` finds every
+  record carrying feedback of that class: samples kept for their feedback, and feedback records
+  (whose sample, when there is one, `samples show <response id>` lists with them);
 - the order is the sort key, missing values last, then the record id in the same direction, so
   pages never overlap and both stores list the same records in the same order.
 """
@@ -52,7 +56,10 @@ GROUPS: dict[str, tuple[str, str]] = {
     "status": ("http.response.status_code", "status"),
     "error_type": ("error.type", "error_type"),
     "route": ("genai_sample.route", "route"),
+    "feedback": ("genai_sample.feedback.class", "feedback"),
 }
+FEEDBACK_FILTERS = ("any", "negative", "neutral", "positive")
+FEEDBACK_KIND = "feedback"  # log_pipeline.record.FEEDBACK_KIND
 
 
 class SearchError(Exception):
@@ -113,6 +120,7 @@ class Filters:
     error_type: str = ""
     key_id: str = ""
     reason: str = ""
+    feedback: str = ""  # any | negative | neutral | positive
     nll_min: float | None = None
     nll_max: float | None = None
     latency_min: float | None = None  # seconds, arrival to response
@@ -131,6 +139,13 @@ class Filters:
             raise SearchError("--limit must be at least 1 and --offset at least 0")
         if self.status:
             status_range(self.status)
+        if self.feedback and self.feedback not in FEEDBACK_FILTERS:
+            raise SearchError(f"bad feedback {self.feedback!r}: use {'|'.join(FEEDBACK_FILTERS)}")
+
+    @property
+    def samples_only(self) -> bool:
+        """Whether feedback records stay out (no feedback filter and no id lookup)."""
+        return not self.feedback and not self.id
 
     def exact(self) -> list[tuple[str, str]]:
         """(count-by key, value) of the exact filters given."""
@@ -207,6 +222,14 @@ class SqliteStore:
         if f.reason:
             where.append("instr(s.reasons, ?) > 0")
             args.append(f"|{f.reason}|")
+        if f.samples_only:
+            where.append("s.kind != ?")
+            args.append(FEEDBACK_KIND)
+        if f.feedback == "any":
+            where.append("s.feedback != ''")
+        elif f.feedback:
+            where.append("s.feedback = ?")
+            args.append(f.feedback)
         for key, low, high in f.ranges():
             column = SORTS[key][1]
             if low is not None:
@@ -277,6 +300,12 @@ def es_query(f: Filters) -> dict[str, Any]:
         flt.append({"term": {GROUPS[key][0]: value}})
     if f.reason:
         flt.append({"term": {"genai_sample.sampling.reasons": f.reason}})
+    if f.feedback == "any":
+        flt.append({"exists": {"field": GROUPS["feedback"][0]}})
+    elif f.feedback:
+        flt.append({"term": {GROUPS["feedback"][0]: f.feedback}})
+    if f.samples_only:
+        flt.append({"bool": {"must_not": [{"term": {"genai_sample.kind": FEEDBACK_KIND}}]}})
     for key, low, high in f.ranges():
         bounds = {op: v for op, v in (("gte", low), ("lte", high)) if v is not None}
         field = SORTS[key][0]

@@ -25,6 +25,9 @@ CSV_COLUMNS: dict[str, str] = {
     "total_s": "genai_sample.timings.total_s",
     "key_id": "genai_sample.key_id",
     "reasons": "genai_sample.sampling.reasons",
+    "feedback": "genai_sample.feedback.class",
+    "feedback_score": "genai_sample.feedback.score",
+    "feedback_comment": "genai_sample.feedback.comment",
     "prompt": "genai_sample.prompt.text",
     "output": "genai_sample.output.text",
 }
@@ -60,7 +63,8 @@ def _rows(records: Iterable[dict[str, Any]]) -> Iterator[tuple[str, ...]]:
             q.get("finish_reason", "-"),
             f"{nll:.2f}" if isinstance(nll, int | float) else "-",
             f"{total:.3f}" if isinstance(total, int | float) else "-",
-            ",".join(s.get("sampling", {}).get("reasons", [])), s.get("key_id", ""),
+            ",".join(s.get("sampling", {}).get("reasons", [])),
+            s.get("feedback", {}).get("class", "-"), s.get("key_id", ""),
             _cut(s.get("prompt", {}).get("text", ""), 30),
             _cut(s.get("output", {}).get("text", ""), 30),
         )  # fmt: skip
@@ -69,7 +73,7 @@ def _rows(records: Iterable[dict[str, Any]]) -> Iterator[tuple[str, ...]]:
 def table(records: Iterable[dict[str, Any]]) -> str:
     """Records as an aligned text table."""
     head = ("TIME", "REQUEST", "MODEL", "VER", "STATUS", "FINISH", "NLL", "TOTAL_S", "REASON",
-            "KEY", "PROMPT", "OUTPUT")  # fmt: skip
+            "FEEDBACK", "KEY", "PROMPT", "OUTPUT")  # fmt: skip
     rows = [head, *_rows(records)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     return "\n".join(

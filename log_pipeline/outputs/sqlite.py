@@ -22,7 +22,8 @@ from log_pipeline.analysis import index_text
 from log_pipeline.outputs import DUPLICATE, OK, Item, ItemResult, Outcome, RetryableError
 from log_pipeline.record import iso_utc
 
-SCHEMA_VERSION = 2  # PRAGMA user_version; 0 is the first layout (FTS5 unicode61 over raw text)
+SCHEMA_VERSION = 3  # PRAGMA user_version; 0 is the first layout (FTS5 unicode61 over raw text)
+TERMS_VERSION = 2  # the layout that brought the analyzed-text index: older stores reindex
 TABLE = """
 CREATE TABLE IF NOT EXISTS samples (
     rowid INTEGER PRIMARY KEY,
@@ -38,7 +39,7 @@ CREATE TABLE IF NOT EXISTS samples (
     doc TEXT NOT NULL
 )
 """
-# columns added by schema 2: (name, declaration, the JSON path it is read from)
+# columns added by schemas 2 and 3 (kind, feedback): (name, declaration, the JSON path read)
 ADDED = (
     ("request_id", "TEXT NOT NULL DEFAULT ''", "$.genai_sample.request_id"),
     ("route", "TEXT NOT NULL DEFAULT ''", "$.genai_sample.route"),
@@ -46,6 +47,8 @@ ADDED = (
     ("error_type", "TEXT NOT NULL DEFAULT ''", "$.error.type"),
     ("total_s", "REAL", "$.genai_sample.timings.total_s"),
     ("version_number", "INTEGER", "$.genai_sample.version_number"),
+    ("kind", "TEXT NOT NULL DEFAULT ''", "$.genai_sample.kind"),
+    ("feedback", "TEXT NOT NULL DEFAULT ''", "$.genai_sample.feedback.class"),
 )
 INDEXES = (
     "CREATE INDEX IF NOT EXISTS samples_ts ON samples (ts)",
@@ -88,6 +91,7 @@ def migrate(conn: sqlite3.Connection, create: bool = True) -> None:
         ):
             conn.execute("COMMIT")  # another process migrated it, or there is nothing to migrate
             return
+        reindex = conn.execute("PRAGMA user_version").fetchone()[0] < TERMS_VERSION
         conn.execute(TABLE)
         have = {row[1] for row in conn.execute("PRAGMA table_info(samples)")}
         for name, decl, json_path in ADDED:
@@ -100,10 +104,11 @@ def migrate(conn: sqlite3.Connection, create: bool = True) -> None:
                 )
         for statement in INDEXES:
             conn.execute(statement)
-        conn.execute("DROP TABLE IF EXISTS samples_fts")
-        conn.execute("DROP TABLE IF EXISTS samples_terms")
-        conn.execute(TERMS)
-        index_rows(conn, 0)
+        if reindex or not exists:
+            conn.execute("DROP TABLE IF EXISTS samples_fts")
+            conn.execute("DROP TABLE IF EXISTS samples_terms")
+            conn.execute(TERMS)
+            index_rows(conn, 0)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:

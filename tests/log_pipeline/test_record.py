@@ -11,12 +11,19 @@ from typing import Any
 from devtools.records import build_records
 from log_pipeline import assets
 from log_pipeline.reader import parse_line
-from log_pipeline.record import encode_records, record_id
+from log_pipeline.record import (
+    encode_feedback_record,
+    encode_records,
+    feedback_fields,
+    feedback_json,
+    record_id,
+)
 from tests.log_pipeline.conftest import make_sample
-from tokenpulse.samples import OutputSignals, Sample
+from tokenpulse.samples import Feedback, OutputSignals, Sample
 
 SCHEMA = Path(__file__).parents[2] / "log_pipeline" / "SCHEMA.md"
 SAMPLE_ID = "a" * 32
+FEEDBACK = Feedback("req-1", "cmpl-req-1", "key-a", 0.25, "unit", "c", 1_780_000_000.0, "gen", "7")
 
 
 def _leaves(doc: dict[str, Any], prefix: str = "") -> set[str]:
@@ -43,7 +50,10 @@ def _records() -> list[dict[str, Any]]:
             ok, ["p"], ["o"], ("low_quality",), 0.1, Counter({"email": 1}), sample_id=SAMPLE_ID
         ),
         *build_records(failed, ["p"], [], ("error",), 0.1, Counter(), sample_id="b" * 32),
-    ]
+        *build_records(ok, ["p"], ["o"], ("feedback",), 0.1, Counter(), sample_id="c" * 32,
+                       feedback=feedback_fields(FEEDBACK, "c", "promoted")),
+        json.loads(encode_feedback_record(FEEDBACK, "c", "late", Counter(), sample_id="d" * 32)),
+    ]  # fmt: skip
 
 
 def test_every_record_field_is_documented_with_its_type() -> None:
@@ -65,7 +75,14 @@ def test_documented_fields_all_appear_in_some_record() -> None:
 
 
 def test_envelope_values() -> None:
-    ok, failed = _records()
+    ok, failed, promoted, alone = _records()
+    assert promoted["genai_sample"]["feedback"]["value"] == -0.5
+    assert promoted["genai_sample"]["feedback"]["class"] == "negative"
+    assert alone["genai_sample"]["kind"] == "feedback" and alone["message"] == "generation feedback"
+    assert list(alone)[:3] == ["@timestamp", "message", "event"]
+    assert alone["gen_ai"]["response"]["id"] == "req-1"
+    assert parse_line(encode_feedback_record(FEEDBACK, "", "late", Counter(), sample_id="e" * 32)
+                      .rstrip(b"\n")) is not None  # fmt: skip
     assert ok["message"] == "generation sample"
     assert ok["event"]["id"] == record_id(SAMPLE_ID, 0) and len(ok["trace"]["id"]) == 32
     assert ok["event"]["outcome"] == "success" and failed["event"]["outcome"] == "failure"
@@ -124,3 +141,11 @@ def test_encoded_lines_are_the_records_json_byte_for_byte() -> None:
         )
         assert n == len(expected)
         assert data == dumped
+    sample, prompts, outputs, reasons, counts = _variants()[0]
+    expected = build_records(sample, prompts, outputs, reasons, 0.5, counts, sample_id=SAMPLE_ID,
+                             feedback=feedback_fields(FEEDBACK, "c", "promoted"))  # fmt: skip
+    data, _ = encode_records(sample, prompts, outputs, reasons, 0.5, counts, sample_id=SAMPLE_ID,
+                             feedback=feedback_json(FEEDBACK, "c", "promoted"))  # fmt: skip
+    assert data == b"".join(
+        json.dumps(r, ensure_ascii=False, separators=(",", ":")).encode() + b"\n" for r in expected
+    )

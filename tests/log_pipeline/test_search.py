@@ -16,10 +16,12 @@ import pytest
 from devtools.standins.es import EsStandin
 from log_pipeline import assets
 from log_pipeline.search import EsStore, Filters, SearchError, SqliteStore, parse_time
+from log_pipeline.settings import SinkSettings
+from log_pipeline.writer import SampleWriter
 from stack.cli import main
-from tests.log_pipeline.conftest import make_sample, write_samples
+from tests.log_pipeline.conftest import keep_all_rules, make_sample, write_samples
 from tests.log_pipeline.support import shipped, shipper_settings, shipping, wait_until
-from tokenpulse.samples import Sample
+from tokenpulse.samples import Feedback, Sample
 
 T0 = 1_780_000_000.0  # 2026-05-28T20:26:40Z
 # (prompt, output): Chinese (simplified and traditional), English, and the two mixed
@@ -40,6 +42,31 @@ TEXTS = [
     ("", ""),
 ]
 N = 60
+PROMOTED = 1  # a skipped request kept for its feedback
+FEEDBACK_RECORDS = 3  # two on kept samples (attached), one late
+RECORDS = N + PROMOTED + FEEDBACK_RECORDS
+
+
+def _feedback(i: int, score: float, t: float) -> Feedback:
+    return Feedback(f"req-{i}", f"cmpl-req-{i}", "key-a", score, "thumbs", "not what I asked",
+                    t, "gen", "9", "stable")  # fmt: skip
+
+
+def _write_feedback(spool: Path) -> None:
+    """Feedback in all its outcomes, after the samples: attached, late and promoted."""
+    writer = SampleWriter(SinkSettings.model_validate({"spool_dir": spool}))
+    writer.sampler.rules = keep_all_rules()
+    for i in range(N):  # known to the writer as kept (the samples are in the spool already)
+        writer._remember_kept(f"req-{i}")
+    writer.feedback(_feedback(3, -1, T0 + 3600))
+    writer.feedback(_feedback(4, 1, T0 + 3601))
+    writer.feedback(_feedback(999, -1, T0 + 3602))
+    writer.sampler.rules = writer.sampler.rules.model_copy(update={"head_rate": 0.0})
+    held = make_sample(100, prompt="the answer was rude", version="9", timestamp=T0 + 3000)
+    writer.write(held)  # skipped, held
+    assert writer.held == 1
+    writer.feedback(_feedback(100, -1, T0 + 3603))
+    writer.close()
 
 
 def _samples() -> list[Sample]:
@@ -72,10 +99,13 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SqliteSto
     tmp = tmp_path_factory.mktemp("search")
     spool = tmp / "spool"
     write_samples(spool, _samples())
+    _write_feedback(spool)
     with EsStandin(stream_patterns=(assets.PATTERN,)) as es:
         settings = shipper_settings(spool, outputs=["sqlite", "elasticsearch"], es_url=es.url)
         with shipping(settings) as sh:
-            wait_until(lambda: shipped(sh, "sqlite") == shipped(sh, "elasticsearch") == N, "fill")
+            wait_until(
+                lambda: shipped(sh, "sqlite") == shipped(sh, "elasticsearch") == RECORDS, "fill"
+            )
         yield SqliteStore(settings.sqlite_path), EsStore(es.url, assets.PATTERN)
 
 
@@ -138,6 +168,16 @@ QUERIES: list[tuple[Filters, set[str] | None]] = [
     (Filters(sort="time", ascending=True, limit=ALL), None),
     (Filters(limit=7, offset=14), None),
     (Filters(text="refund", limit=2, offset=1), None),
+    # feedback: samples kept for it, and feedback stored on its own; plain searches leave the
+    # latter out, id lookups list a sample with its feedback
+    (Filters(feedback="negative", limit=ALL), None),
+    (Filters(feedback="positive", limit=ALL), None),
+    (Filters(feedback="any", limit=ALL), None),
+    (Filters(feedback="neutral", limit=ALL), None),
+    (Filters(feedback="negative", text="rude", limit=ALL), {"the answer was rude"}),
+    (Filters(feedback="any", key_id="key-a", sort="nll", limit=ALL), None),
+    (Filters(id="cmpl-req-3", limit=ALL), None),
+    (Filters(reason="feedback", limit=ALL), {"the answer was rude"}),
 ]  # fmt: skip
 
 
@@ -153,13 +193,34 @@ def test_one_query_one_answer(
         if expected:
             assert from_sqlite
     else:
-        assert from_sqlite or filters.offset
+        assert from_sqlite or filters.offset or filters.feedback == "neutral"
+
+
+def test_feedback_is_found_with_its_sample(stores: tuple[SqliteStore, EsStore]) -> None:
+    sqlite, es = stores
+    negative = list(sqlite.search(Filters(feedback="negative", limit=ALL)))
+    by_id = {r["genai_sample"]["request_id"]: r["genai_sample"] for r in negative}
+    assert set(by_id) == {"req-3", "req-999", "req-100"}
+    assert by_id["req-100"]["feedback"]["outcome"] == "promoted"
+    assert by_id["req-100"]["sampling"]["reasons"] == ["feedback"]
+    assert by_id["req-3"]["kind"] == "feedback" and by_id["req-3"]["feedback"]["outcome"] == (
+        "attached")  # fmt: skip
+    assert by_id["req-999"]["feedback"]["outcome"] == "late"
+    shown = sqlite.show("cmpl-req-3")
+    assert shown == es.show("cmpl-req-3")
+    assert [r["genai_sample"].get("kind", "sample") for r in shown] == ["sample", "feedback"]
+    assert len(list(sqlite.search(Filters(limit=ALL)))) == N + PROMOTED
+    assert (
+        sqlite.count(Filters(feedback="any"), ["feedback"])
+        == es.count(Filters(feedback="any"), ["feedback"])
+        == [(("negative",), 3), (("positive",), 1)]
+    )
 
 
 def test_the_filters_mean_what_they_say(stores: tuple[SqliteStore, EsStore]) -> None:
     sqlite, _ = stores
     every = list(sqlite.search(Filters(limit=ALL)))
-    assert len(every) == N
+    assert len(every) == N + PROMOTED
 
     def where(**kw: Any) -> list[dict[str, Any]]:
         return list(sqlite.search(Filters(limit=ALL, **kw)))
@@ -179,7 +240,7 @@ def test_the_filters_mean_what_they_say(stores: tuple[SqliteStore, EsStore]) -> 
     nll = [r["genai_sample"]["quality"].get("mean_nll") for r in where(sort="nll", ascending=True)]
     present = [v for v in nll if v is not None]
     assert present == sorted(present) and nll[len(present) :] == [None] * (len(nll) - len(present))
-    pages = [_ids(sqlite.search(Filters(limit=9, offset=o))) for o in range(0, N, 9)]
+    pages = [_ids(sqlite.search(Filters(limit=9, offset=o))) for o in range(0, len(every), 9)]
     assert sum(pages, []) == _ids(every)
 
 
@@ -264,9 +325,16 @@ def test_cli(stores: tuple[SqliteStore, EsStore], capsys: pytest.CaptureFixture[
     code, out, _ = run("search", "--sqlite-path", db, "--count-by", "model,version,finish_reason")
     assert code == 0 and out.splitlines()[0].split() == ["MODEL", "VERSION", "FINISH_REASON",
                                                          "COUNT"]  # fmt: skip
-    assert sum(int(line.split()[-1]) for line in out.splitlines()[1:]) == N
-    code, shown, _ = run("show", "--sqlite-path", db, "cmpl-req-3")
-    assert code == 0 and json.loads(shown)["genai_sample"]["request_id"] == "req-3"
+    assert sum(int(line.split()[-1]) for line in out.splitlines()[1:]) == N + PROMOTED
+    code, shown, _ = run("show", "--sqlite-path", db, "cmpl-req-3")  # the sample and its feedback
+    assert code == 0 and [r["genai_sample"]["request_id"] for r in json.loads(shown)] == [
+        "req-3", "req-3"]  # fmt: skip
+    code, out, _ = run("search", "--sqlite-path", db, "--feedback", "negative", "--format", "jsonl")
+    code_es, out_es, _ = run("search", "--es-url", es.url, "--feedback", "negative",
+                             "--format", "jsonl")  # fmt: skip
+    assert code == code_es == 0 and out == out_es and len(out.splitlines()) == 3
+    code, table, _ = run("search", "--sqlite-path", db, "--feedback", "positive")
+    assert code == 0 and "FEEDBACK" in table.splitlines()[0] and "positive" in table
     code, _, err = run("show", "--sqlite-path", db, "nope")
     assert code == 1 and "no record" in err
 
@@ -281,6 +349,7 @@ def test_cli(stores: tuple[SqliteStore, EsStore], capsys: pytest.CaptureFixture[
         (["--limit", "0"], "--limit"),
         (["--format", "xml"], "--format"),
         (["--nll-min", "high"], "--nll-min"),
+        (["--feedback", "bad"], "--feedback"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
