@@ -25,6 +25,7 @@ from typing import Any
 
 import aiohttp
 
+from monitoring.mixin.config import JOBS
 from monitoring.mixin.model import GATEWAY_PREFIX, TFSERVING_PREFIX
 from monitoring.mixin.promql import sel
 from monitoring.mixin.slis import ANSWERED, DURATION
@@ -303,9 +304,9 @@ def prometheus_exprs(window: str) -> dict[str, str]:
 
 
 def _job_regex() -> str:
-    from monitoring.mixin.config import JOBS
-
-    return "|".join(re.escape(j) for j in (JOBS.modelserver, JOBS.gateway))
+    # RE2 escapes, then doubled for the PromQL string literal ("\-" alone is a parse error)
+    names = (JOBS.modelserver, JOBS.gateway)
+    return "|".join(re.escape(j).replace("\\", "\\\\") for j in names)
 
 
 class Prometheus:
@@ -319,6 +320,12 @@ class Prometheus:
         try:
             with urllib.request.urlopen(url, timeout=self.timeout_s) as resp:
                 doc = json.loads(resp.read())
+        except urllib.error.HTTPError as exc:  # Prometheus says why in the body (e.g. a 400)
+            try:
+                why = json.loads(exc.read()).get("error", exc.reason)
+            except ValueError:
+                why = exc.reason
+            raise PrometheusError(f"Prometheus refused a query ({exc.code}): {why}") from None
         except (urllib.error.URLError, OSError, ValueError) as exc:
             raise PrometheusError(f"cannot query Prometheus at {self.url}: {exc}") from None
         if doc.get("status") != "success":

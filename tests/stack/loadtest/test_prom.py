@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+from pathlib import Path
+
 import pytest
+import yaml
 
 from stack.loadtest.prom import (
     ServerView,
@@ -64,6 +69,21 @@ def test_the_promql_uses_the_mixins_jobs_and_series() -> None:
     assert 'job="tfserving"' in exprs["batch_size_mean"]
     assert "tokenpulse_gateway_request_duration_seconds_bucket" in exprs["gateway_latency_p99_s"]
     assert 'code=~"2.."' in exprs["gateway_latency_p99_s"]
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="needs promtool")
+def test_every_expression_parses_in_prometheus(tmp_path: Path) -> None:
+    # a real PromQL parser: a job regex once carried "\\-", which Prometheus rejects with a 400
+    rules = [
+        {"record": f"loadtest:{name}", "expr": expr}
+        for name, expr in prometheus_exprs("30s").items()
+    ]
+    path = tmp_path / "loadtest.rules.yml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "loadtest", "rules": rules}]}))
+    done = subprocess.run(
+        ["promtool", "check", "rules", str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def _client(mean: float) -> dict[str, object]:
