@@ -306,13 +306,15 @@ def running_gateway(
     log_path: Path | None = None,
     start_timeout_s: float = 30.0,
     stop_timeout_s: float = STOP_TIMEOUT_S,
+    wrap: Sequence[str] = (),
     **settings: Any,
 ) -> Iterator[GatewayProcess]:
     """Run `tokenpulse gateway` against `upstream_url` for the block; ready when /healthz is 200.
 
     `settings` are GatewaySettings fields, passed as TOKENPULSE_GATEWAY_<NAME> variables (lists,
     dicts and booleans JSON-encoded); TOKENPULSE_GATEWAY_* variables of this process are not
-    inherited, so only what is given here configures the child.
+    inherited, so only what is given here configures the child. `wrap` goes before the command
+    line (a profiler that launches its target); the yielded pid is then the wrapper's.
     """
     port = port or free_port()
     child_env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENPULSE_GATEWAY_")}
@@ -324,7 +326,7 @@ def running_gateway(
         child_env[f"TOKENPULSE_GATEWAY_{name.upper()}"] = _setting_value(value)
     url = f"http://127.0.0.1:{port}"
     with running_process(
-        tokenpulse_argv("gateway"),
+        [*wrap, *tokenpulse_argv("gateway")],
         lambda: http_ok(f"{url}/healthz", timeout_s=0.5),
         what="gateway",
         error=GatewayStartError,

@@ -3,7 +3,13 @@
 One run, same model server, same requests: latency at concurrency 1 (direct and gateway calls
 interleaved, so drift hits both alike) and throughput at concurrency 32 (alternating phases).
 Prints the gateway's added p50/p99 and its throughput ratio, plus its start-up time and RSS.
-Targets: added p50 <= 2 ms, throughput >= 95% of direct, start-up < 2 s, RSS < 150 MB.
+Targets: added p50 <= 1 ms, throughput >= 95% of direct, start-up < 2 s, RSS < 150 MB.
+
+The anchor: nginx as a bare reverse proxy (one worker, upstream keep-alive, no access log) on the
+gateway's CPU, measured in the same interleaved loops, when an `nginx` binary is installed
+(`apt-get install nginx-light`); without one the bench says so and measures the rest.
+`--profile` runs the gateway under py-spy and prints the profile's top entries (the figures of a
+profiled run carry the sampler's overhead: compare them with each other, not with a plain run).
 """
 
 from __future__ import annotations
@@ -13,23 +19,36 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from devtools.bench.harness import DEFAULT_MODEL_BASE, cpu_split, percentile, pin, rss_bytes
+from devtools.bench import profiling
+from devtools.bench.harness import (
+    DEFAULT_MODEL_BASE,
+    cpu_seconds,
+    cpu_split,
+    percentile,
+    pin,
+    rss_bytes,
+)
 from stack.launch import (
     LaunchError,
     available_versions,
+    http_ok,
     running_gateway,
     running_modelserver,
+    running_process,
 )
 from tokenpulse import paths
+from tokenpulse.procs import free_port
 from tokenpulse.tfserving.predict import predict_path, row_request
 from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME, SIGNATURE_NAME, default_row
 
@@ -53,6 +72,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=True,
         help="pin the model server to all CPUs but the last, the gateway and this load generator "
         "to the last, so both paths give the model server the same CPU (default: on)",
+    )
+    parser.add_argument(
+        "--nginx",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="measure nginx as a bare reverse proxy beside the gateway (default: when installed)",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="run the gateway under py-spy and print the profile's top entries",
+    )
+    parser.add_argument("--profile-top", type=int, default=15, help="entries per profile table")
+    parser.add_argument(
+        "--gateway-setting",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a GatewaySettings field for the benched gateway (repeatable), e.g. access_log=false",
+    )
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE[,NAME=VALUE]",
+        help="also measure a gateway with these settings changed, in the same loops (repeatable; "
+        "e.g. event_loop=asyncio to see what uvloop gives)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -79,6 +125,12 @@ class Target:
     def __init__(self, url: str, headers: dict[str, str], body: Any) -> None:
         self.url, self.headers = url, headers
         self.bodies = [json.dumps(body(p)).encode() for p in PROMPTS]
+        self.pid: int | None = None  # the process in the path, whose CPU time is read
+        self.cpu_s = 0.0  # its CPU seconds during the c=N phases
+
+    def cpu(self) -> float:
+        """CPU seconds its process has used so far (0 without one)."""
+        return cpu_seconds(self.pid) if self.pid else 0.0
 
     async def call(self, session: Any, i: int) -> float:
         start = time.perf_counter()
@@ -91,26 +143,28 @@ class Target:
         return time.perf_counter() - start
 
 
-async def _measure(args: argparse.Namespace, direct: Target, gateway: Target) -> dict[str, Any]:
+async def _measure(args: argparse.Namespace, targets: dict[str, Target]) -> dict[str, Any]:
+    """Every target in the same loops: c=1 calls interleaved, c=N phases alternating."""
     import aiohttp
     from tqdm import tqdm
 
-    total = 2 * args.requests + 2 * args.rounds * args.throughput_requests + 40
+    k = len(targets)
+    total = k * (args.requests + args.rounds * args.throughput_requests + 20)
     bar = tqdm(total=total, desc="bench gateway", unit="req", file=sys.stderr, disable=None)
     limit = aiohttp.TCPConnector(limit=args.concurrency)
+    lat: dict[str, list[float]] = {name: [] for name in targets}
+    elapsed = dict.fromkeys(targets, 0.0)
     async with aiohttp.ClientSession(connector=limit) as session:
-        for i in range(20):  # warm both paths (connections, caches, batch threads)
-            await direct.call(session, i)
-            await gateway.call(session, i)
-            bar.update(2)
-        lat: dict[str, list[float]] = {"direct": [], "gateway": []}
+        for i in range(20):  # warm every path (connections, caches, batch threads)
+            for target in targets.values():
+                await target.call(session, i)
+            bar.update(k)
         for i in range(args.requests):
-            lat["direct"].append(await direct.call(session, i))
-            lat["gateway"].append(await gateway.call(session, i))
-            bar.update(2)
-        elapsed = {"direct": 0.0, "gateway": 0.0}
+            for name, target in targets.items():
+                lat[name].append(await target.call(session, i))
+            bar.update(k)
         for _ in range(args.rounds):
-            for name, target in (("direct", direct), ("gateway", gateway)):
+            for name, target in targets.items():
                 counter = iter(range(args.throughput_requests))
 
                 async def worker(t: Target = target, it: Iterator[int] = counter) -> None:
@@ -118,21 +172,95 @@ async def _measure(args: argparse.Namespace, direct: Target, gateway: Target) ->
                         await t.call(session, i)
                         bar.update(1)
 
-                start = time.perf_counter()
+                start, cpu = time.perf_counter(), target.cpu()
                 await asyncio.gather(*(worker() for _ in range(args.concurrency)))
                 elapsed[name] += time.perf_counter() - start
+                target.cpu_s += target.cpu() - cpu
     bar.close()
     n = args.rounds * args.throughput_requests
     rps = {k: n / v for k, v in elapsed.items()}
     out: dict[str, Any] = {}
-    for name in ("direct", "gateway"):
+    for name in targets:
         out[f"{name}_p50_ms"] = 1000 * statistics.median(lat[name])
         out[f"{name}_p99_ms"] = 1000 * percentile(lat[name], 99)
         out[f"{name}_rps_c{args.concurrency}"] = rps[name]
-    out["added_p50_ms"] = out["gateway_p50_ms"] - out["direct_p50_ms"]
-    out["added_p99_ms"] = out["gateway_p99_ms"] - out["direct_p99_ms"]
-    out["throughput_ratio"] = rps["gateway"] / rps["direct"]
+        out[f"{name}_cpu_us_per_request"] = 1e6 * targets[name].cpu_s / n
+    for name in targets.keys() - {"direct"}:
+        prefix = "" if name == "gateway" else f"{name}_"
+        out[f"{prefix}added_p50_ms"] = out[f"{name}_p50_ms"] - out["direct_p50_ms"]
+        out[f"{prefix}added_p99_ms"] = out[f"{name}_p99_ms"] - out["direct_p99_ms"]
+        out[f"{prefix}throughput_ratio"] = rps[name] / rps["direct"]
     return out
+
+
+NGINX_CONF = """worker_processes 1;
+master_process off;
+daemon off;
+pid {tmp}/nginx.pid;
+error_log {tmp}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    client_body_temp_path {tmp}/body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    upstream tfserving {{ server {upstream}; keepalive 64; }}
+    server {{
+        listen 127.0.0.1:{port} reuseport;
+        keepalive_requests 100000;
+        location / {{
+            proxy_pass http://tfserving;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }}
+    }}
+}}
+"""
+
+
+def nginx_binary() -> str | None:
+    """An installed nginx (PATH, then /usr/sbin), or None."""
+    return shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/usr/local/sbin")
+
+
+@contextlib.contextmanager
+def _nginx(upstream: str, tmp: Path) -> Iterator[tuple[str, int]]:
+    """nginx as a bare reverse proxy to `upstream` (one process, so one pid to pin)."""
+    exe = nginx_binary()
+    if exe is None:
+        raise LaunchError("nginx is not installed")
+    port = free_port()
+    host = upstream.removeprefix("http://").removeprefix("https://")
+    conf = tmp / "nginx.conf"
+    conf.write_text(NGINX_CONF.format(tmp=tmp, upstream=host, port=port))
+    url = f"http://127.0.0.1:{port}"
+    with running_process(
+        [exe, "-c", str(conf), "-p", str(tmp), "-e", str(tmp / "error.log")],
+        lambda: http_ok(url + "/", timeout_s=0.5) or _answers(url),
+        what="nginx",
+        start_timeout_s=10,
+    ) as proc:
+        yield url, proc.pid
+
+
+def _answers(url: str) -> bool:
+    """Whether anything answers HTTP at `url` (the model server's 404 on / counts)."""
+    try:
+        with urllib.request.urlopen(url + "/", timeout=0.5):
+            return True
+    except urllib.error.HTTPError:
+        return True
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _setting(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise SystemExit(f"--gateway-setting wants NAME=VALUE, got {text!r}")
+    return name.strip(), value
 
 
 def _internal_ms(url: str) -> float:
@@ -163,34 +291,75 @@ def _run(args: argparse.Namespace, upstream: str, cpus: set[int] | None = None) 
     if not versions:
         raise SystemExit(f"{upstream} has no AVAILABLE version of {args.model_name!r}")
     version = max(versions)
-    with tempfile.TemporaryDirectory(prefix="tp-bench-gw-") as tmp:
+    use_nginx = args.nginx if args.nginx is not None else nginx_binary() is not None
+    settings: dict[str, Any] = {"models": [args.model_name]}
+    settings["max_concurrency"] = max(64, args.concurrency)
+    settings.update(_setting(s) for s in args.gateway_setting)
+    result: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="tp-bench-gw-") as tmp, contextlib.ExitStack() as stack:
         keys = Path(tmp) / "keys.json"
         key = add_key(keys, "bench", requests_per_minute=1e9, tokens_per_minute=1e12)
-        with running_gateway(
-            upstream, keys, models=[args.model_name], max_concurrency=max(64, args.concurrency)
-        ) as gw:
-            if cpus:  # the model server keeps the other CPUs to itself in both phases
-                pin(gw.pid, cpus)
-                pin(os.getpid(), cpus)
-            row = default_row
-            direct = Target(
+        profile_out = Path(tmp) / "profile.txt"
+        wrap = profiling.wrap_argv(profile_out) if args.profile else []
+        gw = stack.enter_context(running_gateway(upstream, keys, wrap=wrap, **settings))
+        gw_pid = profiling.wait_child(gw.pid) if args.profile else gw.pid
+        if cpus:  # the model server keeps the other CPUs to itself in every phase
+            pin(gw_pid, cpus)
+            pin(gw.pid, cpus)  # the profiler, when there is one, samples from the same CPUs
+            pin(os.getpid(), cpus)
+        row = default_row
+        targets = {
+            "direct": Target(
                 f"{upstream}{predict_path(args.model_name, version)}",
                 {"Content-Type": "application/json"},
                 lambda p: row_request([row(p, args.max_new_tokens)], SIGNATURE_NAME),
-            )
-            through = Target(
+            ),
+            "gateway": Target(
                 f"{gw.url}/v1/generate",
                 {"Content-Type": "application/json", "Authorization": f"Bearer {key}"},
                 lambda p: {**row(p, args.max_new_tokens), "model": args.model_name},
+            ),
+        }
+        for variant in args.variant:
+            changed = dict(_setting(one) for one in variant.split(","))
+            other = stack.enter_context(running_gateway(upstream, keys, **{**settings, **changed}))
+            if cpus:
+                pin(other.pid, cpus)
+            targets[f"gw[{variant}]"] = Target(
+                f"{other.url}/v1/generate", targets["gateway"].headers, lambda p: {
+                    **row(p, args.max_new_tokens), "model": args.model_name,
+                },
+            )  # fmt: skip
+            targets[f"gw[{variant}]"].pid = other.pid
+        targets["gateway"].pid = gw_pid
+        if use_nginx:
+            nginx_dir = Path(tmp) / "nginx"
+            nginx_dir.mkdir()
+            nginx_url, nginx_pid = stack.enter_context(_nginx(upstream, nginx_dir))
+            if cpus:
+                pin(nginx_pid, cpus)
+            targets["nginx"] = Target(
+                f"{nginx_url}{predict_path(args.model_name, version)}",
+                {"Content-Type": "application/json"},
+                lambda p: row_request([row(p, args.max_new_tokens)], SIGNATURE_NAME),
             )
-            result = asyncio.run(_measure(args, direct, through))
-            result["gateway_internal_ms_mean"] = _internal_ms(gw.url)
-            result["gateway_startup_s"] = gw.started_in_s
-            result["gateway_rss_mb"] = rss_bytes(gw.pid)[0] / 1e6
+            targets["nginx"].pid = nginx_pid
+        result.update(asyncio.run(_measure(args, targets)))
+        result["gateway_internal_ms_mean"] = _internal_ms(gw.url)
+        result["gateway_startup_s"] = gw.started_in_s
+        result["gateway_rss_mb"] = rss_bytes(gw_pid)[0] / 1e6
+        if args.profile:
+            profiling.stop_profiled(gw.pid, gw_pid, profile_out)
+            prof = profiling.parse_raw(profile_out.read_text(errors="replace"))
+            result["profile"] = prof.as_dict(args.profile_top)
     result.update(
         model=args.model_name, version=version, max_new_tokens=args.max_new_tokens,
         requests_c1=args.requests, concurrency=args.concurrency,
         throughput_requests=args.rounds * args.throughput_requests,
+        gateway_settings=args.gateway_setting, profiled=args.profile, variants=args.variant,
+        nginx="measured" if use_nginx else (
+            "not installed (apt-get install nginx-light)" if args.nginx is None else "off"
+        ),
     )  # fmt: skip
     return result
 
@@ -198,25 +367,48 @@ def _run(args: argparse.Namespace, upstream: str, cpus: set[int] | None = None) 
 def _report(r: dict[str, Any]) -> None:
     c = r["concurrency"]
     ok = {
-        "added p50 <= 2 ms": r["added_p50_ms"] <= 2.0,
+        "added p50 <= 1 ms": r["added_p50_ms"] <= 1.0,
         "throughput >= 95% of direct": r["throughput_ratio"] >= 0.95,
         "start-up < 2 s": r["gateway_startup_s"] < 2.0,
         "RSS < 150 MB": r["gateway_rss_mb"] < 150,
     }
+    names = ["direct", "gateway"] + [f"gw[{v}]" for v in r["variants"]]
+    names += ["nginx"] if "nginx_p50_ms" in r else []
     print(f"model {r['model']} v{r['version']}, max_new_tokens={r['max_new_tokens']}")
     print(f"CPU isolation: {r['cpu_isolation']}")
-    print(f"{'':24}{'direct':>10}{'gateway':>10}{'added':>10}")
-    for q in ("p50", "p99"):
-        d, g = r[f"direct_{q}_ms"], r[f"gateway_{q}_ms"]
-        print(f"{q + ' ms (c=1)':24}{d:10.2f}{g:10.2f}{g - d:10.2f}")
-    d, g = r[f"direct_rps_c{c}"], r[f"gateway_rps_c{c}"]
-    print(f"{f'req/s (c={c})':24}{d:10.1f}{g:10.1f}{'ratio ' + format(g / d, '.3f'):>16}")
+    if r["gateway_settings"]:
+        print(f"gateway settings: {', '.join(r['gateway_settings'])}")
+    if r["profiled"]:
+        print("PROFILED RUN: the gateway ran under py-spy; its figures carry the sampler's cost")
+    print(f"nginx anchor: {r['nginx']}")
+    head = ("p50 ms", "added", "p99 ms", "added")
+    print(
+        f"{'':28}" + "".join(f"{h:>9}" for h in head) + f"{f'req/s c={c}':>13}{'ratio':>8}"
+        + f"{'CPU us/req':>12}"
+    )  # fmt: skip
+    for n in names:
+        p50, p99, rps = r[f"{n}_p50_ms"], r[f"{n}_p99_ms"], r[f"{n}_rps_c{c}"]
+        d50, d99, drps = r["direct_p50_ms"], r["direct_p99_ms"], r[f"direct_rps_c{c}"]
+        cpu = r[f"{n}_cpu_us_per_request"]
+        print(
+            f"{n:28}{p50:9.2f}{p50 - d50:+9.2f}{p99:9.2f}{p99 - d99:+9.2f}{rps:13.1f}"
+            f"{rps / drps:8.3f}" + (f"{cpu:12.0f}" if n != "direct" else f"{'-':>12}")
+        )
+    print(f"(CPU us/req: the proxy process's own CPU time per request in the c={c} phases)")
     print(
         f"time inside the gateway (mean, from its metrics) {r['gateway_internal_ms_mean']:.3f} ms"
     )
     print(f"gateway start-up {r['gateway_startup_s']:.2f} s, RSS {r['gateway_rss_mb']:.0f} MB")
     for name, passed in ok.items():
         print(f"  {'PASS' if passed else 'MISS'}  {name}")
+    if "profile" in r:
+        prof = profiling.Profile()
+        prof.samples = r["profile"]["samples"]
+        for which in ("self", "inclusive", "areas"):
+            for share, name in r["profile"][which]:
+                getattr(prof, which)[name] = round(share * prof.samples)
+        for line in profiling.report(prof, len(r["profile"]["self"])):
+            print(line)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -12,6 +12,7 @@ Versions only come from the router, which only knows versions the model server r
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -154,6 +155,8 @@ class GatewayMetrics:
             self.upstream_healthy.labels(replica)
             self.upstream_in_flight.labels(replica)
         self._bound: dict[tuple[str, str, str], _OutputChildren] = {}
+        # (model, version, route, code) -> (requests, request_duration, queue_wait) children
+        self._answered: dict[tuple[str, str, str, str], tuple[Any, Any, Any]] = {}
 
     def observe_feedback(self, model: str, version: str, score_class: str) -> None:
         """Count one feedback (labels from closed sets: served models, known versions)."""
@@ -175,12 +178,25 @@ class GatewayMetrics:
             children = self._bound[key] = _OutputChildren(self, key)
         return children
 
+    def _answered_children(self, key: tuple[str, str, str, str]) -> tuple[Any, Any, Any]:
+        children = self._answered.get(key)
+        if children is None:
+            model, version, route, code = key
+            children = self._answered[key] = (
+                self.requests.labels(model, version, route, code),
+                self.request_duration.labels(model, version, route, code),
+                self.queue_wait.labels(model, route),
+            )
+        return children
+
     def observe(self, s: RequestStats) -> None:
-        """Record one finished request."""
-        code = str(s.status)
+        """Record one finished request (label children looked up once per label set)."""
         model = s.model if s.model in self.models else UNKNOWN
-        self.requests.labels(model, s.version, s.route, code).inc()
-        self.request_duration.labels(model, s.version, s.route, code).observe(s.total_s)
+        requests, duration, queue_wait = self._answered_children(
+            (model, s.version, s.route, str(s.status))
+        )
+        requests.inc()
+        duration.observe(s.total_s)
         if s.rate_limited:
             self.rate_limited.labels(model, s.route).inc()
         if s.shed:
@@ -188,7 +204,7 @@ class GatewayMetrics:
         if s.breaker_rejected:
             self.breaker_rejected.labels(model, s.route).inc()
         if s.queue_wait_s > 0 or s.upstream_s > 0:
-            self.queue_wait.labels(model, s.route).observe(s.queue_wait_s)
+            queue_wait.observe(s.queue_wait_s)
         if s.upstream_s <= 0 and not s.outputs:
             return
         c = self._children(model, s.version, s.route)
@@ -203,7 +219,7 @@ class GatewayMetrics:
             c.request_prompt_tokens.observe(o.prompt_tokens)
             c.request_output_tokens.observe(o.output_tokens)
             reason = o.finish_reason if o.finish_reason in FINISH_REASONS else UNKNOWN
-            self.finish_reason.labels(model, s.version, s.route, reason).inc()
+            c.finish(reason).inc()
             if o.empty:
                 c.empty_outputs.inc()
             c.repetition_ratio.observe(o.repetition_ratio)
@@ -227,3 +243,13 @@ class _OutputChildren:
         self.empty_outputs = m.empty_outputs.labels(*key)
         self.repetition_ratio = m.repetition_ratio.labels(*key)
         self.mean_nll = m.mean_nll.labels(*key)
+        self._key = key
+        self._finish_reason = m.finish_reason
+        self._finish: dict[str, Any] = {}  # bound as reasons appear: no zero series up front
+
+    def finish(self, reason: str) -> Any:
+        """The finish_reason child of one (closed-set) reason."""
+        child = self._finish.get(reason)
+        if child is None:
+            child = self._finish[reason] = self._finish_reason.labels(*self._key, reason)
+        return child

@@ -157,21 +157,23 @@ def respond(job: Job, texts: list[str], stats: RequestStats) -> CompletionRespon
     """The OpenAI response, as `/openapi.json` declares it."""
     prompt_tokens = stats.prompt_tokens
     output_tokens = stats.output_tokens
-    return CompletionResponse(
+    # built unvalidated from checked values, as native.respond (test_openai_compat.py validates)
+    return CompletionResponse.model_construct(
         id=f"cmpl-{stats.request_id}",
+        object="text_completion",
         created=int(time.time()),
         model=stats.model,
         system_fingerprint=f"{stats.model}:v{stats.version}",
         choices=[
-            Choice(index=i, text=text, finish_reason=out.finish_reason)
+            Choice.model_construct(index=i, text=text, finish_reason=out.finish_reason)
             for i, (text, out) in enumerate(zip(texts, stats.outputs, strict=True))
         ],
-        usage=CompletionUsage(
+        usage=CompletionUsage.model_construct(
             prompt_tokens=prompt_tokens,
             completion_tokens=output_tokens,
             total_tokens=prompt_tokens + output_tokens,
         ),
-        tokenpulse=Extension(
+        tokenpulse=Extension.model_construct(
             version=stats.version,
             version_label=stats.version_label or None,
             signals=[signals(o) for o in stats.outputs],

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+import orjson
 
 from tokenpulse.tfserving.errors import TfServingBadResponse as UpstreamBadResponse
 from tokenpulse.tfserving.errors import TfServingError as UpstreamError
@@ -80,7 +80,7 @@ class TFServingClient:
         """Open the connection pool (inside the running loop)."""
         connector = aiohttp.TCPConnector(limit=self._pool_size, keepalive_timeout=30)
         self._session = aiohttp.ClientSession(
-            connector=connector, json_serialize=json.dumps, skip_auto_headers=("User-Agent",)
+            connector=connector, skip_auto_headers=("User-Agent",)
         )
 
     async def close(self) -> None:
@@ -113,8 +113,8 @@ class TFServingClient:
         if status != 200:
             raise UpstreamHTTPError(status, error_message(raw) or f"upstream answered {status}")
         try:
-            return json.loads(raw)
-        except ValueError as exc:
+            return orjson.loads(raw)
+        except ValueError as exc:  # orjson.JSONDecodeError is a ValueError
             raise UpstreamBadResponse(f"upstream answered {status} with non-json") from exc
 
     async def predict(
@@ -122,7 +122,7 @@ class TFServingClient:
     ) -> tuple[list[Prediction], float]:
         """Run rows on one version; returns predictions and upstream seconds."""
         url = self.base_url + predict_path(model, version)
-        body = json.dumps(row_request(rows, SIGNATURE_NAME)).encode()
+        body = orjson.dumps(row_request(rows, SIGNATURE_NAME))
         start = time.perf_counter()
         doc = await self._call("POST", url, timeout_s, body)
         return parse_predictions(doc, len(rows)), time.perf_counter() - start

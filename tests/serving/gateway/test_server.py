@@ -117,3 +117,29 @@ def test_connections_over_the_cap_get_503(
                 break
             time.sleep(0.1)
         assert resp.status_code == 200
+
+
+def test_the_event_loop_setting_picks_uvloop_or_asyncio() -> None:
+    import uvloop
+
+    from serving.gateway.server import loop_factory
+
+    factory = loop_factory("uvloop")
+    assert factory is not None
+    loop = factory()
+    try:
+        assert isinstance(loop, uvloop.Loop)
+    finally:
+        loop.close()
+    assert loop_factory("asyncio") is None
+
+
+def test_the_gateway_serves_on_both_event_loops(
+    standin: TfServingStandin, keys_file: Path, keys: dict[str, str]
+) -> None:
+    for event_loop in ("uvloop", "asyncio"):
+        with running_gateway(standin.url, keys_file, event_loop=event_loop) as gw:
+            headers = auth(keys["demo"])
+            r = httpx.post(f"{gw.url}/v1/generate", json={"prompt": "hi"}, headers=headers)
+            assert r.status_code == 200, r.text
+            assert r.json()["text"]
