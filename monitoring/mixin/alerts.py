@@ -25,6 +25,13 @@ def _traffic(window: str, metric: str = "requests_total") -> str:
     return f"sum by (model) ({rate}) > {c.MIN_REQUEST_RATE}"
 
 
+def _feedback_traffic(window: str) -> str:
+    """The minimum-feedback guard: the model got enough feedback in the window."""
+    known = sel("gateway", 'model!="__unknown__"')
+    rate = f"rate({GATEWAY_PREFIX}feedback_total{known}[{window}])"
+    return f"sum by (model) ({rate}) > {number(c.FEEDBACK_MIN_RATE)}"
+
+
 def slo_alerts(t: Timing) -> list[Alert]:
     """Multi-window multi-burn-rate alerts, one rule per tier, window labels removed first."""
     out = []
@@ -100,6 +107,21 @@ def quality_alerts(t: Timing) -> list[Alert]:
             f"Model {{{{ $labels.model }}}}: mean NLL per output token is "
             f"{{{{ $value | humanize }}}} standard deviations above its {c.BASELINE_WINDOW} "
             f"baseline: the model is less sure of what it writes.",
+            symptom=True,
+        )
+    )
+    out.append(
+        Alert(
+            "QualityNegativeFeedback",
+            _degraded("negative_feedback", c.FEEDBACK_FACTOR, c.FEEDBACK_FLOOR)
+            + f"and on (model) {_feedback_traffic(t(c.FEEDBACK_WINDOW))}",
+            c.FEEDBACK_FOR,
+            "warning",
+            "Users rate a model's answers negatively more often than usual.",
+            f"Model {{{{ $labels.model }}}}: {{{{ $value | humanizePercentage }}}} of feedback "
+            f"is negative over {c.FEEDBACK_WINDOW}, above {number(c.FEEDBACK_FACTOR)}x its "
+            f"{c.BASELINE_WINDOW} baseline (ending {c.BASELINE_OFFSET} ago) and above "
+            f"{number(c.FEEDBACK_FLOOR)}.",
             symptom=True,
         )
     )

@@ -85,6 +85,7 @@ def quality_current(name: str) -> str:
         "repetition": "model:gateway_repetition_ratio:mean30m",
         "nll": "model:gateway_mean_nll_nats:mean30m",
         "speed": "model:gateway_output_tokens_per_upstream_second:ratio_rate30m",
+        "negative_feedback": "model:gateway_negative_feedback:ratio_rate1h",
     }[name]
 
 

@@ -127,6 +127,13 @@ def quality_rules(t: Timing) -> list[Rule]:
         "speed": f"{BY_MODEL} ({rate('output_tokens_total', config.TOKENS_WINDOW)})"
         f" / {BY_MODEL} ({rate('upstream_duration_seconds_sum', config.TOKENS_WINDOW)})",
     }
+    # only while feedback arrives (`> 0`): an idle night is a gap in the baseline, not a NaN;
+    # feedback on responses the gateway no longer knew (model __unknown__) is no model's
+    known = 'model!="__unknown__"'
+    feedback = rate("feedback_total", config.FEEDBACK_WINDOW, known)
+    negative = rate("feedback_total", config.FEEDBACK_WINDOW, f'{known},score_class="negative"')
+    negatives = f"({BY_MODEL} ({negative}) or {BY_MODEL} ({feedback}) * 0)"
+    current["negative_feedback"] = f"{negatives}\n/ ({BY_MODEL} ({feedback}) > 0)"
     window, offset = t(config.BASELINE_WINDOW), t(config.BASELINE_OFFSET)
     rules: list[Rule] = [{"record": quality_current(n), "expr": e} for n, e in current.items()]
     for name in current:

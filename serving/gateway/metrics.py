@@ -176,6 +176,8 @@ class GatewayMetrics:
         children = self._bound.get(key)
         if children is None:
             children = self._bound[key] = _OutputChildren(self, key)
+            for score_class in FEEDBACK_CLASSES:  # from the version's first output: rates see
+                self.feedback.labels(model, version, score_class)  # its first feedback
         return children
 
     def _answered_children(self, key: tuple[str, str, str, str]) -> tuple[Any, Any, Any]:

@@ -27,6 +27,8 @@ OUTPUTS = (
 )
 TRUNCATED = f', finish_reason="{FINISH_LENGTH}"'
 DEGRADATION = {d.name: d for d in cfg.DEGRADATIONS}
+FEEDBACK_SUM = "sum by (version) (rate(tokenpulse_gateway_feedback_total"
+FEEDBACK_RANGE = cfg.FEEDBACK_WINDOW
 
 
 def _mean(metric: str) -> str:
@@ -90,6 +92,21 @@ def _gateway_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 bad_above(DEGRADATION["truncation"].floor),
                 width=8,
                 runbooks=("TokenPulseQualityTruncation",),
+            )
+        )
+        .with_panel(
+            ts_panel(
+                "Negative feedback",
+                "Share of feedback (POST /v1/feedback) scored negative over the last "
+                f"{cfg.FEEDBACK_WINDOW} (feedback is sparse), per version, while feedback "
+                "arrives; the dashed line is the alert floor.",
+                "percentunit",
+                [Q(f"({FEEDBACK_SUM}{{{SEL}, score_class=\"negative\"}}[{FEEDBACK_RANGE}])) "
+                   f"or {FEEDBACK_SUM}{{{SEL}}}[{FEEDBACK_RANGE}])) * 0) / "
+                   f"({FEEDBACK_SUM}{{{SEL}}}[{FEEDBACK_RANGE}])) > 0)", "v{{version}}")],
+                bad_above(cfg.FEEDBACK_FLOOR),
+                width=8,
+                runbooks=("TokenPulseQualityNegativeFeedback",),
             )
         )
         .with_panel(

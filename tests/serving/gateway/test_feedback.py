@@ -131,6 +131,10 @@ def test_feedback_on_own_response_is_counted_and_handed_to_the_sink(
     assert _metric(gateway, model="gen", version=version, score_class="negative") == 1
     assert _metric(gateway, model="gen", version=version, score_class="positive") == 1
     assert _metric(gateway, model="__unknown__", version="", score_class="neutral") == 1
+    # every class exists from the version's first output, so a rate sees the first feedback
+    assert gateway.metrics.registry.get_sample_value(
+        "tokenpulse_gateway_feedback_total", {"model": "gen", "version": version,
+                                              "score_class": "neutral"}) == 0.0  # fmt: skip
 
 
 @pytest.mark.parametrize(("body", "words", "param"), BAD)

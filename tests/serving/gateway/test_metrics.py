@@ -31,9 +31,11 @@ EXPECTED = {
     "tokenpulse_gateway_upstream_retries": "counter",
     "tokenpulse_gateway_upstream_healthy": "gauge",
     "tokenpulse_gateway_upstream_in_flight_requests": "gauge",
+    "tokenpulse_gateway_feedback": "counter",
 }
 ALLOWED_LABELS = {
     "model", "version", "route", "code", "finish_reason", "reason", "le", "replica", "outcome",
+    "score_class",
 }  # fmt: skip
 
 
