@@ -239,6 +239,18 @@ SERVER_PLOTS: dict[str, tuple[list[str], str, str]] = {
 }
 
 
+def _median_at(runs: list[dict[str, Any]], xs: list[Any], x: Any, key: str) -> float:
+    values = sorted(
+        v
+        for r, rx in zip(runs, xs, strict=True)
+        if rx == x and (v := r["client"]["latency_s"].get(key)) is not None
+    )
+    if not values:
+        return float("nan")
+    mid = len(values) // 2
+    return float(values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2)
+
+
 def plot_curve(doc: dict[str, Any]) -> bytes:
     """Latency (p50, SLO quantile) and goodput against the offered rate or concurrency."""
     runs = doc["runs"]
@@ -247,16 +259,17 @@ def plot_curve(doc: dict[str, Any]) -> bytes:
     xs = [r["concurrency"] if closed else r["client"]["offered_rate"] for r in runs]
     order = sorted(range(len(runs)), key=lambda i: xs[i])
     fig, (ax,) = _figure()
+    levels = sorted(set(xs))  # repeats at one level: every run a dot, the line through medians
     for key, color in (("p50", COLORS[0]), (q, COLORS[2])):
         ys = [runs[i]["client"]["latency_s"].get(key) for i in order]
-        ax.plot(
+        ax.scatter(
             [xs[i] for i in order],
             [float("nan") if y is None else y for y in ys],
-            marker="o",
-            ms=3,
-            label=key,
+            s=9,
             color=color,
-            lw=1,
+        )
+        ax.plot(
+            levels, [_median_at(runs, xs, x, key) for x in levels], label=key, color=color, lw=1
         )
     held = [runs[i]["client"]["slo"]["held"] for i in order]
     ax.scatter(
