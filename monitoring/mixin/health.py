@@ -162,7 +162,7 @@ def gpu_alerts(t: Timing) -> list[Alert]:
 
 
 def pipeline_alerts(t: Timing) -> list[Alert]:
-    """Spool backlog age, dead letters, dropped samples."""
+    """Spool backlog age, dead letters, stalled outputs, skipped segments, dropped samples."""
     w = t(c.PIPELINE_LOSS_WINDOW)
     gw = sel("gateway")
     return [
@@ -184,6 +184,24 @@ def pipeline_alerts(t: Timing) -> list[Alert]:
             "The store rejected sampled generations for good.",
             "{{ $value | humanize }} records were dead-lettered by output {{ $labels.output }} "
             f"in {c.PIPELINE_LOSS_WINDOW}.",
+        ),
+        Alert(
+            "ShipperStalled",
+            f"max by (output) (tokenpulse_shipper_output_stalled{sel('shipper')}) == 1",
+            c.SHIPPER_STALLED_FOR,
+            "critical",
+            "A shipper output is stalled on a configuration error.",
+            "Output {{ $labels.output }} waits on a store that refuses it (401/403/404, a missing "
+            "privilege or data stream); its records wait in the spool.",
+        ),
+        Alert(
+            "ShipperSegmentsSkipped",
+            f"increase(tokenpulse_shipper_segments_skipped_total{sel('shipper')}[{w}]) > 0",
+            c.PIPELINE_LOSS_FOR,
+            "warning",
+            "Spool segments were gone before a shipper output read them.",
+            "{{ $value | humanize }} spool segments were gone before output {{ $labels.output }} "
+            f"read them in {c.PIPELINE_LOSS_WINDOW}; their records never reach it.",
         ),
         Alert(
             "PipelineSamplesDropped",

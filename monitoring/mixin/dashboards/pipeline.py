@@ -83,6 +83,27 @@ def _flow_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 runbooks=("TokenPulseShipperDown",),
             )
         )
+        .with_panel(
+            ts_panel(
+                "Stalled outputs and config errors",
+                "Outputs stalled on a configuration error (1: a 401/403/404 from the store, "
+                "records wait in the spool), config errors and records too large for the store "
+                "per second, and spool segments gone before an output read them.",
+                "short",
+                [
+                    Q(f"max by (output) (tokenpulse_shipper_output_stalled{{{SH}}})",
+                      "stalled {{output}}"),
+                    Q(f"sum by (output) (rate(tokenpulse_shipper_send_failures_total{{{SH}, "
+                      f'reason="config_error"}}[{RATE}]))', "config errors/s {{output}}"),
+                    Q(f"sum by (output) (rate(tokenpulse_shipper_send_failures_total{{{SH}, "
+                      f'reason="too_large"}}[{RATE}]))', "too large/s {{output}}"),
+                    Q(f"sum by (output) (increase(tokenpulse_shipper_segments_skipped_total"
+                      f"{{{SH}}}[{RATE}]))", "segments skipped {{output}}"),
+                ],
+                bad_above(0.5),
+                runbooks=("TokenPulseShipperStalled", "TokenPulseShipperSegmentsSkipped"),
+            )
+        )
     )  # fmt: skip
 
 
