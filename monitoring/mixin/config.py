@@ -132,6 +132,17 @@ DEGRADATIONS = (
     Degradation("repetition", "30m", 2.0, 0.15, "15m"),
 )
 
+# Negative feedback (POST /v1/feedback): share of feedback scored negative over FEEDBACK_WINDOW,
+# against its own baseline (BASELINE_WINDOW ending BASELINE_OFFSET ago, as the degradations).
+# Feedback is sparse: an hour window, and at least FEEDBACK_MIN_RATE feedback per second (about 18
+# an hour) before it may fire. The share is recorded only while feedback arrives, so an idle
+# night leaves a gap in the baseline, not a zero or NaN. Raise the factor if it flaps on moods.
+FEEDBACK_WINDOW = "1h"
+FEEDBACK_FACTOR = 2.0
+FEEDBACK_FLOOR = 0.2  # and more than a fifth of the feedback is negative
+FEEDBACK_MIN_RATE = 0.005
+FEEDBACK_FOR = "30m"
+
 # mean NLL drift: z-score of the 30m mean per-token NLL against the baseline mean and stddev of
 # 30m means. 3 sigma is rare for a stable model; raise it if the traffic mix changes often.
 NLL_WINDOW = "30m"
