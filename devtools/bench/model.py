@@ -2,7 +2,9 @@
 
 Both models get the same dimensions and random weights (speed does not depend on the weights;
 the end-of-text logit is pushed down in ours so no row stops early). Every figure is measured in
-this one run, side by side, including the matmul peak the FLOP/s are compared against.
+this one run, side by side, including the matmul peak the FLOP/s are compared against: the two
+models take turns call by call, so load from elsewhere on the machine hits both alike. The
+TokenPulse run also reports how many kernels one decode step runs in the exported SavedModel.
 keras_hub is an optional extra (`pip install 'tokenpulse[bench-model]'`); without it the bench
 says so and measures the TokenPulse side only.
 """
@@ -12,9 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
-from collections.abc import Callable
+import tempfile
+import time
+from collections.abc import Callable, Mapping
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from devtools.bench.harness import median_time, progress
@@ -58,9 +64,29 @@ def flops_per_token(cfg: Any, attended: float) -> float:
 class Runner:
     """One model's `generate(batch, prompt_len, new_tokens)` with a uniform interface."""
 
-    def __init__(self, name: str, generate: Callable[[int, int, int], None]) -> None:
+    def __init__(
+        self,
+        name: str,
+        generate: Callable[[int, int, int], None],
+        ops_per_step: Callable[[], dict[str, float]] | None = None,
+    ) -> None:
         self.name = name
         self.generate = generate
+        self.ops_per_step = ops_per_step
+
+
+def interleaved_medians(calls: Mapping[str, Callable[[], Any]], repeats: int) -> dict[str, float]:
+    """Median seconds of each call, timed in turns (a, b, a, b, ...) after one untimed warm-up
+    call each, so a burst of load elsewhere lands on both sides rather than on one."""
+    for call in calls.values():
+        call()
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(max(1, repeats)):
+        for name, call in calls.items():
+            start = time.perf_counter()
+            call()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(ts) for name, ts in times.items()}
 
 
 def ours(cfg: Any) -> Runner:
@@ -88,7 +114,19 @@ def ours(cfg: Any) -> Runner:
         if produced != new_tokens:
             raise RuntimeError(f"expected {new_tokens} tokens, got {produced}")
 
-    return Runner("tokenpulse", generate)
+    def ops_per_step() -> dict[str, float]:
+        from devtools.opcount import ops_per_decode_step
+        from tokenpulse.tfserving.signature import SIGNATURE_NAME
+
+        with tempfile.TemporaryDirectory() as export_dir:
+            signatures = {SIGNATURE_NAME: gen.serve.get_concrete_function()}
+            tf.saved_model.save(gen, export_dir, signatures=signatures)
+            return {
+                f"{kind}_batch1": ops_per_decode_step(Path(export_dir), ["a"], temp)["total"]
+                for kind, temp in (("greedy", 0.0), ("sampled", 0.8))
+            }
+
+    return Runner("tokenpulse", generate, ops_per_step)
 
 
 def keras_hub_peer(cfg: Any) -> Runner:
@@ -118,35 +156,44 @@ def keras_hub_peer(cfg: Any) -> Runner:
     return Runner("keras_hub GPT2CausalLM", generate)
 
 
-def measure(runner: Runner, cfg: Any, repeats: int, say: Callable[[str], None]) -> dict:
-    """Tokens/s per batch size, decode cost late vs early in the window, achieved FLOP/s."""
+def measure(
+    runners: list[Runner], cfg: Any, repeats: int, say: Callable[[str], None]
+) -> dict[str, dict[str, Any]]:
+    """Per runner: tokens/s per batch size, decode cost late vs early in the window, FLOP/s."""
     new_tokens = min(NEW_TOKENS, cfg.context - PROMPT_LEN - 2)  # the window bounds the run
-    result: dict[str, Any] = {
-        "new_tokens": new_tokens,
-        "prompt_len": PROMPT_LEN,
-        "tokens_per_s": {},
+    results: dict[str, dict[str, Any]] = {
+        r.name: {"new_tokens": new_tokens, "prompt_len": PROMPT_LEN, "tokens_per_s": {}}
+        for r in runners
     }
+
+    def timed(batch: int, prompt_len: int, tokens: int) -> dict[str, float]:
+        calls = {r.name: partial(r.generate, batch, prompt_len, tokens) for r in runners}
+        return interleaved_medians(calls, repeats)
+
     for batch in BATCH_SIZES:
-        say(f"{runner.name}: batch {batch}")
-        secs = median_time(partial(runner.generate, batch, PROMPT_LEN, new_tokens), repeats)
-        result["tokens_per_s"][batch] = round(batch * new_tokens / secs, 1)
+        say(f"batch {batch}: " + " vs ".join(r.name for r in runners))
+        for name, secs in timed(batch, PROMPT_LEN, new_tokens).items():
+            results[name]["tokens_per_s"][batch] = round(batch * new_tokens / secs, 1)
     short, long = 8, 32
 
-    def per_token(prompt_len: int) -> float:
-        t_long = median_time(lambda: runner.generate(8, prompt_len, long), repeats)
-        t_short = median_time(lambda: runner.generate(8, prompt_len, short), repeats)
-        return (t_long - t_short) / (long - short)
+    def per_token(prompt_len: int) -> dict[str, float]:
+        t_long, t_short = timed(8, prompt_len, long), timed(8, prompt_len, short)
+        return {name: (t_long[name] - t_short[name]) / (long - short) for name in t_long}
 
-    say(f"{runner.name}: decode cost early vs late in the window")
-    early = per_token(8)
-    late = per_token(cfg.context - long - 8)
-    result["decode_ms_per_step_early"] = round(early * 1e3, 3)
-    result["decode_ms_per_step_late"] = round(late * 1e3, 3)
-    result["late_over_early"] = round(late / early, 3)
+    say("decode cost early vs late in the window")
+    early, late = per_token(8), per_token(cfg.context - long - 8)
     attended = PROMPT_LEN + new_tokens / 2
-    flops = flops_per_token(cfg, attended) * result["tokens_per_s"][32]
-    result["achieved_flop_per_s_batch32"] = round(flops)
-    return result
+    for runner in runners:
+        result = results[runner.name]
+        result["decode_ms_per_step_early"] = round(early[runner.name] * 1e3, 3)
+        result["decode_ms_per_step_late"] = round(late[runner.name] * 1e3, 3)
+        result["late_over_early"] = round(late[runner.name] / early[runner.name], 3)
+        flops = flops_per_token(cfg, attended) * result["tokens_per_s"][32]
+        result["achieved_flop_per_s_batch32"] = round(flops)
+        if runner.ops_per_step is not None:
+            say(f"{runner.name}: kernels per decode step")
+            result["ops_per_decode_step"] = runner.ops_per_step()
+    return results
 
 
 KERAS_HUB_MISSING = (
@@ -179,10 +226,9 @@ def main(args: argparse.Namespace) -> int:
             print(f"bench model: {KERAS_HUB_MISSING}", file=sys.stderr)
             report["keras_hub"] = KERAS_HUB_MISSING
     peer = len(runners) == 2
-    for runner in runners:
-        figures = measure(runner, cfg, args.repeats, say)
+    for name, figures in measure(runners, cfg, args.repeats, say).items():
         figures["fraction_of_matmul_peak"] = round(figures["achieved_flop_per_s_batch32"] / peak, 4)
-        report["runs"][runner.name] = figures
+        report["runs"][name] = figures
     if peer:
         a, b = (report["runs"][r.name] for r in runners)
         report["ratio_tokenpulse_over_keras_hub"] = {
@@ -207,5 +253,8 @@ def _print_table(report: dict[str, Any]) -> None:
             f" {r['achieved_flop_per_s_batch32'] / 1e9:.2f} GFLOP/s at b32"
             f" = {100 * r['fraction_of_matmul_peak']:.1f}% of peak"
         )
+        if "ops_per_decode_step" in r:
+            ops = ", ".join(f"{k} {v:.0f}" for k, v in r["ops_per_decode_step"].items())
+            print(f"{name:>24}: kernels per decode step: {ops}")
     for key, value in report.get("ratio_tokenpulse_over_keras_hub", {}).items():
         print(f"tokenpulse / keras_hub {key}: {value}x")

@@ -91,19 +91,15 @@ class Generator(tf.Module):
         see = ((k_idx <= q_idx) & (k_idx >= pad[:, None, None])) | (k_idx == q_idx)
         bias = tf.where(see, 0.0, NEG_INF)
         steps = tf.maximum(tf.reduce_max(allowed), 0)
-        cache = self.model.empty_cache(batch, width + steps)
-        logits, cache = self.model.extend(tokens, positions, 0, bias, cache)
+        logits, keys_values = self.model.prefill(tokens, positions, bias)
+        cache = self.model.new_cache(keys_values, steps)
+        # A decode step attends over the whole cache: rows before a row's padding or after the
+        # current one are masked (the latter are still zeros).
+        k_pos = tf.range(width + steps)[None, None, None, :]
+        pad_bias = tf.where(k_pos >= pad[:, None, None, None], 0.0, NEG_INF)  # [B, 1, 1, T]
 
-        done0 = allowed <= 0
-        out = tf.TensorArray(tf.int32, size=steps, element_shape=tf.TensorShape([None]))
-        zeros_f = tf.zeros([batch])
-        zeros_i = tf.zeros([batch], tf.int32)
-
-        def cond(i, *_):
-            return i < steps
-
-        def body(i, logits, cache, done, stopped, n_out, nll_sum, n_scored, out):
-            token, nll = sampling.select(logits, temperature, top_k, top_p, seed, i)
+        def record(i, token, nll, done, stopped, n_out, nll_sum, n_scored, out):
+            """Book one selected token per row: emitted, stopped, scored, or ignored once done."""
             live = tf.logical_not(done)
             is_eot = tf.equal(token, EOT_ID)
             nll_sum += tf.where(live, nll, 0.0)
@@ -113,37 +109,38 @@ class Generator(tf.Module):
             n_out += tf.cast(emitted, tf.int32)
             out = out.write(i, tf.where(emitted, token, 0))
             done = done | is_eot | (n_out >= allowed)
+            return done, stopped, n_out, nll_sum, n_scored, out
 
-            def step():
-                t = width + i
-                pos = tf.minimum(t - pad, cfg.context - 1)[:, None]
-                k_pos = tf.range(t + 1)[None, None, :]
-                step_bias = tf.where(k_pos >= pad[:, None, None], 0.0, NEG_INF)
-                return self.model.extend(token[:, None], pos, t, step_bias, cache)
+        def select(logits, i):
+            return sampling.select(logits, temperature, top_k, top_p, seed, i)
 
-            finished = tf.reduce_all(done) | (i + 1 >= steps)
-            logits, cache = tf.cond(finished, lambda: (logits, cache), step)
-            i_next = tf.where(tf.reduce_all(done), steps, i + 1)
-            return i_next, logits, cache, done, stopped, n_out, nll_sum, n_scored, out
-
-        loop_vars = (
-            0,
-            logits,
-            cache,
-            done0,
-            tf.zeros([batch], tf.bool),
-            zeros_i,
-            zeros_f,
-            zeros_i,
-            out,
+        # Step 0 selects from the prefill's logits; each loop iteration decodes the last token
+        # and selects the next, so no step is computed that nothing reads.
+        zeros_f = tf.zeros([batch])
+        zeros_i = tf.zeros([batch], tf.int32)
+        # At least one slot: step 0 is booked even when no row may generate (all rows done).
+        out = tf.TensorArray(
+            tf.int32, size=tf.maximum(steps, 1), element_shape=tf.TensorShape([None])
         )
-        _, _, _, _, stopped, n_out, nll_sum, n_scored, out = tf.while_loop(
-            cond, body, loop_vars, maximum_iterations=cfg.context
+        token, nll = select(logits, 0)
+        state = record(
+            0, token, nll, allowed <= 0, tf.zeros([batch], tf.bool), zeros_i, zeros_f, zeros_i, out
         )
-        # An empty TensorArray (steps 0: no row may generate, or an empty batch) cannot stack.
-        generated = tf.cond(
-            steps > 0, lambda: tf.transpose(out.stack()), lambda: tf.zeros([batch, 0], tf.int32)
-        )  # [B, steps]
+
+        def cond(i, token, cache, done, *_):
+            return (i + 1 < steps) & tf.logical_not(tf.reduce_all(done))
+
+        def body(i, token, cache, *state):
+            t = width + i
+            pos = tf.minimum(t - pad, cfg.context - 1)
+            step_bias = tf.where(k_pos <= t, pad_bias, NEG_INF)
+            logits, cache = self.model.decode(token, pos, t, step_bias, cache)
+            token, nll = select(logits, i + 1)
+            return (i + 1, token, cache, *record(i + 1, token, nll, *state))
+
+        loop = tf.while_loop(cond, body, (0, token, cache, *state), maximum_iterations=cfg.context)
+        _, stopped, n_out, nll_sum, n_scored, out = loop[3:]
+        generated = tf.transpose(out.stack())[:, :steps]  # [B, steps]
         generated = tf.reshape(generated, [batch, steps])
         # Emitted tokens are contiguous from column 0: a row stops emitting once it is done.
         text = tokenizer.decode(generated, n_out)

@@ -35,6 +35,31 @@ def select(
     step: tf.Tensor,
 ) -> tuple[tf.Tensor, tf.Tensor]:
     """logits [B, V] -> (token [B] int32, nll [B]); nll is under the model's own distribution."""
+    # An all-greedy batch skips the sort, cumsums and random numbers (most of a step's ops);
+    # both branches pick the same token for a greedy row.
+    return tf.cond(
+        tf.reduce_any(temperature > 0.0),
+        lambda: _sample(logits, temperature, top_k, top_p, seed, step),
+        lambda: _greedy(logits),
+    )
+
+
+def _greedy(logits: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """The argmax token and its nll."""
+    token = tf.argmax(logits, axis=-1, output_type=tf.int32)
+    nll = -tf.gather(tf.nn.log_softmax(logits), token[:, None], batch_dims=1)[:, 0]
+    return token, nll
+
+
+def _sample(
+    logits: tf.Tensor,
+    temperature: tf.Tensor,
+    top_k: tf.Tensor,
+    top_p: tf.Tensor,
+    seed: tf.Tensor,
+    step: tf.Tensor,
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """Sampled tokens for rows with temperature > 0, argmax for the others."""
     vocab = tf.shape(logits)[1]
     log_probs = tf.nn.log_softmax(logits)
     greedy = tf.argmax(logits, axis=-1, output_type=tf.int32)

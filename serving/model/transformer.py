@@ -1,8 +1,11 @@
 """GPT-2-layout decoder as a tf.Module: token + position embeddings, pre-norm blocks, tied output.
 
 Two forward paths share the same weights: `logits` for training (full causal attention), and
-`extend` for generation, which attends over a per-layer KV cache laid out [T, B, H, Dh] so one
-step writes a single row with `tensor_scatter_nd_update`.
+generation: `prefill` reads the prompt and returns its keys and values, then `decode` feeds one
+token per step against a per-layer KV cache laid out [B, H, T, Dh]. A step writes its row in
+place (`TensorStridedSliceUpdate` reuses the cache's buffer) and attends with plain 2-D and
+batched matmuls: on CPU a tiny `Einsum` costs several times a `MatMul`, and a decode step is
+small enough that per-op overhead is most of its time.
 """
 
 from __future__ import annotations
@@ -36,6 +39,19 @@ class Block(tf.Module):
         self.b_fc = tf.Variable(tf.zeros([f]), name="b_fc")
         self.w_proj = tf.Variable(rnd([f, d], stddev=out_std), name="w_proj")
         self.b_proj = tf.Variable(tf.zeros([d]), name="b_proj")
+
+
+def _write_row(cache: tf.Tensor, value: tf.Tensor, begin: tf.Tensor, end: tf.Tensor) -> tf.Tensor:
+    """cache[:, :, row] = value [B, H, 1, Dh]; in place when nothing else holds the cache."""
+    return tf.raw_ops.TensorStridedSliceUpdate(
+        input=cache,
+        begin=begin,
+        end=end,
+        strides=tf.ones([4], tf.int32),
+        value=value,
+        begin_mask=0b1011,  # all of B, H and Dh: only the row is chosen
+        end_mask=0b1011,
+    )
 
 
 def layer_norm(x: tf.Tensor, g: tf.Variable, b: tf.Variable) -> tf.Tensor:
@@ -112,34 +128,59 @@ class GPT(tf.Module):
         return self._head(x)
 
     # -- generation path -----------------------------------------------------------------
-    def empty_cache(self, batch: tf.Tensor, length: tf.Tensor) -> list[tf.Tensor]:
-        """Zeroed K and V caches, two tensors per layer, each [length, B, H, Dh]."""
-        cfg = self.cfg
-        shape = tf.stack([length, batch, cfg.n_heads, cfg.head_dim])
-        return [tf.zeros(shape) for _ in range(2 * cfg.n_layers)]
+    def prefill(
+        self, ids: tf.Tensor, positions: tf.Tensor, bias: tf.Tensor
+    ) -> tuple[tf.Tensor, list[tf.Tensor]]:
+        """Feed prompts ids [B, S] with bias [B, S, S] -> (last logits [B, V], K and V per layer).
 
-    def extend(
+        Keys and values come two per layer, each [S, B, H, Dh]; `new_cache` lays them out.
+        """
+        x = self._embed(ids, positions)
+        keys_values = []
+        for blk in self.blocks:
+            q, k, v = self._qkv(blk, x)
+            keys_values += [k, v]
+            x = self._finish_block(blk, x, self._attend(q, k, v, bias))
+        return self._head(x[:, -1, :]), keys_values
+
+    @staticmethod
+    def new_cache(keys_values: list[tf.Tensor], room: tf.Tensor) -> list[tf.Tensor]:
+        """Prefill keys and values [S, B, H, Dh] -> caches [B, H, S + room, Dh], zeros after S."""
+        padding = [[0, 0], [0, 0], [0, room], [0, 0]]
+        return [tf.pad(tf.transpose(kv, [1, 2, 0, 3]), padding) for kv in keys_values]
+
+    def decode(
         self,
-        ids: tf.Tensor,
-        positions: tf.Tensor,
-        start: tf.Tensor,
+        token: tf.Tensor,
+        position: tf.Tensor,
+        row: tf.Tensor,
         bias: tf.Tensor,
         cache: list[tf.Tensor],
     ) -> tuple[tf.Tensor, list[tf.Tensor]]:
-        """Feed ids [B, S] at cache rows [start, start+S); bias [B, S, start+S].
+        """Feed one token [B] at `position` [B] into cache row `row`; bias [B, 1, 1, T].
 
-        Returns the logits of the last fed position [B, V] and the updated cache.
+        Returns the logits [B, V] and the caches with that row written. Same arithmetic, in
+        the same order, as the prefill path, with 2-D matmuls in place of the einsums.
         """
-        x = self._embed(ids, positions)
-        seq = tf.shape(ids)[1]
-        rows = tf.range(start, start + seq)[:, None]
+        cfg = self.cfg
+        x = tf.gather(self.wte, token) + tf.gather(self.wpe, position)  # [B, D]
+        begin = tf.stack([0, 0, row, 0])
+        end = begin + 1
+        scale = math.sqrt(cfg.head_dim)
         new_cache = []
         for i, blk in enumerate(self.blocks):
-            q, k, v = self._qkv(blk, x)
-            k_cache = tf.tensor_scatter_nd_update(cache[2 * i], rows, k)
-            v_cache = tf.tensor_scatter_nd_update(cache[2 * i + 1], rows, v)
+            h = layer_norm(x, blk.ln1_g, blk.ln1_b)
+            qkv = tf.matmul(h, blk.w_qkv) + blk.b_qkv
+            # [B, 3D] -> three [B, H, 1, Dh]: q, k and v of the one new position
+            q, k, v = tf.unstack(tf.reshape(qkv, [-1, 3, cfg.n_heads, 1, cfg.head_dim]), axis=1)
+            k_cache = _write_row(cache[2 * i], k, begin, end)
+            v_cache = _write_row(cache[2 * i + 1], v, begin, end)
             new_cache += [k_cache, v_cache]
-            visible = start + seq  # attention cost grows with the filled part only
-            attn = self._attend(q, k_cache[:visible], v_cache[:visible], bias)
-            x = self._finish_block(blk, x, attn)
-        return self._head(x[:, -1, :]), new_cache
+            scores = tf.matmul(q, k_cache, transpose_b=True) / scale  # [B, H, 1, T]
+            attn = tf.matmul(tf.nn.softmax(scores + bias, axis=-1), v_cache)  # [B, H, 1, Dh]
+            x = x + tf.matmul(tf.reshape(attn, [-1, cfg.d_model]), blk.w_o) + blk.b_o
+            h = layer_norm(x, blk.ln2_g, blk.ln2_b)
+            h = tf.nn.gelu(tf.matmul(h, blk.w_fc) + blk.b_fc, approximate=True)
+            x = x + tf.matmul(h, blk.w_proj) + blk.b_proj
+        h = layer_norm(x, self.lnf_g, self.lnf_b)
+        return tf.matmul(h, self.wte, transpose_b=True), new_cache

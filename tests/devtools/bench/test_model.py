@@ -31,4 +31,6 @@ def test_without_keras_hub_it_says_how_to_install_it_and_measures_tokenpulse(tmp
     assert set(run["tokens_per_s"]) == {"1", "8", "32"}
     assert all(v > 0 for v in run["tokens_per_s"].values())
     assert 0 < run["fraction_of_matmul_peak"] and report["matmul_peak_flop_per_s"] > 0
+    ops = run["ops_per_decode_step"]
+    assert 0 < ops["greedy_batch1"] < ops["sampled_batch1"]  # greedy skips the sampling ops
     assert "ratio_tokenpulse_over_keras_hub" not in report

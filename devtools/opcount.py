@@ -1,0 +1,61 @@
+"""Counts the kernels one decode step runs, in a TF1 session as `tensorflow_model_server` runs it.
+
+The count is taken, not read off the graph: the SavedModel is loaded with the same loader the
+stock server uses (Grappler and control-flow lowering included), a request is run with a full
+trace, and every executed node is counted. Two requests that differ only in `max_new_tokens`
+differ only in decode steps, so their difference per extra token is the per-step figure.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from tokenpulse.tfserving import signature as sig
+
+SHORT, LONG = 2, 18
+
+
+def executed_ops(
+    export_dir: Path, prompts: list[str], new_tokens: int, temperature: float
+) -> Counter[str]:
+    """Op type -> kernel runs for one `serving_default` request (checks no row stopped early)."""
+    import numpy as np
+    import tensorflow as tf
+
+    rows = [sig.default_row(p, new_tokens) | {"temperature": temperature} for p in prompts]
+    dtypes = {"string": object, "int32": np.int32, "float32": np.float32, "int64": np.int64}
+    with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
+        meta = tf.compat.v1.saved_model.loader.load(sess, ["serve"], str(export_dir))
+        signature = meta.signature_def[sig.SIGNATURE_NAME]
+        feed = {
+            signature.inputs[name].name: np.array([r[name] for r in rows], dtype=dtypes[kind])
+            for name, kind in sig.INPUTS.items()
+        }
+        fetch = {name: t.name for name, t in signature.outputs.items()}
+        sess.run(fetch, feed)  # the first run pays one-off work; count the second
+        options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
+        metadata = tf.compat.v1.RunMetadata()
+        out: dict[str, Any] = sess.run(fetch, feed, options=options, run_metadata=metadata)
+    produced = out["output_tokens"]
+    if int(produced.min()) != new_tokens:
+        raise RuntimeError(f"a row stopped early ({produced.tolist()}); the count needs full rows")
+    ops: Counter[str] = Counter()
+    for device in metadata.step_stats.dev_stats:
+        for node in device.node_stats:
+            # timeline_label reads "name = OpType(inputs)"; runtime-internal entries have none
+            if " = " in node.timeline_label:
+                ops[node.timeline_label.split(" = ", 1)[1].split("(", 1)[0]] += 1
+    return ops
+
+
+def ops_per_decode_step(
+    export_dir: Path, prompts: list[str], temperature: float = 0.0
+) -> dict[str, float]:
+    """Op type -> kernel runs per decode step, and "total", for a batch of `prompts`."""
+    short = executed_ops(export_dir, prompts, SHORT, temperature)
+    long = executed_ops(export_dir, prompts, LONG, temperature)
+    per_step = {op: (long[op] - short[op]) / (LONG - SHORT) for op in long | short}
+    per_step = {op: n for op, n in sorted(per_step.items(), key=lambda kv: -kv[1]) if n}
+    return {"total": sum(per_step.values()), **per_step}
