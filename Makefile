@@ -34,7 +34,15 @@ $(STACK_STAMP): pyproject.toml requirements.lock scripts/requirements.py | $(BIN
 	$(BIN)/pip install -q --no-deps -e .
 	@touch $(STACK_STAMP)
 
-venv: $(STAMP)
+# The development tools (devtools/: benches, stand-ins, the test stack) are not in the wheel, so
+# the editable install does not map them; this venv puts the checkout on sys.path so that
+# `.venv/bin/tokenpulse bench` finds them. `make up`'s venv (stack-venv) stays without them.
+DEVTOOLS_PTH := $(VENV)/.devtools-on-path
+$(DEVTOOLS_PTH): $(STAMP)
+	$(BIN)/python -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"], "tokenpulse-checkout.pth").write_text("$(CURDIR)\n")'
+	@touch $(DEVTOOLS_PTH)
+
+venv: $(STAMP) $(DEVTOOLS_PTH)
 
 # `make up`'s venv alone (`make VENV=/tmp/v stack-venv` builds one elsewhere, as a test does).
 stack-venv: $(STACK_STAMP)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -49,3 +51,16 @@ def test_without_the_development_tools_bench_says_how_to_get_them() -> None:
     assert done.stdout.strip().splitlines()[-1] == "RC=2", done.stderr
     assert "development tools" in done.stderr and "make venv" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_dev_venvs_tokenpulse_script_offers_the_benches(tmp_path: Path) -> None:
+    # the console script, run from elsewhere: only the venv's checkout path makes devtools found
+    script = Path(sys.executable).with_name("tokenpulse")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(
+        [str(script), "bench", "--help"], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    for name in ("model", "gateway", "pipeline"):
+        assert f"    {name} " in done.stdout
