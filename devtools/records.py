@@ -23,8 +23,8 @@ from log_pipeline.record import (
     trace_id,
     version_number,
 )
+from log_pipeline.sampler import max_new_tokens, truncated
 from tokenpulse.samples import OutputSignals, RequestStats, Sample
-from tokenpulse.tfserving.signature import FINISH_LENGTH
 
 
 def _timings(stats: RequestStats) -> dict[str, Any]:
@@ -36,7 +36,7 @@ def _timings(stats: RequestStats) -> dict[str, Any]:
     }
 
 
-def _quality(out: OutputSignals | None) -> dict[str, Any]:
+def _quality(out: OutputSignals | None, limit: int | None) -> dict[str, Any]:
     if out is None:
         return {}
     return {
@@ -44,7 +44,7 @@ def _quality(out: OutputSignals | None) -> dict[str, Any]:
         "empty": out.empty,
         "repetition_ratio": round(out.repetition_ratio, 6),
         "mean_nll": round(out.mean_nll, 6),
-        "truncated": out.finish_reason == FINISH_LENGTH,
+        "truncated": truncated(out, limit),
         "truncated_prompt_tokens": out.truncated_prompt_tokens,
     }
 
@@ -110,7 +110,7 @@ def build_records(
                 "prompt": {"text": text_in},
                 "output": {"text": text_out},
                 "timings": _timings(stats),
-                "quality": _quality(signals),
+                "quality": _quality(signals, max_new_tokens(sample.params)),
                 "sampling": {
                     "reason": reasons[0],
                     "reasons": list(reasons),

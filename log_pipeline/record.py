@@ -18,8 +18,8 @@ import time
 from collections import Counter
 from typing import Any
 
+from log_pipeline.sampler import max_new_tokens, truncated
 from tokenpulse.samples import Feedback, OutputSignals, RequestStats, Sample
-from tokenpulse.tfserving.signature import FINISH_LENGTH
 
 MESSAGE = "generation sample"
 FEEDBACK_MESSAGE = "generation feedback"
@@ -208,8 +208,9 @@ def _timings_json(stats: RequestStats) -> str:
     )
 
 
-def _output_json(out: OutputSignals | None) -> tuple[str, str]:
-    """The finish reasons and usage that close `gen_ai`, and `genai_sample.quality`."""
+def _output_json(out: OutputSignals | None, limit: int | None) -> tuple[str, str]:
+    """The finish reasons and usage that close `gen_ai`, and `genai_sample.quality`; `limit` is
+    the request's max_new_tokens (`truncated` is the sampler's rule)."""
     if out is None:
         return '"finish_reasons":[]},"usage":{"input_tokens":0,"output_tokens":0}}', "{}"
     reason = _j(out.finish_reason)
@@ -221,7 +222,7 @@ def _output_json(out: OutputSignals | None) -> tuple[str, str]:
     quality = (
         f'{{"finish_reason":{reason},"empty":{_j(out.empty)},'
         f'"repetition_ratio":{_r6(out.repetition_ratio)},"mean_nll":{_r6(out.mean_nll)},'
-        f'"truncated":{"true" if out.finish_reason == FINISH_LENGTH else "false"},'
+        f'"truncated":{"true" if truncated(out, limit) else "false"},'
         f'"truncated_prompt_tokens":{_j(out.truncated_prompt_tokens)}}}'
     )
     return usage, quality
@@ -267,9 +268,10 @@ def encode_records(
         f'"response":{{"id":{rid},"model":{_j(response_model(stats))},'
     )
     timings = _timings_json(stats)
+    limit = max_new_tokens(sample.params)
     lines = []
     for i, (signals, text_in, text_out) in enumerate(record_rows(stats, prompts, outputs)):
-        usage, quality = _output_json(signals)
+        usage, quality = _output_json(signals, limit)
         lines.append(
             f'{head}"{record_id(sample_id, i)}"{event}{envelope}{usage},'
             f'"genai_sample":{{"request_id":{rid},"index":{i},{deployment}'

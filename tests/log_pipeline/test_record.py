@@ -18,6 +18,7 @@ from log_pipeline.record import (
     feedback_json,
     record_id,
 )
+from log_pipeline.sampler import max_new_tokens, truncated
 from tests.log_pipeline.conftest import make_sample
 from tokenpulse.samples import Feedback, OutputSignals, Sample
 
@@ -149,3 +150,27 @@ def test_encoded_lines_are_the_records_json_byte_for_byte() -> None:
     assert data == b"".join(
         json.dumps(r, ensure_ascii=False, separators=(",", ":")).encode() + b"\n" for r in expected
     )
+
+
+def _truncated(out: OutputSignals, params: dict[str, Any]) -> bool:
+    """`genai_sample.quality.truncated` of a one-output sample, checked in both writers."""
+    sample = make_sample(1)
+    sample.stats.outputs = [out]
+    sample = Sample(sample.stats, sample.prompts, sample.outputs, params, sample.timestamp)
+    built = build_records(sample, ["p"], ["o"], ("head",), 0.1, Counter(), sample_id=SAMPLE_ID)
+    data, _n = encode_records(sample, ["p"], ["o"], ("head",), 0.1, Counter(), sample_id=SAMPLE_ID)
+    assert json.loads(data) == built[0]
+    value = built[0]["genai_sample"]["quality"]["truncated"]
+    assert value is truncated(out, max_new_tokens(params))  # the sampler's `truncated` rule
+    return bool(value)
+
+
+def test_truncated_means_against_the_users_intent() -> None:
+    """A "length" finish at the request's own max_new_tokens is what it asked for; a prompt cut to
+    fit the window, or an output stopped short of max_new_tokens, is truncated."""
+    asked = OutputSignals(6, 16, "length", False, 0.0, 1.0)
+    assert not _truncated(asked, {"max_new_tokens": 16})
+    assert _truncated(OutputSignals(6, 9, "length", False, 0.0, 1.0), {"max_new_tokens": 16})
+    assert _truncated(OutputSignals(6, 4, "stop", False, 0.0, 1.0, 3), {"max_new_tokens": 16})
+    assert not _truncated(OutputSignals(6, 4, "stop", False, 0.0, 1.0), {"max_new_tokens": 16})
+    assert not _truncated(OutputSignals(6, 9, "length", False, 0.0, 1.0), {})  # limit unknown
