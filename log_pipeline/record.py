@@ -29,6 +29,7 @@ SERVICE = "tokenpulse-gateway"
 PROVIDER = "tensorflow_serving"
 OPERATION = "text_completion"
 ECS_VERSION = "8.17.0"  # `ecs.version`: the ECS release whose fields the envelope follows
+FEEDBACK_STATUS = 202  # a feedback record's `http.response.status_code`: the feedback's answer
 _PARAMS = ("max_tokens", "temperature", "top_p", "top_k", "seed")
 _DOUBLES = ("top_k",)  # OpenTelemetry types gen_ai.request.top_k as a double
 _NUMBER = (int, float)
@@ -83,10 +84,16 @@ def request_params(params: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def response_model(stats: RequestStats) -> str:
+def served_model(model: str, version: str) -> str:
     """`gen_ai.response.model`: the model and the version that served it (`gen/3`; "" when no
-    version served the request), where `gen_ai.request.model` is the name the client asked for."""
-    return f"{stats.model}/{stats.version}" if stats.version else ""
+    version served the request, or it is unknown), where `gen_ai.request.model` is the name the
+    client asked for."""
+    return f"{model}/{version}" if version else ""
+
+
+def response_model(stats: RequestStats) -> str:
+    """`served_model` of a request."""
+    return served_model(stats.model, stats.version)
 
 
 def record_rows(
@@ -305,8 +312,8 @@ def encode_feedback_record(
     feedback: Feedback, comment: str, outcome: str, redactions: Counter[str], *, sample_id: str
 ) -> bytes:
     """The spool line of feedback stored on its own (its request is no longer held, or its sample
-    was already written): the response's identity as the gateway knew it, and the feedback;
-    `comment` is already redacted."""
+    was already written): the response's identity as the gateway knew it, and the feedback, with
+    the standard fields a sample has; `comment` is already redacted."""
     number = version_number(feedback.version)
     sample: dict[str, Any] = {
         "kind": FEEDBACK_KIND,
@@ -324,12 +331,16 @@ def encode_feedback_record(
         "message": FEEDBACK_MESSAGE,
         "event": {"id": record_id(sample_id, 0), "kind": "event", "dataset": DATASET,
                   "start": iso_utc(feedback.timestamp)},
+        "ecs": {"version": ECS_VERSION},
         "service": {"name": SERVICE},
         "trace": {"id": trace_id(feedback.request_id)},
+        "http": {"response": {"status_code": FEEDBACK_STATUS}},
         "gen_ai": {
             "operation": {"name": OPERATION},
             "provider": {"name": PROVIDER},
-            "response": {"id": feedback.request_id, "model": feedback.model},
+            "request": {"model": feedback.model},
+            "response": {"id": feedback.request_id,
+                         "model": served_model(feedback.model, feedback.version)},
         },
         "genai_sample": sample,
     }  # fmt: skip

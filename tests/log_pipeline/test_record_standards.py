@@ -14,10 +14,11 @@ from log_pipeline import assets, record
 from log_pipeline.outputs import Item, Outcome
 from log_pipeline.outputs.elasticsearch import ElasticsearchOutput, make_client
 from log_pipeline.outputs.sqlite import SqliteOutput
-from log_pipeline.record import encode_records
+from log_pipeline.record import encode_feedback_record, encode_records
 from log_pipeline.search import EsStore, Filters, SqliteStore
 from log_pipeline.search_format import value_at
 from tests.log_pipeline.conftest import make_sample
+from tokenpulse.samples import Feedback
 
 SCHEMA = Path(__file__).parents[2] / "log_pipeline" / "SCHEMA.md"
 
@@ -117,3 +118,20 @@ def _lines(*statuses: int) -> list[bytes]:
         )  # fmt: skip
         out.append(data.rstrip(b"\n"))
     return out
+
+
+def test_a_feedback_record_has_the_standard_fields_of_a_sample() -> None:
+    """`ecs.version`, `http.response.status_code` (the gateway's 202 to the feedback) and the
+    served version as `gen_ai.response.model`, the requested name as `gen_ai.request.model`."""
+    known = Feedback("req-1", "cmpl-req-1", "key-a", -1.0, "thumbs", "", 1.0, "gen", "7", "canary")
+    rec = json.loads(encode_feedback_record(known, "", "late", Counter(), sample_id="d" * 32))
+    assert rec["ecs"] == {"version": record.ECS_VERSION}
+    assert rec["http"] == {"response": {"status_code": record.FEEDBACK_STATUS}}
+    assert record.FEEDBACK_STATUS == 202
+    assert rec["gen_ai"]["request"] == {"model": "gen"}
+    assert rec["gen_ai"]["response"] == {"id": "req-1", "model": "gen/7"}
+    unknown = Feedback("req-2", "gen-req-2", "key-a", 1.0, "thumbs")  # no longer remembered
+    rec = json.loads(encode_feedback_record(unknown, "", "late", Counter(), sample_id="e" * 32))
+    assert rec["gen_ai"]["response"] == {"id": "req-2", "model": ""}
+    assert rec["gen_ai"]["request"] == {"model": ""}
+    assert list(rec)[:3] == ["@timestamp", "message", "event"]  # the head the shipper reads
