@@ -37,6 +37,11 @@ JOBS = Jobs()
 # may leave it out: an absent label is equal to an absent label.
 REPLICA_LABEL = "replica"
 
+# Kibana as the analyst's browser reaches it: the dashboards' "samples in Kibana" links open its
+# Discover here. The default is the compose Kibana's published address (loopback, port
+# KIBANA_PUBLISH, 5601 by default); change it where Kibana is published elsewhere.
+KIBANA_URL = "http://127.0.0.1:5601"
+
 # Scrape and rule evaluation interval of the production Prometheus. Change it only together with
 # the shortest rate window below (a rate window must hold at least four scrapes).
 SCRAPE_INTERVAL = "15s"

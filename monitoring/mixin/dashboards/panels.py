@@ -9,10 +9,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
+from urllib.parse import quote
 
 from grafana_foundation_sdk.builders import common as common_b
 from grafana_foundation_sdk.builders import dashboard, prometheus, stat, timeseries
+from grafana_foundation_sdk.cog.builder import Builder
 from grafana_foundation_sdk.models import common
+from grafana_foundation_sdk.models.dashboard import DashboardLink as DashboardLinkModel
 from grafana_foundation_sdk.models.dashboard import (
     DashboardLinkType,
     DataSourceRef,
@@ -24,6 +27,7 @@ from grafana_foundation_sdk.models.dashboard import (
     VariableSort,
 )
 
+from log_pipeline.assets import DATA_VIEW_ID
 from monitoring.mixin import config as cfg
 
 PROM = DataSourceRef(type_val="prometheus", uid="${datasource}")
@@ -80,6 +84,28 @@ def _thresholds(ts: list[Threshold]) -> dashboard.ThresholdsConfig:
 _P = TypeVar("_P", timeseries.Panel, stat.Panel)
 
 
+# Grafana interpolates these: the dashboard's model and version selection as Lucene regexes
+# (`.*` for All) and its time range as ISO-8601
+_MODEL, _VERSION = "${model:regex}", "${version:regex}"
+_FROM, _TO = "${__from:date:iso}", "${__to:date:iso}"
+SAMPLES_QUERY = f"genai_sample.model:/{_MODEL}/ AND genai_sample.version:/{_VERSION}/"
+# the local stack has no Kibana: the same samples from its embedded store
+SAMPLES_COMMAND = (
+    "tokenpulse samples search --sqlite-path run/samples.db --model $model --version $version "
+    f"--since {_FROM} --until {_TO}"
+)
+
+
+def kibana_samples_url() -> str:
+    """Kibana Discover on the samples data view, filtered to the dashboard's `$model` and
+    `$version` and its time range (Grafana fills in the variables)."""
+    query = quote(SAMPLES_QUERY, safe="${}:/")
+    return (
+        f"{cfg.KIBANA_URL}/app/discover#/?_g=(time:(from:'{_FROM}',to:'{_TO}'))"
+        f"&_a=(index:'{DATA_VIEW_ID}',query:(language:lucene,query:'{query}'))"
+    )
+
+
 def runbook_url(alert: str) -> str:
     """The runbook of an alert, from the mixin's URL pattern."""
     return cfg.RUNBOOK_URL_PATTERN.format(alertname=alert)
@@ -88,6 +114,7 @@ def runbook_url(alert: str) -> str:
 def _common(
     panel: _P, title: str, description: str, unit: str, queries: Sequence[Q],
     thresholds: list[Threshold], width: int, height: int, no_value: str, runbooks: Sequence[str],
+    samples: bool = False,
 ) -> _P:  # fmt: skip
     panel = (
         panel.title(title)
@@ -101,16 +128,25 @@ def _common(
     )
     for target in _targets(queries):
         panel = panel.with_target(target)
-    if runbooks:  # the alerts that watch this panel's signal
-        panel = panel.links(
-            [
-                dashboard.DashboardLink(f"Runbook: {alert}")
-                .type(DashboardLinkType.LINK)
-                .url(runbook_url(alert))
-                .target_blank(True)
-                for alert in runbooks
-            ]
+    links: list[Builder[DashboardLinkModel]] = [
+        dashboard.DashboardLink(f"Runbook: {alert}")
+        .type(DashboardLinkType.LINK)
+        .url(runbook_url(alert))
+        .target_blank(True)
+        for alert in runbooks  # the alerts that watch this panel's signal
+    ]
+    if samples:  # the sampled requests behind a spike
+        panel = panel.description(
+            f"{description} Samples behind it: the Kibana link; locally: `{SAMPLES_COMMAND}`."
         )
+        links.append(
+            dashboard.DashboardLink("Samples in Kibana (model, version, time range)")
+            .type(DashboardLinkType.LINK)
+            .url(kibana_samples_url())
+            .target_blank(True)
+        )
+    if links:
+        panel = panel.links(links)
     return panel
 
 
@@ -125,8 +161,10 @@ def ts_panel(
     max_value: float | None = None,
     no_value: str = "no data",
     runbooks: Sequence[str] = (),
+    samples: bool = False,
 ) -> timeseries.Panel:
-    """A time series with its thresholds drawn as dashed lines and a table legend."""
+    """A time series with its thresholds drawn as dashed lines and a table legend; `samples` links
+    the sampled requests of `$model`/`$version` in the time range (`kibana_samples_url`)."""
     dashed = len(thresholds) > 1
     panel = (
         timeseries.Panel()
@@ -151,8 +189,9 @@ def ts_panel(
     if max_value is not None:
         panel = panel.max(max_value)
     return _common(
-        panel, title, description, unit, queries, thresholds, width, TS_H, no_value, runbooks
-    )
+        panel, title, description, unit, queries, thresholds, width, TS_H, no_value, runbooks,
+        samples,
+    )  # fmt: skip
 
 
 def stat_panel(

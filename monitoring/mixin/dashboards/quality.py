@@ -57,6 +57,7 @@ def _gateway_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 [Q(_mean("tokenpulse_gateway_mean_nll_nats"), "v{{version}}")],
                 width=8,
                 runbooks=("TokenPulseQualityNllDrift",),
+                samples=True,
             )
         )
         .with_panel(
@@ -69,6 +70,7 @@ def _gateway_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 bad_above(DEGRADATION["repetition"].floor),
                 width=8,
                 runbooks=("TokenPulseQualityRepetition",),
+                samples=True,
             )
         )
         .with_panel(
@@ -80,6 +82,7 @@ def _gateway_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 bad_above(DEGRADATION["empty_output"].floor),
                 width=8,
                 runbooks=("TokenPulseQualityEmptyOutputs",),
+                samples=True,
             )
         )
         .with_panel(
@@ -92,6 +95,7 @@ def _gateway_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 bad_above(DEGRADATION["truncation"].floor),
                 width=8,
                 runbooks=("TokenPulseQualityTruncation",),
+                samples=True,
             )
         )
         .with_panel(
@@ -107,6 +111,7 @@ def _gateway_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 bad_above(cfg.FEEDBACK_FLOOR),
                 width=8,
                 runbooks=("TokenPulseQualityNegativeFeedback",),
+                samples=True,
             )
         )
         .with_panel(
@@ -135,6 +140,7 @@ def _gateway_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                    "v{{version}}")],
                 bad_above(nll_floor),
                 width=8,
+                samples=True,
             )
         )
     )  # fmt: skip
