@@ -16,4 +16,5 @@ BENCHES: dict[str, tuple[str, str]] = {
     "pipeline": ("devtools.bench.pipeline", "shipper docs/s, delivery delay, sampling cost"),
     "bodies": ("devtools.bench.bodies", "model server RSS and stalls around one large body"),
     "redaction": ("devtools.bench.redaction", "recall and false positives per kind, cost per text"),
+    "training": ("devtools.bench.training", "training step time with and without histograms"),
 }

@@ -1,4 +1,14 @@
-"""Training with AdamW, a progress bar, TensorBoard events and a cached checkpoint per recipe."""
+"""Training with AdamW, a progress bar, TensorBoard events and a cached checkpoint per recipe.
+
+TensorBoard gets the loss, the learning rate and the global gradient norm (before clipping) every
+step, and every `HISTOGRAM_EVERY` steps a histogram of each weight and of its gradient, per layer
+(`weights/block_0/w_qkv`, `gradients/wte`...). A separate graph function (not XLA: its compile
+would cost more than a run's events) takes the gradients of the step's batch before the step and
+buckets weights and gradients in one call; each histogram is then one write. The training step
+itself is the same compiled function with histograms on or off, and summaries draw no random
+numbers, so the trained weights are bit-identical for a seed (a test compares them; so did a
+check against the step before histograms existed). `tokenpulse bench training` measures the cost.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
+from tensorboard.plugins.histogram import metadata as histogram_metadata
 from tqdm import tqdm
 
 from serving.model import data
@@ -18,6 +29,12 @@ from serving.model.transformer import GPT
 from tokenpulse.logging import get_logger
 
 log = get_logger(__name__)
+# Steps between weight and gradient histograms; 0 turns them off. `bench training`, default
+# preset, 2 shared cores: one event costs about two steps (+1.6 % wall, +1.9 % CPU at 100), a
+# whole 1800-step run +2.4 % with the one-off trace; within the 5 % budget (50 would be ~4 %).
+HISTOGRAM_EVERY = 100
+BUCKETS = 30  # per histogram, as tf.summary.histogram
+HISTOGRAM_METADATA = histogram_metadata.create_summary_metadata(display_name="", description="")
 
 
 @dataclass
@@ -98,7 +115,90 @@ def load_cached(model: GPT, cache_dir: Path, preset: Preset) -> TrainReport | No
     return report
 
 
-def train(model: GPT, preset: Preset, cache_dir: Path, progress: bool = True) -> TrainReport:
+def buckets(x: tf.Tensor, count: int = BUCKETS) -> tf.Tensor:
+    """TensorBoard's histogram layout, [count, 3] rows of (left edge, right edge, count), over
+    equal-width buckets from the minimum to the maximum (XLA-compilable)."""
+    x = tf.reshape(tf.cast(x, tf.float64), [-1])
+    low, high = tf.reduce_min(x), tf.reduce_max(x)
+    width = tf.where(high > low, (high - low) / count, tf.constant(1.0, tf.float64))
+    index = tf.clip_by_value(tf.cast(tf.floor((x - low) / width), tf.int32), 0, count - 1)
+    counts = tf.math.unsorted_segment_sum(tf.ones_like(x), index, count)
+    edges = low + width * tf.range(count + 1, dtype=tf.float64)
+    right = tf.where(high > low, edges[1:], tf.fill([count], low))
+    return tf.stack([tf.where(high > low, edges[:-1], right), right, counts], axis=1)
+
+
+def layer_tags(model: GPT) -> list[str]:
+    """A per-layer name for each trainable variable, in `model.trainable_variables` order:
+    `block_<i>/<weight>` inside a block, the weight's own name outside."""
+    names = {id(v): f"{blk.name}/{v.name.split(':')[0]}"
+             for blk in model.blocks for v in blk.trainable_variables}  # fmt: skip
+    return [names.get(id(v), v.name.split(":")[0]) for v in model.trainable_variables]
+
+
+class Trainer:
+    """The compiled training step and its summaries (used by `train` and `bench training`)."""
+
+    def __init__(self, model: GPT, weight_decay: float, histogram_every: int) -> None:
+        self.model = model
+        self.optimizer = AdamW(list(model.trainable_variables), weight_decay)
+        self.histogram_every = histogram_every
+        self.tags = layer_tags(model)
+        variables = self.optimizer.variables
+
+        def gradients(batch: tf.Tensor) -> tuple[tf.Tensor, list[tf.Tensor]]:
+            with tf.GradientTape() as tape:
+                loss = _loss(model, batch)
+            # Embedding gathers give IndexedSlices; the optimiser wants dense tensors.
+            return loss, [tf.convert_to_tensor(g) for g in tape.gradient(loss, variables)]
+
+        @tf.function(jit_compile=True, reduce_retracing=True)
+        def step(batch: tf.Tensor, lr: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+            loss, grads = gradients(batch)
+            grads, norm = tf.clip_by_global_norm(grads, 1.0)
+            self.optimizer.apply(grads, lr)
+            return loss, norm
+
+        @tf.function(reduce_retracing=True)
+        def peek(batch: tf.Tensor) -> list[tf.Tensor]:
+            """Histogram buckets of each weight, then of each gradient the step will apply to
+            this batch (before clipping); updates nothing."""
+            grads = gradients(batch)[1]
+            return [buckets(t) for t in [*variables, *grads]]
+
+        def histograms(step: tf.Tensor, hists: list[tf.Tensor]) -> None:
+            # one write op per histogram: tf.summary.histogram costs ~20 eager ops each (0.9 s an
+            # event), or 15 s to trace all of them into a graph
+            names = [f"{kind}/{tag}" for kind in ("weights", "gradients") for tag in self.tags]
+            for name, hist in zip(names, hists, strict=True):
+                tf.summary.write(name, hist, step=step, metadata=HISTOGRAM_METADATA)
+
+        self.update, self.peek, self.write_histograms = step, peek, histograms
+
+    def due(self, i: int) -> bool:
+        """Whether step `i` writes histograms."""
+        return self.histogram_every > 0 and i % self.histogram_every == 0
+
+    def run_step(self, i: int, batch: tf.Tensor, lr: float) -> float:
+        """One update, with its summaries written to the default writer; the loss."""
+        grads = self.peek(batch) if self.due(i) else None
+        loss_t, norm = self.update(batch, tf.constant(lr))
+        loss = float(loss_t)
+        tf.summary.scalar("train/loss", loss, step=i)
+        tf.summary.scalar("train/learning_rate", lr, step=i)
+        tf.summary.scalar("train/grad_global_norm", float(norm), step=i)
+        if grads is not None:  # the weights after this step, the gradients it applied
+            self.write_histograms(tf.constant(i, tf.int64), grads)
+        return loss
+
+
+def train(
+    model: GPT,
+    preset: Preset,
+    cache_dir: Path,
+    progress: bool = True,
+    histogram_every: int = HISTOGRAM_EVERY,
+) -> TrainReport:
     """Train `model` on the shipped corpus (or reuse the cached checkpoint of this recipe)."""
     cached = load_cached(model, cache_dir, preset)
     if cached is not None:
@@ -108,18 +208,8 @@ def train(model: GPT, preset: Preset, cache_dir: Path, progress: bool = True) ->
     stream = data.token_stream(data.documents(cfg.corpus_bytes))
     train_ids, held_ids = data.split(stream)
     rng = np.random.default_rng(cfg.seed)
-    optimizer = AdamW(list(model.trainable_variables), cfg.weight_decay)
+    trainer = Trainer(model, cfg.weight_decay, histogram_every)
     ctx = model.cfg.context
-
-    @tf.function(jit_compile=True, reduce_retracing=True)
-    def step(batch: tf.Tensor, lr: tf.Tensor) -> tf.Tensor:
-        with tf.GradientTape() as tape:
-            loss = _loss(model, batch)
-        # Embedding gathers give IndexedSlices; the optimiser wants dense tensors.
-        grads = [tf.convert_to_tensor(g) for g in tape.gradient(loss, optimizer.variables)]
-        grads, _ = tf.clip_by_global_norm(grads, 1.0)
-        optimizer.apply(grads, lr)
-        return loss
 
     ckpt_dir = checkpoint_dir(cache_dir, preset)
     writer = tf.summary.create_file_writer(str(ckpt_dir / "tensorboard"))
@@ -129,12 +219,9 @@ def train(model: GPT, preset: Preset, cache_dir: Path, progress: bool = True) ->
     with writer.as_default():
         for i in bar:
             batch = tf.constant(data.windows(train_ids, ctx, cfg.batch_size, rng))
-            lr = _lr(i, preset)
-            loss = float(step(batch, tf.constant(lr)))
+            loss = trainer.run_step(i, batch, _lr(i, preset))
             loss_ema = loss if math.isnan(loss_ema) else 0.95 * loss_ema + 0.05 * loss
             bar.set_postfix(loss=f"{loss_ema:.3f}", bpb=f"{loss_ema / math.log(2):.2f}")
-            tf.summary.scalar("train/loss", loss, step=i)
-            tf.summary.scalar("train/learning_rate", lr, step=i)
         seconds = time.perf_counter() - started
         bpb = held_out_bits_per_byte(model, held_ids, cfg.eval_batches, cfg.eval_batch_size, rng)
         tf.summary.scalar("eval/held_out_bits_per_byte", bpb, step=cfg.steps)

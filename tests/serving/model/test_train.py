@@ -6,6 +6,8 @@ import dataclasses
 from pathlib import Path
 
 import numpy as np
+import tensorflow as tf
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from serving.model import data, train
 from serving.model.config import get_preset
@@ -50,3 +52,56 @@ def test_checkpoint_is_reused_for_the_same_recipe_only(tmp_path: Path) -> None:
     assert events
     other = _quick_preset(4)
     assert train.load_cached(GPT(other.model), tmp_path, other) is None
+
+
+def _events(directory: Path) -> dict[str, tuple[str, list[int]]]:
+    """Tag -> (plugin, steps) of every summary in a run's event files."""
+    found: dict[str, tuple[str, list[int]]] = {}
+    for path in sorted(directory.glob("events.out.*")):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                plugin = value.metadata.plugin_data.plugin_name or found.get(value.tag, ("",))[0]
+                found.setdefault(value.tag, (plugin, []))[1].append(event.step)
+    return found
+
+
+def test_tensorboard_gets_histograms_per_layer_the_gradient_norm_and_the_learning_rate(
+    tmp_path: Path,
+) -> None:
+    preset = _quick_preset(5)
+    model = GPT(preset.model, seed=1)
+    train.train(model, preset, tmp_path, progress=False, histogram_every=2)
+    events = _events(train.checkpoint_dir(tmp_path, preset) / "tensorboard")
+    for tag in ("train/loss", "train/learning_rate", "train/grad_global_norm"):
+        assert events[tag] == ("scalars", [0, 1, 2, 3, 4]), tag
+    tags = train.layer_tags(model)
+    assert len(set(tags)) == len(tags) == len(model.trainable_variables)
+    assert {"wte", "wpe", "lnf_g", "block_0/w_qkv", "block_1/w_proj"} <= set(tags)
+    for tag in tags:
+        for kind in ("weights", "gradients"):
+            assert events[f"{kind}/{tag}"] == ("histograms", [0, 2, 4]), (kind, tag)
+    assert events["eval/held_out_bits_per_byte"] == ("scalars", [5])
+    # as TensorBoard reads them: [30, 3] rows of (left, right, count) over every element
+    acc = EventAccumulator(str(train.checkpoint_dir(tmp_path, preset) / "tensorboard"))
+    acc.Reload()
+    for tag, var in zip(tags, model.trainable_variables, strict=True):
+        for kind in ("weights", "gradients"):
+            hist = tf.make_ndarray(acc.Tensors(f"{kind}/{tag}")[0].tensor_proto)
+            assert hist.shape == (train.BUCKETS, 3) and hist[:, 2].sum() == var.shape.num_elements()
+            assert (hist[:, 0] <= hist[:, 1]).all()
+
+
+def test_summaries_change_neither_the_weights_nor_the_random_stream(tmp_path: Path) -> None:
+    """Histograms every step or never: the same seed trains the same weights, bit for bit."""
+    preset = _quick_preset(4)
+    reports, weights = [], []
+    for every in (1, 0):
+        model = GPT(preset.model, seed=1)
+        reports.append(train.train(model, preset, tmp_path / str(every), progress=False,
+                                   histogram_every=every))  # fmt: skip
+        weights.append([v.numpy() for v in model.trainable_variables])
+    for with_histograms, without in zip(*weights, strict=True):
+        np.testing.assert_array_equal(with_histograms, without)
+    # the held-out evaluation draws its windows after training from the same generator
+    assert reports[0].held_out_bits_per_byte == reports[1].held_out_bits_per_byte
+    assert reports[0].train_loss == reports[1].train_loss

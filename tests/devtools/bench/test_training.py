@@ -1,0 +1,27 @@
+"""`tokenpulse bench training --json` runs a tiny comparison end to end (figures only; no timing is
+asserted)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.mark.slow
+def test_bench_times_the_step_with_and_without_histograms() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "stack.cli", "bench", "training", "--preset", "tiny",
+         "--every", "2", "--pairs", "1", "--events", "1", "--json"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["preset"] == "tiny" and result["every"] == 2
+    assert len(result["block_step_ms_off"]) == len(result["block_step_ms_on"]) == 1
+    assert result["step_ms_off"] > 0 and result["step_ms_on"] > 0 and result["event_ms"] > 0
+    assert result["histograms_per_event"] == 2 * 28  # tiny: 2 blocks of 12 weights, and 4 more
+    assert set(result["overhead_from_event"]) == {"10", "25", "50", "100", "200"}
+    assert result["budget"] == 0.05
