@@ -11,16 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from log_pipeline.analysis import ANALYZER, es_analysis
+from tokenpulse.samples import DATA_VIEW_ID, STREAM_PREFIX
 
 ASSETS_DIR = Path(__file__).with_name("assets")
-STREAM_PREFIX = "genai-samples"
 PATTERN = f"{STREAM_PREFIX}-*"
 DEFAULT_STREAM = f"{STREAM_PREFIX}-default"
 ILM_POLICY = STREAM_PREFIX
 SETTINGS_COMPONENT = f"{STREAM_PREFIX}@settings"
 MAPPINGS_COMPONENT = f"{STREAM_PREFIX}@mappings"
 INDEX_TEMPLATE = STREAM_PREFIX
-DATA_VIEW_ID = STREAM_PREFIX
 
 KW = {"type": "keyword", "ignore_above": 1024}
 # prompt and output: analyzed by log_pipeline.analysis (every Chinese character a token), with

@@ -27,8 +27,8 @@ from grafana_foundation_sdk.models.dashboard import (
     VariableSort,
 )
 
-from log_pipeline.assets import DATA_VIEW_ID
 from monitoring.mixin import config as cfg
+from tokenpulse.samples import DATA_VIEW_ID
 
 PROM = DataSourceRef(type_val="prometheus", uid="${datasource}")
 # Grafana's built-in annotation store (deployment annotations), present in every Grafana
