@@ -6,7 +6,6 @@ from pathlib import Path
 
 import yaml
 
-from log_pipeline.settings import ShipperSettings
 from monitoring.grafana.settings import PushSettings
 from monitoring.mixin import config
 
@@ -21,16 +20,13 @@ def _load(kind: str) -> dict:
     return doc
 
 
-def test_prometheus_and_elasticsearch_datasources():
+def test_prometheus_is_the_one_datasource():
+    # samples are read in Kibana (the quality panels link there), so Grafana holds no ES secret
     sources = {d["type"]: d for d in _load("datasources")["datasources"]}
-    assert set(sources) == {"prometheus", "elasticsearch"}
+    assert set(sources) == {"prometheus"}
     prom = sources["prometheus"]
     assert prom["isDefault"] and prom["access"] == "proxy"
     assert prom["jsonData"]["timeInterval"] == config.SCRAPE_INTERVAL
-    es = sources["elasticsearch"]
-    assert es["jsonData"]["index"] == ShipperSettings.model_fields["es_data_stream"].default
-    assert es["secureJsonData"]["basicAuthPassword"] == "$GRAFANA_ES_PASSWORD"  # from the env
-    assert es["basicAuthUser"] != "elastic"  # a read-only user (`tokenpulse es setup`)
 
 
 def test_dashboard_provider_reads_the_mounted_dashboards_into_the_push_folder():
@@ -41,4 +37,4 @@ def test_dashboard_provider_reads_the_mounted_dashboards_into_the_push_folder():
     mounts = {v.split(":")[1]: v.split(":")[0] for v in grafana["volumes"]}
     assert mounts[provider["options"]["path"]] == "./dashboards"
     assert mounts["/etc/grafana/provisioning"] == "./monitoring/grafana/provisioning"
-    assert "GRAFANA_ES_PASSWORD" in grafana["environment"]
+    assert not any("ES" in name for name in grafana["environment"])
