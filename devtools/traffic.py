@@ -35,3 +35,18 @@ def steady_traffic(
     finally:
         stop.set()
         thread.join(timeout=70)
+
+
+def scored_responses(gateway_url: str, key: str, scores: tuple[int, ...] = (-1, 1)) -> None:
+    """One generation per score, each scored through POST /v1/feedback (feedback panels, alerts
+    and searches need some); raises AssertionError when the gateway refuses either call."""
+    auth = {"Authorization": f"Bearer {key}"}
+    for score in scores:
+        body = {"prompt": "rate me", "max_new_tokens": 2}
+        answer = httpx.post(f"{gateway_url}/v1/generate", json=body, headers=auth, timeout=60)
+        if answer.status_code != 200:
+            raise AssertionError(f"generate answered {answer.status_code}: {answer.text[:200]}")
+        feedback = {"response_id": answer.json()["id"], "score": score}
+        done = httpx.post(f"{gateway_url}/v1/feedback", json=feedback, headers=auth, timeout=60)
+        if done.status_code != 202:
+            raise AssertionError(f"feedback answered {done.status_code}: {done.text[:200]}")

@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from devtools.stack import wait_until
+from devtools.traffic import scored_responses
 from monitoring.mixin.dashboards.queries import metric_names, panel_queries, substitute
 from monitoring.preview.prom import PromClient
 from tests.e2e.upstack import UpStack, alive, running_up
@@ -80,11 +81,12 @@ def _errors_through_the_gateway(up: UpStack) -> None:
 
 @pytest.fixture(scope="module")
 def traffic(up: UpStack, prom: PromClient) -> None:
-    """Under a minute of traffic with some errors in it, canary results scraped."""
+    """Under a minute of traffic with some errors and feedback in it, canary results scraped."""
     _errors_through_the_gateway(up)
     with up.traffic(rps=2.0) as codes:
         wait_until(lambda: prom.query("model:canary_mean_nll_nats:canary"), 90, "canary results")
         _errors_through_the_gateway(up)
+        scored_responses(up.url("gateway_port"), up.key)  # the feedback panel's data
         wait_until(lambda: len(codes) >= TRAFFIC_S * 1.5, TRAFFIC_S * 4, "traffic")
     assert set(codes) == {200}
 

@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from devtools.stack import wait_until
+from devtools.traffic import scored_responses
 from monitoring.mixin.dashboards.queries import (
     annotation_exprs,
     metric_names,
@@ -51,17 +52,6 @@ def _errors_through_the_gateway(stack):
     assert bad_key.status_code == 401 and bad_body.status_code in (400, 422)
 
 
-def _feedback_through_the_gateway(stack):
-    """A response scored negative and one positive, for the feedback panel."""
-    auth = {"Authorization": f"Bearer {stack.key}"}
-    url = stack.gateway.url
-    for score in (-1, 1):
-        body = {"prompt": "rate me", "max_new_tokens": 2}
-        answer = httpx.post(f"{url}/v1/generate", json=body, headers=auth, timeout=60)
-        fb = {"response_id": answer.json()["id"], "score": score}
-        assert httpx.post(f"{url}/v1/feedback", json=fb, headers=auth).status_code == 202
-
-
 def _served(prom: PromClient) -> float:
     result = prom.query("sum(tokenpulse_gateway_requests_total)")
     return result[0].points[-1][1] if result else 0.0
@@ -76,7 +66,7 @@ def live(shared_stack, tmp_path_factory):
         prom = PromClient(stack.prometheus_url)
         wait_until(lambda: prom.query("tokenpulse_canary_match_ratio"), 60, "canary results")
         _errors_through_the_gateway(stack)  # errors inside the previewed window too
-        _feedback_through_the_gateway(stack)
+        scored_responses(stack.gateway.url, stack.key)
         # at least a minute of traffic in the stack's life (the alert e2e, when it ran first,
         # sent most of it), and a fresh stretch of our own inside the previewed window
         wait_until(
