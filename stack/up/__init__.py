@@ -22,6 +22,7 @@ from stack.up.files import (
     EsSetupFailed,
     ensure_demo_key,
     ensure_models,
+    make_run_dir,
     setup_elasticsearch,
     write_models_config,
 )
@@ -42,7 +43,7 @@ def run(settings: UpSettings) -> int:
     with stop_on_signals():
         try:
             check_ports(settings)
-            settings.path("logs").mkdir(parents=True, exist_ok=True)
+            make_run_dir(settings)
             ensure_models(settings, _say)
             write_models_config(settings)
             _, key = ensure_demo_key(settings)

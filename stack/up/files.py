@@ -68,6 +68,16 @@ def write_models_config(settings: UpSettings) -> Path:
     return path
 
 
+def make_run_dir(settings: UpSettings) -> Path:
+    """The run directory, private (0700, also when it exists): it holds prompts and outputs
+    (samples.db, the spool), notifications, keys and logs, whatever the umask."""
+    run = settings.path("")
+    run.mkdir(parents=True, exist_ok=True)
+    run.chmod(0o700)
+    settings.path("logs").mkdir(mode=0o700, exist_ok=True)
+    return run
+
+
 def ensure_demo_key(settings: UpSettings) -> tuple[Path, str]:
     """A keys file holding the hash of a local demo key; the key itself stays in run/ only."""
     keys, secret = settings.path("gateway-keys.json"), settings.path("demo-key.txt")

@@ -117,6 +117,18 @@ def test_a_failed_build_is_a_typed_error(tmp_path, monkeypatch) -> None:
         files.ensure_models(_settings(tmp_path), lambda _: None)
 
 
+def test_the_run_directory_is_private_whatever_the_umask(tmp_path: Path) -> None:
+    s = _settings(tmp_path)
+    s.run_dir.mkdir(parents=True, mode=0o755)
+    old = os.umask(0o022)
+    try:
+        run = files.make_run_dir(s)
+    finally:
+        os.umask(old)
+    assert run.stat().st_mode & 0o777 == 0o700
+    assert s.path("logs").stat().st_mode & 0o077 == 0
+
+
 def test_demo_key_is_private_and_only_its_hash_is_stored(tmp_path: Path) -> None:
     s = _settings(tmp_path)
     s.run_dir.mkdir(parents=True)
