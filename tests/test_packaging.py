@@ -34,7 +34,8 @@ TREE_PACKAGES = (*RUNTIME_PACKAGES, "devtools")
 # The development tools (benches, stand-ins, the test stack) are not shipped; they may use extras.
 NOT_RUNTIME = ("devtools",)
 DEV_TOOLS = {"pytest", "pytest-timeout", "hypothesis", "schemathesis", "openai", "keras-hub"}
-DEV_TOOLS |= {"ruff", "mypy", "fastapi", "uvicorn", "tensorboard", "py-spy"}
+# tensorboard is no dev tool: training writes its histograms with its summary metadata
+DEV_TOOLS |= {"ruff", "mypy", "fastapi", "uvicorn", "py-spy"}
 TF_DISTS = {"tensorflow", "tensorflow-serving-api", "tensorflow-text", "keras", "tensorboard"}
 TF_MODULES = {"tensorflow", "tensorflow_serving", "tensorflow_text", "keras", "tensorboard"}
 

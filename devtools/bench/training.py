@@ -22,12 +22,13 @@ import tempfile
 import time
 from typing import Any
 
+from serving.model.config import HISTOGRAM_EVERY
+
 BUDGET = 0.05  # issue 20 D: histograms may slow training by at most 5 %
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The preset, the cadence and how many block pairs to time."""
-    from serving.model.train import HISTOGRAM_EVERY
 
     parser.add_argument("--preset", default="default", help="model preset (default)")
     parser.add_argument(

@@ -24,15 +24,11 @@ from tensorboard.plugins.histogram import metadata as histogram_metadata
 from tqdm import tqdm
 
 from serving.model import data
-from serving.model.config import Preset
+from serving.model.config import HISTOGRAM_EVERY, Preset
 from serving.model.transformer import GPT
 from tokenpulse.logging import get_logger
 
 log = get_logger(__name__)
-# Steps between weight and gradient histograms; 0 turns them off. `bench training`, default
-# preset, 2 shared cores: one event costs about two steps (+1.6 % wall, +1.9 % CPU at 100), a
-# whole 1800-step run +2.4 % with the one-off trace; within the 5 % budget (50 would be ~4 %).
-HISTOGRAM_EVERY = 100
 BUCKETS = 30  # per histogram, as tf.summary.histogram
 HISTOGRAM_METADATA = histogram_metadata.create_summary_metadata(display_name="", description="")
 
