@@ -87,7 +87,20 @@ def rss_bytes(pid: int) -> tuple[int, int]:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds the process has used so far (all its threads), from /proc."""
+    """CPU seconds the process has used so far (all its threads), from /proc.
+
+    Each live thread's `schedstat` counts nanoseconds; `stat`'s utime + stime count clock ticks
+    (10 ms), which a short bench phase can round down to 0, so ticks are only the fallback
+    (they also count threads that have exited, which schedstat loses)."""
+    total_ns = 0
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+                total_ns += int((task / "schedstat").read_text().split()[0])
+    except (FileNotFoundError, ValueError, IndexError):
+        total_ns = 0
+    if total_ns:
+        return total_ns / 1e9
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
