@@ -297,11 +297,14 @@ class Gateway:
         headers = {"X-Request-ID": rid}
         try:
             key = authenticate(self.keys, request.headers.get("Authorization"))
+            self.pipeline.take_request(key)  # feedback spends the key's request budget too
             raw = await self._read(request)
             req = feedback.parse(raw, self.settings.feedback_max_comment_chars)
             fb, matched = feedback.accept(req, key.id, self.recent, arrival)
         except GatewayError as err:
             headers.update(err.headers())
+            if err.retry_after is not None:
+                headers["Retry-After"] = retry_after_header(err.retry_after)
             return _json(native_body(err, rid), err.status, headers)
         except Exception:  # noqa: BLE001 - a bug must still answer in the native shape
             log.exception("unhandled error", request_id=rid, route="feedback")

@@ -26,7 +26,7 @@ from serving.gateway.errors import (
 from serving.gateway.jobs import Job
 from serving.gateway.keys import ApiKey, KeyStore
 from serving.gateway.openai_compat import apply_stop
-from serving.gateway.ratelimit import BudgetTooLarge, RateLimiter
+from serving.gateway.ratelimit import BudgetTooLarge, RateLimiter, Reservation
 from serving.gateway.replicas import Replicas
 from serving.gateway.routing import Route, Router
 from serving.gateway.settings import GatewaySettings
@@ -132,23 +132,32 @@ class Pipeline:
         if model not in self.router.models:
             raise NotFound(f"model {model!r} is not served here", param="model")
 
+    def take_request(
+        self, key: ApiKey, tokens: int = 0, stats: RequestStats | None = None
+    ) -> Reservation:
+        """One request (and `tokens` tokens) from the key's budget, or RateLimited; feedback
+        takes a request too, so a key cannot write to the sample store without limit."""
+        reservation, wait, which = self.limiter.acquire(
+            key.id,
+            requests_per_minute=key.requests_per_minute
+            or self.settings.default_requests_per_minute,
+            tokens_per_minute=key.tokens_per_minute or self.settings.default_tokens_per_minute,
+            tokens=tokens,
+        )
+        if reservation is None:
+            if stats is not None:
+                stats.rate_limited = which
+            raise RateLimited(f"rate limit on {which} exceeded for this key", retry_after=wait)
+        return reservation
+
     async def run(
         self, job: Job, key: ApiKey, deadline: Deadline, stats: RequestStats
     ) -> list[str]:
         """Generate, filling `stats`; returns the texts the client gets."""
         try:
-            reservation, wait, which = self.limiter.acquire(
-                key.id,
-                requests_per_minute=key.requests_per_minute
-                or self.settings.default_requests_per_minute,
-                tokens_per_minute=key.tokens_per_minute or self.settings.default_tokens_per_minute,
-                tokens=job.token_budget,
-            )
+            reservation = self.take_request(key, job.token_budget, stats)
         except BudgetTooLarge as exc:
             raise InvalidParameter(f"request is larger than this key's token limit: {exc}") from exc
-        if reservation is None:
-            stats.rate_limited = which
-            raise RateLimited(f"rate limit on {which} exceeded for this key", retry_after=wait)
         used = 0
         try:
             preds = await self._generate(job, key, deadline, stats)

@@ -194,3 +194,22 @@ def test_the_pipeline_sink_is_a_feedback_sink() -> None:
 
     assert issubclass(SpoolSink, FeedbackSink) or hasattr(SpoolSink, "feedback")
     assert isinstance(FeedbackMemory(), FeedbackSink)
+
+
+def test_feedback_spends_the_keys_request_budget(
+    standin: TfServingStandin, keys_file: Path, keys: dict[str, str]
+) -> None:
+    # each feedback can store a record: a key must not write to the sample store without limit
+    seen: list[tuple[int, str | None]] = []
+
+    async def scenario(session: aiohttp.ClientSession, url: Any) -> None:
+        for i in range(4):
+            fb = {"response_id": f"gen-{i:024x}", "score": -1}
+            async with session.post(url("/v1/feedback"), json=fb, headers=auth(keys["demo"])) as r:
+                seen.append((r.status, r.headers.get("Retry-After")))
+
+    sink, _ = _run(standin, keys_file, scenario, default_requests_per_minute=2)
+    assert [s for s, _ in seen] == [202, 202, 429, 429]
+    assert all(int(after) >= 1 for s, after in seen if s == 429 and after is not None)
+    assert seen[2][1] is not None
+    assert len(sink.feedback_seen) == 2
