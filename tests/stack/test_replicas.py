@@ -12,29 +12,15 @@ import pytest
 import yaml
 
 from stack import components
-from stack.config import StackConfig
 from stack.up import banner as up_banner
-from stack.up import plan
 from stack.up.ports import PortError, check_ports
-from stack.up.settings import PORT_FIELDS, UpSettings
-from tokenpulse.procs import free_port
-
-
-def _settings(tmp_path: Path, **kw: object) -> UpSettings:
-    ports = {name: free_port() for name in PORT_FIELDS}
-    return UpSettings(run_dir=tmp_path / "run", models_dir=tmp_path / "models", **{**ports, **kw})
-
-
-def _config(s: UpSettings) -> StackConfig:
-    meta = s.models_dir / "gen" / "1" / "assets.extra" / "tokenpulse_model.json"
-    meta.parent.mkdir(parents=True, exist_ok=True)
-    meta.write_text('{"model": {"context": 64, "d_model": 64}}')
-    return plan.stack_config(s)
+from stack.up.settings import UpSettings
+from tests.support.up import up_config, up_settings
 
 
 def test_replicas_after_the_first_listen_two_ports_up_each(tmp_path: Path) -> None:
     s = UpSettings(model_server_replicas=3, run_dir=tmp_path / "run", models_dir=tmp_path / "m")
-    config = _config(s)
+    config = up_config(s)
     assert config.model_server_replicas == 3
     assert [config.modelserver_ports(i) for i in range(3)] == [
         (8501, 8500),
@@ -46,13 +32,13 @@ def test_replicas_after_the_first_listen_two_ports_up_each(tmp_path: Path) -> No
 
 
 def test_one_replica_keeps_the_modelserver_row_as_it_was(tmp_path: Path) -> None:
-    config = _config(_settings(tmp_path))
+    config = up_config(up_settings(tmp_path))
     assert config.replica_ports == ()
     assert [c.name for c in components.enabled(config)] == components.names()
 
 
 def test_a_taken_replica_port_is_named_with_the_settings_that_chose_it(tmp_path: Path) -> None:
-    s = _settings(tmp_path, model_server_replicas=2)
+    s = up_settings(tmp_path, model_server_replicas=2)
     with socket.socket() as taken:
         taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -69,7 +55,7 @@ def test_a_taken_replica_port_is_named_with_the_settings_that_chose_it(tmp_path:
 
 
 def test_a_replica_port_on_another_setting_is_an_error(tmp_path: Path) -> None:
-    s = _settings(tmp_path, model_server_replicas=2)
+    s = up_settings(tmp_path, model_server_replicas=2)
     s = s.model_copy(update={"gateway_port": s.grpc_port + 2})
     with pytest.raises(
         PortError, match="both gateway_port .* and grpc_port of model-server replica 1"
@@ -80,9 +66,9 @@ def test_a_replica_port_on_another_setting_is_an_error(tmp_path: Path) -> None:
 def test_every_replica_is_behind_the_gateway_and_scraped_with_its_label(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    s = _settings(tmp_path, model_server_replicas=2)
+    s = up_settings(tmp_path, model_server_replicas=2)
     s.run_dir.mkdir(parents=True)
-    config = _config(s)
+    config = up_config(s)
     seen: dict[str, Any] = {}
 
     def fake_gateway(upstream_url: str, *args: object, **kwargs: object) -> Any:
@@ -112,17 +98,17 @@ def test_every_replica_is_behind_the_gateway_and_scraped_with_its_label(
 def test_one_replica_scrapes_without_a_replica_label(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    s = _settings(tmp_path)
+    s = up_settings(tmp_path)
     s.run_dir.mkdir(parents=True)
     monkeypatch.setattr(components, "_process", lambda *a, **k: contextlib.nullcontext())
-    components.by_name("prometheus").start(_config(s))
+    components.by_name("prometheus").start(up_config(s))
     text = s.path("prometheus.yml").read_text()
     assert "replica" not in text
 
 
 def test_banner_lists_each_replica_and_the_replica_drill(tmp_path: Path) -> None:
-    s = _settings(tmp_path, model_server_replicas=2)
-    config = _config(s)
+    s = up_settings(tmp_path, model_server_replicas=2)
+    config = up_config(s)
     pids = {c.name: 1000 + i for i, c in enumerate(components.enabled(config))}
     text = up_banner.banner(s, config, "tp-demo", pids)
     for c in components.enabled(config):

@@ -26,21 +26,8 @@ from stack.up import banner as up_banner
 from stack.up import files, plan
 from stack.up.ports import PortError, check_ports
 from stack.up.settings import PORT_FIELDS, UpSettings
-from tokenpulse.procs import free_port
+from tests.support.up import up_config, up_settings
 from tokenpulse.tfserving.config import parse_model_server_config
-
-
-def _settings(tmp_path: Path, **kw: object) -> UpSettings:
-    ports = {name: free_port() for name in PORT_FIELDS}
-    return UpSettings(run_dir=tmp_path / "run", models_dir=tmp_path / "models", **{**ports, **kw})
-
-
-def _config(s: UpSettings) -> StackConfig:
-    """`up`'s StackConfig, with the export metadata it reads in place."""
-    meta = s.models_dir / "gen" / "1" / "assets.extra" / "tokenpulse_model.json"
-    meta.parent.mkdir(parents=True, exist_ok=True)
-    meta.write_text('{"model": {"context": 64, "d_model": 64}}')
-    return plan.stack_config(s)
 
 
 def _up(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -62,7 +49,7 @@ def test_a_taken_port_is_named_with_its_setting_before_anything_starts(tmp_path:
 
 
 def test_a_port_given_twice_is_an_error(tmp_path: Path) -> None:
-    s = _settings(tmp_path)
+    s = up_settings(tmp_path)
     s = s.model_copy(update={"exporter_port": s.gateway_port})
     with pytest.raises(PortError, match="both gateway_port .* and exporter_port"):
         check_ports(s)
@@ -81,7 +68,7 @@ def test_es_url_comes_from_the_plain_environment_variable(monkeypatch) -> None:
 
 
 def test_models_config_labels_version_1_stable_and_2_canary(tmp_path: Path) -> None:
-    s = _settings(tmp_path)
+    s = up_settings(tmp_path)
     s.run_dir.mkdir(parents=True)
     (model,) = parse_model_server_config(files.write_models_config(s).read_text()).models
     assert model.name == "gen" and Path(model.base_path) == (tmp_path / "models/gen").resolve()
@@ -90,7 +77,7 @@ def test_models_config_labels_version_1_stable_and_2_canary(tmp_path: Path) -> N
 
 
 def test_missing_versions_are_built_canary_with_the_drill_noise(tmp_path, monkeypatch) -> None:
-    s = _settings(tmp_path, preset="tiny", canary_degrade_noise=2.5)
+    s = up_settings(tmp_path, preset="tiny", canary_degrade_noise=2.5)
     (s.models_dir / "gen" / "1").mkdir(parents=True)
     (s.models_dir / "gen" / "1" / "saved_model.pb").write_bytes(b"")
     calls: list[list[str]] = []
@@ -114,11 +101,11 @@ def test_a_failed_build_is_a_typed_error(tmp_path, monkeypatch) -> None:
         files.subprocess, "run", lambda argv, check: subprocess.CompletedProcess(argv, 1)
     )
     with pytest.raises(files.BuildFailed, match="version 1"):
-        files.ensure_models(_settings(tmp_path), lambda _: None)
+        files.ensure_models(up_settings(tmp_path), lambda _: None)
 
 
 def test_the_run_directory_is_private_whatever_the_umask(tmp_path: Path) -> None:
-    s = _settings(tmp_path)
+    s = up_settings(tmp_path)
     s.run_dir.mkdir(parents=True, mode=0o755)
     old = os.umask(0o022)
     try:
@@ -130,7 +117,7 @@ def test_the_run_directory_is_private_whatever_the_umask(tmp_path: Path) -> None
 
 
 def test_demo_key_is_private_and_only_its_hash_is_stored(tmp_path: Path) -> None:
-    s = _settings(tmp_path)
+    s = up_settings(tmp_path)
     s.run_dir.mkdir(parents=True)
     keys, key = files.ensure_demo_key(s)
     assert key not in keys.read_text()
@@ -141,14 +128,14 @@ def test_demo_key_is_private_and_only_its_hash_is_stored(tmp_path: Path) -> None
 def test_prometheus_scrapes_every_component_and_alertmanager_calls_the_receiver(
     tmp_path, monkeypatch
 ) -> None:
-    s = _settings(tmp_path, rules="compressed", scrape_interval="2s", group_wait="10s")
+    s = up_settings(tmp_path, rules="compressed", scrape_interval="2s", group_wait="10s")
     s.run_dir.mkdir(parents=True)
     started: list[list[str]] = []
     monkeypatch.setattr(
         components, "_process", lambda c, name, argv, url, env=None: started.append(argv)
     )
-    components.by_name("prometheus").start(_config(s))
-    components.by_name("alertmanager").start(_config(s))
+    components.by_name("prometheus").start(up_config(s))
+    components.by_name("alertmanager").start(up_config(s))
     prom = yaml.safe_load(s.path("prometheus.yml").read_text())
     scraped = {t for job in prom["scrape_configs"] for t in job["static_configs"][0]["targets"]}
     ports = {getattr(s, f) for f in PORT_FIELDS} - {s.grpc_port, s.oncall_port}
@@ -167,8 +154,8 @@ def test_prometheus_scrapes_every_component_and_alertmanager_calls_the_receiver(
 
 
 def test_banner_lists_every_component_and_what_to_do_next(tmp_path: Path) -> None:
-    s = _settings(tmp_path)
-    config = _config(s)
+    s = up_settings(tmp_path)
+    config = up_config(s)
     pids = {name: 1000 + i for i, name in enumerate(components.names())}
     text = up_banner.banner(s, config, "tp-demo", pids)
     for c in components.COMPONENTS:
@@ -189,9 +176,9 @@ def test_shipper_writes_to_elasticsearch_too_when_es_url_is_set(tmp_path, monkey
     monkeypatch.setattr(
         components, "_process", lambda c, name, argv, url, env=None: calls.append((argv, env))
     )
-    components.by_name("shipper").start(_config(_settings(tmp_path)))
-    with_es = _settings(tmp_path, es_url="http://127.0.0.1:9200", es_api_key="k3y")
-    components.by_name("shipper").start(_config(with_es))
+    components.by_name("shipper").start(up_config(up_settings(tmp_path)))
+    with_es = up_settings(tmp_path, es_url="http://127.0.0.1:9200", es_api_key="k3y")
+    components.by_name("shipper").start(up_config(with_es))
     (sqlite_only, _), (both, env) = calls
     assert sqlite_only[sqlite_only.index("--outputs") + 1 :] == ["sqlite"]
     assert both[both.index("--outputs") + 1 :] == [
@@ -208,11 +195,11 @@ def test_with_es_url_the_samples_data_stream_is_set_up_first(tmp_path, monkeypat
     with EsStandin(api_key="right") as es:
         monkeypatch.setenv("ES_URL", es.url)
         monkeypatch.setenv("ES_API_KEY", "right")
-        files.setup_elasticsearch(_settings(tmp_path), lambda _: None)
+        files.setup_elasticsearch(up_settings(tmp_path), lambda _: None)
         assert assets.DEFAULT_STREAM in es.streams
         monkeypatch.setenv("ES_API_KEY", "wrong")
         with pytest.raises(files.EsSetupFailed, match=es.url):
-            files.setup_elasticsearch(_settings(tmp_path), lambda _: None)
+            files.setup_elasticsearch(up_settings(tmp_path), lambda _: None)
 
 
 def test_a_component_that_exits_is_restarted_after_the_delay_and_all_stop(tmp_path) -> None:
@@ -245,8 +232,8 @@ def test_gpu_auto_runs_the_nvml_collector_only_where_nvml_works(
 ) -> None:
     """Without a GPU the collector would fail every scrape and page ExporterCollectorFailing."""
     monkeypatch.setattr(plan, "nvml_works", lambda: nvml)
-    assert plan.gpu_backend(_settings(tmp_path)) == wanted
-    assert plan.gpu_backend(_settings(tmp_path, gpu_backend="fake")) == "fake"
+    assert plan.gpu_backend(up_settings(tmp_path)) == wanted
+    assert plan.gpu_backend(up_settings(tmp_path, gpu_backend="fake")) == "fake"
 
 
 def test_nvml_works_answers_here_without_raising() -> None:
@@ -254,7 +241,7 @@ def test_nvml_works_answers_here_without_raising() -> None:
 
 
 def test_the_gateway_window_is_the_one_the_served_export_recorded(tmp_path: Path) -> None:
-    s = _settings(tmp_path)
+    s = up_settings(tmp_path)
     meta = s.models_dir / "gen" / "1" / "assets.extra" / "tokenpulse_model.json"
     meta.parent.mkdir(parents=True)
     meta.write_text('{"model": {"context": 64, "d_model": 64}}')
