@@ -48,3 +48,52 @@ def default_row(prompt: str, max_new_tokens: int = 32) -> dict[str, object]:
         "top_p": 1.0,
         "seed": 0,
     }
+
+
+# The `continue` signature: the next chunk of a generation, for streaming. Each call re-reads
+# the prompt and the tokens generated so far (no KV state crosses calls) and generates up to
+# `chunk` more. The sampler is keyed by (row seed, step), and `step` is the number of tokens
+# already generated, so chunks concatenated equal the `serving_default` output for the same
+# seed, token for token. The window budget (which prompt tokens are kept, how many new tokens
+# are allowed) is computed from `prompt` and the request's whole `max_new_tokens`, exactly as
+# `serving_default` computes it.
+CONTINUE_SIGNATURE_NAME = "continue"
+
+CONTINUE_INPUTS: dict[str, str] = {
+    "prompt": "string",  # the original prompt, UTF-8
+    "generated": "string",  # bytes generated so far (may end in a partial UTF-8 character)
+    "step": "int32",  # tokens generated so far (== len(generated)); the sampler's step offset
+    "chunk": "int32",  # how many tokens this call may generate (K)
+    "max_new_tokens": "int32",  # the request's whole budget, not the chunk's
+    "temperature": "float32",
+    "top_k": "int32",
+    "top_p": "float32",
+    "seed": "int64",
+}
+
+CONTINUE_OUTPUTS: dict[str, str] = {
+    "tokens": "int32",  # [B, K'] the chunk's byte tokens, 0-padded past `n_tokens`
+    "n_tokens": "int32",  # tokens in this chunk (the end-of-text token is not counted)
+    "finish_reason": "string",  # "" while the row may go on, else FINISH_STOP / FINISH_LENGTH
+    "nll_sum": "float32",  # summed negative log-likelihood of the tokens scored in this chunk
+    "n_scored": "int32",  # tokens scored in this chunk (emitted ones plus a final end-of-text)
+    "prompt_tokens": "int32",  # as in serving_default
+    "truncated_prompt_tokens": "int32",  # as in serving_default
+}
+
+FINISH_NONE = ""  # `continue` only: the row has budget left and has not stopped
+
+
+def continue_row(
+    prompt: str, generated: bytes, chunk: int, max_new_tokens: int = 32
+) -> dict[str, object]:
+    """One greedy `continue` row (REST row format; `generated` travels as `{"b64": ...}`)."""
+    import base64
+
+    row = default_row(prompt, max_new_tokens)
+    row.update(
+        generated={"b64": base64.b64encode(generated).decode("ascii")},
+        step=len(generated),
+        chunk=chunk,
+    )
+    return row
