@@ -83,6 +83,11 @@ CONTINUE_OUTPUTS: dict[str, str] = {
 
 FINISH_NONE = ""  # `continue` only: the row has budget left and has not stopped
 
+# Tokens per `continue` call when a client streams: each call re-prefills the prompt and the
+# bytes so far, so a small chunk costs prefill work and a large one delays the next tokens and
+# the chance to join a batch. Chosen from `tokenpulse bench continuation` (provisional).
+DEFAULT_STREAM_CHUNK = 8
+
 
 def continue_row(
     prompt: str, generated: bytes, chunk: int, max_new_tokens: int = 32
