@@ -40,7 +40,7 @@ class RequestStats:
     """Everything measured about one request, success or error."""
 
     request_id: str
-    route: str  # "generate" | "completions"
+    route: str  # "generate" | "completions" | "chat"
     model: str = ""
     version: str = ""  # the version that served it ("" when none did)
     version_label: str = ""
@@ -54,6 +54,14 @@ class RequestStats:
     rate_limited: str = ""  # "requests" | "tokens" when refused by a rate limit
     shed: bool = False
     breaker_rejected: bool = False
+    # streaming (`"stream": true`, SSE): the output arrives in chunks of `continue` calls
+    mode: str = "unary"  # "stream" | "unary"
+    time_to_first_token_s: float | None = None  # arrival to the first generated token (streams)
+    decode_s: float = 0.0  # first token to last token (streams): the decode time, no prefill
+    chunks: int = 0  # upstream `continue` calls that produced this stream
+    # (seconds since the previous chunk, tokens) of each chunk after the first: inter-token latency
+    chunk_gaps: list[tuple[float, int]] = field(default_factory=list)
+    disconnected: bool = False  # the client went away mid-stream (upstream work cancelled)
 
     @property
     def output_tokens(self) -> int:
@@ -67,9 +75,16 @@ class RequestStats:
 
     @property
     def time_per_output_token_s(self) -> float | None:
-        """Upstream time per generated token (None when nothing was generated)."""
+        """Seconds per generated token (None when it cannot be measured).
+
+        A stream knows its first token, so this is vLLM's TPOT without the prefill: (last token -
+        first token) / (tokens - 1). A unary call only knows its whole upstream time, so there it
+        is that time per token (prefill included: one call cannot be split).
+        """
         tokens = max((o.output_tokens for o in self.outputs), default=0)
         # rows of one request decode side by side in one batch: divide by the longest output
+        if self.time_to_first_token_s is not None:
+            return self.decode_s / (tokens - 1) if tokens > 1 else None
         return self.upstream_s / tokens if tokens > 0 else None
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel
 
-from serving.gateway import feedback, native, openai_compat
+from serving.gateway import admin, feedback, native, openai_compat
 from serving.gateway.admission import Admission
 from serving.gateway.breaker import CircuitBreaker
 from serving.gateway.errors import GatewayError, PayloadTooLarge, dump, native_body, openai_body
@@ -211,8 +211,9 @@ class Gateway:
         self.metrics.breaker_state.set(int(self.breaker.state))  # open → half-open is lazy
         self.metrics.queued.set(self.admission.queued)
         # a big page takes a while to render: in a thread, requests keep flowing meanwhile
-        body = await asyncio.to_thread(self.metrics.render)
-        return web.Response(body=body, headers={"Content-Type": self.metrics.content_type})
+        accept = request.headers.get("Accept", "")
+        body, content_type = await asyncio.to_thread(self.metrics.exposition, accept)
+        return web.Response(body=body, headers={"Content-Type": content_type})
 
     async def openapi(self, request: web.Request) -> web.Response:
         """The OpenAPI document."""
@@ -358,6 +359,7 @@ class Gateway:
             client_max_size=self.settings.max_body_bytes, middlewares=[json_route_errors]
         )
         app[GATEWAY_KEY] = self
+        s = self.settings
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/readyz", self.readyz)
         app.router.add_get("/metrics", self.metrics_page)
@@ -365,6 +367,7 @@ class Gateway:
         app.router.add_post("/v1/generate", self.generate)
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_post("/v1/feedback", self.feedback)
+        admin.install(app, self.router, s.canary_weight_file, s.canary_weight)
         app.on_startup.append(self._on_startup)
         app.on_cleanup.append(self._on_cleanup)
         return app

@@ -7,6 +7,13 @@ Every label value comes from a closed set: a model name the gateway does not ser
 holding a key can send any name) and a finish reason the model should not give are counted under
 `__unknown__`, so no request can add series.
 Versions only come from the router, which only knows versions the model server reported.
+
+Streams (SSE) follow vLLM's semantics: time to first token is arrival to the first generated
+token; inter-token latency is the time between chunks spread over the chunk's tokens (one
+observation per token, so its mean is the time per output token); time per output token is
+(last token - first token) / (tokens - 1). The request-latency, TTFT and NLL histograms carry the
+request id (`X-Request-ID`, the id `tokenpulse samples show` resolves) as an OpenMetrics exemplar,
+sent when the scraper asks for `application/openmetrics-text`.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.openmetrics import exposition as openmetrics
 
 from tokenpulse.samples import FEEDBACK_CLASSES, RequestStats
 from tokenpulse.tfserving.signature import FINISH_LENGTH, FINISH_STOP
@@ -28,6 +36,11 @@ QUEUE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
 TPOT_BUCKETS = (
     0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.5,
 )  # fmt: skip
+TTFT_BUCKETS = (
+    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0, 20.0,
+    60.0,
+)  # fmt: skip
+ITL_BUCKETS = TPOT_BUCKETS
 TOKEN_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 RATIO_BUCKETS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 NLL_BUCKETS = (0.25, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
@@ -39,13 +52,13 @@ CONNECTION_REJECT_REASONS = ("header_timeout", "max_connections")
 # how one upstream call ended, per replica (serving/gateway/replicas.py)
 UPSTREAM_OUTCOMES = ("success", "http_error", "unreachable", "timeout", "bad_response")
 FINISH_REASONS = (FINISH_STOP, FINISH_LENGTH)
+MODES = ("stream", "unary")
+EXEMPLAR_LABEL = "request_id"  # the exemplar's one label: what `samples show` looks up
 UNKNOWN = "__unknown__"
 
 
 class GatewayMetrics:
     """The gateway's metrics on their own registry (so tests can build many apps)."""
-
-    content_type = CONTENT_TYPE_LATEST
 
     def __init__(
         self, models: Collection[str], registry: CollectorRegistry | None = None, replicas: int = 1
@@ -67,8 +80,26 @@ class GatewayMetrics:
             buckets=QUEUE_BUCKETS, registry=r,
         )  # fmt: skip
         self.time_per_output_token = Histogram(
-            f"{PFX}time_per_output_token_seconds", "Upstream time per generated token.", OUT,
+            f"{PFX}time_per_output_token_seconds", "Seconds per generated token after the first "
+            "(streams: (last - first token) / (tokens - 1); unary: upstream time / tokens).", OUT,
             buckets=TPOT_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.time_to_first_token = Histogram(
+            f"{PFX}time_to_first_token_seconds", "Streams: arrival to the first generated token.",
+            OUT, buckets=TTFT_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.inter_token_latency = Histogram(
+            f"{PFX}inter_token_latency_seconds", "Streams: time between chunks per token in the "
+            "chunk (one observation per token after the first chunk).", OUT,
+            buckets=ITL_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.requests_by_mode = Counter(
+            f"{PFX}requests_by_mode", "Requests answered, streamed (SSE) or unary.",
+            (*OUT, "mode"), registry=r,
+        )  # fmt: skip
+        self.client_disconnects = Counter(
+            f"{PFX}client_disconnects", "Streams the client left before the end (the upstream "
+            "work was cancelled; answered code 499, not an error).", OUT, registry=r,
         )  # fmt: skip
         self.prompt_tokens = Counter(f"{PFX}prompt_tokens", "Prompt tokens.", OUT, registry=r)
         self.output_tokens = Counter(f"{PFX}output_tokens", "Generated tokens.", OUT, registry=r)
@@ -157,6 +188,7 @@ class GatewayMetrics:
         self._bound: dict[tuple[str, str, str], _OutputChildren] = {}
         # (model, version, route, code) -> (requests, request_duration, queue_wait) children
         self._answered: dict[tuple[str, str, str, str], tuple[Any, Any, Any]] = {}
+        self._modes: dict[tuple[str, str, str, str], Any] = {}
 
     def observe_feedback(self, model: str, version: str, score_class: str) -> None:
         """Count one feedback (labels from closed sets: served models, known versions)."""
@@ -198,7 +230,9 @@ class GatewayMetrics:
             (model, s.version, s.route, str(s.status))
         )
         requests.inc()
-        duration.observe(s.total_s)
+        exemplar = {EXEMPLAR_LABEL: s.request_id} if s.request_id else None
+        duration.observe(s.total_s, exemplar)
+        self._mode(model, s.version, s.route, s.mode).inc()
         if s.rate_limited:
             self.rate_limited.labels(model, s.route).inc()
         if s.shed:
@@ -210,11 +244,18 @@ class GatewayMetrics:
         if s.upstream_s <= 0 and not s.outputs:
             return
         c = self._children(model, s.version, s.route)
+        if s.disconnected:
+            c.client_disconnects.inc()
         if s.upstream_s > 0:
             c.upstream_duration.observe(s.upstream_s)
         tpot = s.time_per_output_token_s
         if tpot is not None:
             c.time_per_output_token.observe(tpot)
+        if s.time_to_first_token_s is not None:
+            c.time_to_first_token.observe(s.time_to_first_token_s, exemplar)
+        for gap, tokens in s.chunk_gaps:
+            for _ in range(tokens):
+                c.inter_token_latency.observe(gap / tokens)
         for o in s.outputs:
             c.prompt_tokens.inc(o.prompt_tokens)
             c.output_tokens.inc(o.output_tokens)
@@ -225,11 +266,25 @@ class GatewayMetrics:
             if o.empty:
                 c.empty_outputs.inc()
             c.repetition_ratio.observe(o.repetition_ratio)
-            c.mean_nll.observe(o.mean_nll)
+            c.mean_nll.observe(o.mean_nll, exemplar)
+
+    def _mode(self, model: str, version: str, route: str, mode: str) -> Any:
+        key = (model, version, route, mode if mode in MODES else UNKNOWN)
+        child = self._modes.get(key)
+        if child is None:
+            child = self._modes[key] = self.requests_by_mode.labels(*key)
+        return child
 
     def render(self) -> bytes:
-        """The exposition page."""
+        """The exposition page in the classic text format (no exemplars)."""
         return generate_latest(self.registry)
+
+    def exposition(self, accept: str = "") -> tuple[bytes, str]:
+        """The page and its content type: OpenMetrics (with exemplars) when the `Accept` header
+        asks for it, as Prometheus does, else the classic text format."""
+        if "application/openmetrics-text" in accept:
+            return openmetrics.generate_latest(self.registry), openmetrics.CONTENT_TYPE_LATEST
+        return self.render(), CONTENT_TYPE_LATEST
 
 
 class _OutputChildren:
@@ -245,6 +300,9 @@ class _OutputChildren:
         self.empty_outputs = m.empty_outputs.labels(*key)
         self.repetition_ratio = m.repetition_ratio.labels(*key)
         self.mean_nll = m.mean_nll.labels(*key)
+        self.time_to_first_token = m.time_to_first_token.labels(*key)
+        self.inter_token_latency = m.inter_token_latency.labels(*key)
+        self.client_disconnects = m.client_disconnects.labels(*key)  # 0 from the first output
         self._key = key
         self._finish_reason = m.finish_reason
         self._finish: dict[str, Any] = {}  # bound as reasons appear: no zero series up front

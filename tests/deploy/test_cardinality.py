@@ -27,11 +27,13 @@ from tokenpulse.tfserving.status import VERSION_STATES
 REPLICAS = (1, 2, 4, 8)
 GPUS_PER_NODE = 8
 # Label values assumed per replica: one model, two versions live during a canary rollout, the
-# gateway's two routes, six status codes seen in a day, both finish reasons plus __unknown__.
+# gateway's three generation routes (streamed or unary), six status codes seen in a day, both
+# finish reasons plus __unknown__.
 GATEWAY_VALUES: dict[str, list[str]] = {
     "model": [DEFAULT_MODEL_NAME],
     "version": ["1", "2"],
-    "route": ["generate", "completions"],
+    "route": ["generate", "completions", "chat"],
+    "mode": ["stream", "unary"],
     "code": ["200", "400", "401", "429", "500", "503"],
     "finish_reason": ["stop", "length", "__unknown__"],
 }

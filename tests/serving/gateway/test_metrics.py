@@ -32,10 +32,14 @@ EXPECTED = {
     "tokenpulse_gateway_upstream_healthy": "gauge",
     "tokenpulse_gateway_upstream_in_flight_requests": "gauge",
     "tokenpulse_gateway_feedback": "counter",
+    "tokenpulse_gateway_time_to_first_token_seconds": "histogram",
+    "tokenpulse_gateway_inter_token_latency_seconds": "histogram",
+    "tokenpulse_gateway_requests_by_mode": "counter",
+    "tokenpulse_gateway_client_disconnects": "counter",
 }
 ALLOWED_LABELS = {
     "model", "version", "route", "code", "finish_reason", "reason", "le", "replica", "outcome",
-    "score_class",
+    "score_class", "mode",
 }  # fmt: skip
 
 
@@ -116,3 +120,61 @@ def test_unknown_models_and_finish_reasons_fold_into_one_value() -> None:
     )
     models = {s.labels.get("model") for f in m.registry.collect() for s in f.samples}
     assert models <= {"gen", "__unknown__", None}
+
+
+def test_a_stream_records_ttft_inter_token_latency_and_tpot_without_prefill() -> None:
+    m = GatewayMetrics(models=["gen"])
+    m.observe(
+        _stats(
+            mode="stream",
+            time_to_first_token_s=0.2,
+            decode_s=0.3,  # 4 tokens after the first 3, in two more chunks
+            chunks=3,
+            chunk_gaps=[(0.2, 2), (0.1, 2)],
+            outputs=[OutputSignals(5, 7, "length", False, 0.25, 1.5)],
+        )
+    )
+    get = m.registry.get_sample_value
+    out = {"model": "gen", "version": "2", "route": "completions"}
+    assert get("tokenpulse_gateway_time_to_first_token_seconds_sum", out) == 0.2
+    assert get("tokenpulse_gateway_inter_token_latency_seconds_count", out) == 4
+    assert abs(get("tokenpulse_gateway_inter_token_latency_seconds_sum", out) - 0.3) < 1e-9
+    # vLLM's TPOT: (last - first token) / (tokens - 1), the prefill left out
+    assert abs(get("tokenpulse_gateway_time_per_output_token_seconds_sum", out) - 0.05) < 1e-9
+    assert get("tokenpulse_gateway_requests_by_mode_total", {**out, "mode": "stream"}) == 1
+    assert get("tokenpulse_gateway_client_disconnects_total", out) == 0
+
+
+def test_unary_requests_count_by_mode_without_ttft() -> None:
+    m = GatewayMetrics(models=["gen"])
+    m.observe(_stats())
+    get = m.registry.get_sample_value
+    out = {"model": "gen", "version": "2", "route": "completions"}
+    assert get("tokenpulse_gateway_requests_by_mode_total", {**out, "mode": "unary"}) == 1
+    assert get("tokenpulse_gateway_time_to_first_token_seconds_count", out) == 0
+
+
+def test_a_disconnect_is_counted_as_its_own_outcome() -> None:
+    m = GatewayMetrics(models=["gen"])
+    m.observe(
+        _stats(mode="stream", status=499, error_code="client_disconnected", disconnected=True)
+    )
+    get = m.registry.get_sample_value
+    out = {"model": "gen", "version": "2", "route": "completions"}
+    assert get("tokenpulse_gateway_client_disconnects_total", out) == 1
+    assert get("tokenpulse_gateway_requests_total", {**out, "code": "499"}) == 1
+
+
+def test_exemplars_carry_the_request_id_in_openmetrics_only() -> None:
+    m = GatewayMetrics(models=["gen"])
+    m.observe(_stats(request_id="abc123", mode="stream", time_to_first_token_s=0.05))
+    page, content_type = m.exposition("application/openmetrics-text; version=1.0.0")
+    assert content_type.startswith("application/openmetrics-text")
+    text = page.decode()
+    for name in ("request_duration_seconds", "time_to_first_token_seconds", "mean_nll_nats"):
+        lines = [
+            ln for ln in text.splitlines() if ln.startswith(f"tokenpulse_gateway_{name}_bucket")
+        ]
+        assert any('# {request_id="abc123"}' in ln for ln in lines), name
+    classic, content_type = m.exposition("text/plain")
+    assert content_type.startswith("text/plain") and b"request_id" not in classic
