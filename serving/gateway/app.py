@@ -359,7 +359,6 @@ class Gateway:
             client_max_size=self.settings.max_body_bytes, middlewares=[json_route_errors]
         )
         app[GATEWAY_KEY] = self
-        s = self.settings
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/readyz", self.readyz)
         app.router.add_get("/metrics", self.metrics_page)
@@ -367,7 +366,7 @@ class Gateway:
         app.router.add_post("/v1/generate", self.generate)
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_post("/v1/feedback", self.feedback)
-        admin.install(app, self.router, s.canary_weight_file, s.canary_weight)
+        admin.install(app, self.router, self.settings)  # the canary weight file, if any
         app.on_startup.append(self._on_startup)
         app.on_cleanup.append(self._on_cleanup)
         return app

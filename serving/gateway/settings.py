@@ -66,6 +66,11 @@ class GatewaySettings(BaseSettings):
     canary_weight: float = Field(
         0.0, ge=0.0, le=1.0, description="share of requests routed to the canary (0 to 1)"
     )
+    canary_weight_file: Path | None = Field(
+        None,
+        description='JSON file {"canary_weight": W} (`tokenpulse rollout canary-weight`), '
+        "checked every second; while it exists its weight replaces canary_weight",
+    )
     # each poll is a REST status GET, which TF Serving counts in its request_count
     status_poll_interval_s: float = Field(
         5.0, gt=0, description="seconds between model status polls"
