@@ -1,9 +1,10 @@
 """One request and its outcome, for each route: the gateway's native and OpenAI routes, and
 TF Serving's REST predict (the model server or the seed's naive server, without a gateway).
 
-Unary only. Streaming does not exist yet; an Outcome already carries `ttft_s` and `itl_s`
-(None: not measured, reported as n/a), and a streaming route would fill them while reading the
-body, so adding one means a new Route with `streaming = True` and nothing else here changes.
+The streaming route (`--route openai --interaction stream`: `/v1/completions` with
+`stream: true`) reads the
+server-sent events as they arrive and fills `ttft_s` (first chunk with text) and `itl_s` (mean
+gap between text chunks); unary routes leave them None (reported as n/a).
 """
 
 from __future__ import annotations
@@ -129,6 +130,64 @@ class OpenAIRoute(Route):
         return int(usage["prompt_tokens"]), int(usage["completion_tokens"]), server
 
 
+class OpenAIStreamRoute(OpenAIRoute):
+    """`POST /v1/completions` with `stream: true`: server-sent `text_completion` chunks, the
+    usage in the last one (`stream_options.include_usage`), then `data: [DONE]`."""
+
+    name = "openai"
+    streaming = True
+
+    def body(self, item: Item) -> dict[str, Any]:
+        return {**super().body(item), "stream": True, "stream_options": {"include_usage": True}}
+
+
+class SseError(ValueError):
+    """A stream that ended with an error event, or without `[DONE]`."""
+
+
+class StreamReader:
+    """Follows one SSE body: the times text arrived, the usage, and how it ended."""
+
+    def __init__(self) -> None:
+        self.text_times: list[float] = []
+        self.usage: dict[str, Any] | None = None
+        self.done = False
+        self.error = ""
+
+    def line(self, raw: bytes, now: float) -> None:
+        """One line of the body (events are single `data:` lines)."""
+        line = raw.strip()
+        if not line.startswith(b"data:"):
+            return
+        data = line[5:].strip()
+        if data == b"[DONE]":
+            self.done = True
+            return
+        doc = json.loads(data)
+        if "error" in doc:
+            err = doc["error"] or {}
+            self.error = str(err.get("code") or err.get("type") or "error")
+            return
+        if any(c.get("text") for c in doc.get("choices") or ()):
+            self.text_times.append(now)
+        if doc.get("usage"):
+            self.usage = doc["usage"]
+
+    def finish(self, out: Outcome) -> None:
+        """Fill the outcome's tokens, TTFT and ITL; SseError when the stream did not end well."""
+        if self.error:
+            raise SseError(self.error)
+        if not self.done or self.usage is None:
+            raise SseError("unfinished")
+        out.prompt_tokens = int(self.usage["prompt_tokens"])
+        out.output_tokens = int(self.usage["completion_tokens"])
+        if self.text_times:
+            out.ttft_s = self.text_times[0] - out.sent
+            gaps = len(self.text_times) - 1
+            if gaps:
+                out.itl_s = (self.text_times[-1] - self.text_times[0]) / gaps
+
+
 class TfServingRoute(Route):
     """TF Serving's `POST /v1/models/{model}:predict`, one row."""
 
@@ -146,6 +205,13 @@ class TfServingRoute(Route):
 
 
 ROUTES: dict[str, type[Route]] = {r.name: r for r in (NativeRoute, OpenAIRoute, TfServingRoute)}
+STREAM_ROUTES: dict[str, type[Route]] = {OpenAIStreamRoute.name: OpenAIStreamRoute}
+
+
+def make_route(name: str, interaction: str, model: str, truncate: int | None) -> Route:
+    """The route for `--route` and `--interaction` (settings validated the pair)."""
+    table = STREAM_ROUTES if interaction == "stream" else ROUTES
+    return table[name](model, truncate)
 
 
 def _error_code(raw: bytes) -> str:
@@ -191,12 +257,18 @@ class Client:
         body = json.dumps(self.route.body(item), ensure_ascii=False).encode()
         sent = time.monotonic()
         status, label, raw = 0, OK, b""
+        stream: StreamReader | None = None
         try:
             async with self._session.post(
                 self.base_url + self.route.path(), data=body, headers=self._headers(item.key_index)
             ) as resp:
                 status = resp.status
-                raw = await resp.read()
+                if self.route.streaming and 200 <= status < 300:
+                    stream = StreamReader()
+                    async for line in resp.content:
+                        stream.line(line, time.monotonic())
+                else:
+                    raw = await resp.read()
         except TimeoutError:
             label = "timeout"
         except (aiohttp.ClientError, OSError) as exc:
@@ -209,7 +281,14 @@ class Client:
             out.label = f"{status} {_error_code(raw)}".strip()
             return out
         try:
-            out.prompt_tokens, out.output_tokens, out.server_s = self.route.read(json.loads(raw))
+            if stream is not None:
+                stream.finish(out)
+            else:
+                out.prompt_tokens, out.output_tokens, out.server_s = self.route.read(
+                    json.loads(raw)
+                )
+        except SseError as exc:
+            out.label = f"{status} stream {exc}"
         except (ValueError, KeyError, TypeError):
             out.label = f"{status} unreadable"
         return out

@@ -353,6 +353,11 @@ def _num(v: Any, fmt: str = "{:.2f}") -> str:
     return "-" if v is None else fmt.format(v)
 
 
+def _streamed_ms(figure: Any, key: str) -> str:
+    """A TTFT/ITL quantile in ms; "n/a" for unary runs (the figure is then a sentence)."""
+    return _ms(figure.get(key)) if isinstance(figure, dict) else "n/a"
+
+
 def run_rows(doc: dict[str, Any]) -> list[list[str]]:
     """The client table: one row per run."""
     q = doc["slo"]["quantile"]
@@ -372,6 +377,9 @@ def run_rows(doc: dict[str, Any]) -> list[list[str]]:
                 _ms(lat["p90"]),
                 _ms(lat[q]),
                 _ms(lat["max"]),
+                _streamed_ms(c["ttft_s"], "p50"),
+                _streamed_ms(c["ttft_s"], "p99"),
+                _streamed_ms(c["itl_s"], "mean"),
                 str(c["errors"]),
                 str(c["sheds"]),
                 ", ".join(f"{k}: {v}" for k, v in c["by_status"].items()),
@@ -392,6 +400,9 @@ RUN_HEADER = [
     "p90 ms",
     "SLO-q ms",
     "max ms",
+    "TTFT p50 ms",
+    "TTFT p99 ms",
+    "ITL mean ms",
     "errors",
     "sheds",
     "by status",
@@ -427,6 +438,12 @@ def headline(doc: dict[str, Any]) -> list[str]:
             f"{_num(c['goodput_rps'])}, p50 {_ms(c['latency_s']['p50'])} ms, p99 "
             f"{_ms(c['latency_s']['p99'])} ms, errors {c['errors']}, sheds {c['sheds']}, SLO "
             f"{'held' if c['slo']['held'] else 'broke'}"
+            + (
+                f", TTFT p50 {_streamed_ms(c['ttft_s'], 'p50')} ms p99 "
+                f"{_streamed_ms(c['ttft_s'], 'p99')} ms"
+                if isinstance(c["ttft_s"], dict)
+                else ""
+            )
         )
     for r in doc["runs"]:
         lines += [f"! {r['label']}: {f}" for f in r["flags"]]

@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 from stack.loadtest import report
 from stack.loadtest.arrivals import RateProfile, schedule
-from stack.loadtest.client import ROUTES, Client, Outcome
+from stack.loadtest.client import Client, Outcome, make_route
 from stack.loadtest.engine import Limits, LoadtestError, closed_loop, open_loop
 from stack.loadtest.findmax import FindMax, Probe, SearchStopped, find_max
 from stack.loadtest.prom import Prometheus, PrometheusError, Scraper, ServerView, disagreement
@@ -28,7 +28,7 @@ def _workload(s: LoadtestSettings, keys: int) -> Workload:
 
 
 def _client(s: LoadtestSettings, keys: list[str]) -> Client:
-    route = ROUTES[s.route](s.model, s.truncate_prompt_tokens)
+    route = make_route(s.route, s.interaction, s.model, s.truncate_prompt_tokens)
     return Client(s.url, route, keys, s.timeout_s)
 
 

@@ -32,7 +32,9 @@ class LoadtestSettings(BaseSettings):
         "Serving's POST /v1/models/<model>:predict",
     )
     interaction: Literal["unary", "stream"] = Field(
-        "unary", description="unary; stream once the gateway streams (TTFT and ITL need it)"
+        "unary",
+        description="unary, or stream (route openai only: server-sent events; measures time to "
+        "first token and inter-token latency)",
     )
     model: str = Field(DEFAULT_MODEL_NAME, description="model name in each request")
     key: list[SecretStr] = Field(
@@ -128,10 +130,9 @@ class LoadtestSettings(BaseSettings):
 
     @model_validator(mode="after")
     def _consistent(self) -> LoadtestSettings:
-        if self.interaction == "stream":
+        if self.interaction == "stream" and self.route != "openai":
             raise ValueError(
-                "--interaction stream: the gateway has no streaming endpoint yet (TTFT and "
-                "inter-token latency are reported as n/a until it does)"
+                f"--interaction stream needs --route openai (route {self.route} is unary only)"
             )
         if self.find_max and (self.sweep or self.mode == "closed"):
             raise ValueError("--find-max searches open-loop rates: drop --sweep and --mode closed")

@@ -14,7 +14,7 @@ from monitoring.mixin import config as mixin
 from stack.loadtest.client import Outcome
 
 QUANTILES = (0.5, 0.9, 0.95, 0.99)
-NA = "n/a (unary: no streaming route yet)"
+NA = "n/a (unary requests: run --interaction stream to measure it)"
 
 
 def _slo(name: str) -> mixin.Slo:
@@ -61,6 +61,17 @@ def _round(value: float | None, digits: int = 6) -> float | None:
     return None if value is None or math.isnan(value) else round(value, digits)
 
 
+def _streamed(values: Sequence[float | None]) -> dict[str, float | None] | str:
+    """Mean, p50 and p99 of a streaming-only figure; NA when no request measured it."""
+    seen = [v for v in values if v is not None]
+    if not seen:
+        return NA
+    return {
+        "mean": _round(float(np.mean(seen))),
+        **{k: _round(v) for k, v in quantiles(seen, (0.5, 0.99)).items()},
+    }
+
+
 def summarize(
     outcomes: Sequence[Outcome], window_s: float, slo: Slo, offered_rate: float | None = None
 ) -> dict[str, Any]:
@@ -103,8 +114,8 @@ def summarize(
             "p99": _round(quantiles(lag, (0.99,))["p99"]),
             "max": _round(max(lag) if lag else None),
         },
-        "ttft_s": NA,
-        "itl_s": NA,
+        "ttft_s": _streamed([o.ttft_s for o in ok]),
+        "itl_s": _streamed([o.itl_s for o in ok]),
         "slo": verdict(q_slo, error_ratio, slo, n),
     }
 

@@ -28,7 +28,7 @@ def test_help_does_not_import_tensorflow_or_matplotlib() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--interaction", "stream"], "no streaming endpoint yet"),
+        (["--interaction", "stream"], "needs --route openai"),
         (["--prompt-chars", "lots"], "bad distribution"),
         (["--find-max", "--mode", "closed"], "--find-max searches open-loop rates"),
         (["--scenario", "seed"], "--scenario-model"),

@@ -1,0 +1,95 @@
+"""The streaming route reads server-sent events as they arrive: TTFT, ITL, usage, and how a
+stream that fails or stops early is labelled (a fake SSE server over loopback)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+
+import pytest
+from aiohttp import web
+
+from devtools.standins.background import BackgroundServer
+from stack.loadtest import stats
+from stack.loadtest.client import Client, Outcome, make_route
+from stack.loadtest.workload import Item
+
+GAP_S = 0.05
+CHUNKS = ("Hel", "lo", " world")
+
+
+def _event(doc: object) -> bytes:
+    return b"data: " + json.dumps(doc).encode() + b"\n\n"
+
+
+async def _stream(request: web.Request) -> web.StreamResponse:
+    body = await request.json()
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    kind = body["prompt"]  # the test names the behaviour in the prompt
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await resp.prepare(request)
+    await asyncio.sleep(GAP_S)  # the prefill: nothing before the first chunk
+    for i, text in enumerate(CHUNKS):
+        if i:
+            await asyncio.sleep(GAP_S)
+        await resp.write(_event({"object": "text_completion", "choices": [{"text": text}]}))
+        if kind == "error" and i == 1:
+            error = {"message": "upstream failed", "type": "server_error", "code": "upstream"}
+            await resp.write(_event({"error": error}))
+            return resp
+        if kind == "cut" and i == 1:
+            return resp  # the server goes away without [DONE]
+    usage = {"prompt_tokens": 4, "completion_tokens": 11, "total_tokens": 15}
+    await resp.write(_event({"object": "text_completion", "choices": [], "usage": usage}))
+    await resp.write(b"data: [DONE]\n\n")
+    return resp
+
+
+@pytest.fixture(scope="module")
+def url() -> Iterator[str]:
+    def app() -> web.Application:
+        a = web.Application()
+        a.router.add_post("/v1/completions", _stream)
+        return a
+
+    with BackgroundServer(app, name="sse-server") as bg:
+        yield bg.url
+
+
+def _send(url: str, kind: str) -> Outcome:
+    route = make_route("openai", "stream", "gen", None)
+
+    async def go() -> Outcome:
+        async with Client(url, route, keys=[], timeout_s=10) as client:
+            return await client.send(Item(kind, 8), intended=time.monotonic())
+
+    return asyncio.run(go())
+
+
+def test_a_stream_gives_ttft_itl_and_usage(url: str) -> None:
+    out = _send(url, "ok")
+    assert out.ok, out.label
+    assert (out.prompt_tokens, out.output_tokens) == (4, 11)
+    assert out.ttft_s is not None and out.itl_s is not None
+    # lower bounds only: a chunk cannot arrive before the server wrote it
+    assert out.ttft_s >= GAP_S * 0.9 and out.itl_s >= GAP_S * 0.9
+    assert out.ttft_s < out.latency_s + 1e-9
+
+
+def test_an_error_event_and_a_cut_stream_are_not_ok(url: str) -> None:
+    error, cut = _send(url, "error"), _send(url, "cut")
+    assert error.label == "200 stream upstream" and not error.ok and not error.shed
+    assert cut.label == "200 stream unfinished" and not cut.ok
+
+
+def test_unary_routes_keep_ttft_as_not_applicable() -> None:
+    assert make_route("openai", "unary", "gen", None).streaming is False
+    out = Outcome(0.0, 0.0, 0.1, 200, "ok", ttft_s=None)
+    figures = stats.summarize([out], 1.0, stats.Slo(2.5, 0.99, 0.005, "test"))
+    assert figures["ttft_s"] == stats.NA
+    streamed = Outcome(0.0, 0.0, 0.2, 200, "ok", ttft_s=0.05, itl_s=0.01)
+    figures = stats.summarize([streamed], 1.0, stats.Slo(2.5, 0.99, 0.005, "test"))
+    assert figures["ttft_s"]["p50"] == pytest.approx(0.05)
+    assert figures["itl_s"]["mean"] == pytest.approx(0.01)
