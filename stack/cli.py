@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "dashboards": ("monitoring.mixin.dashboards.cli", "PNG previews of the dashboards"),
     "grafana": ("monitoring.grafana.cli", "push dashboards to Grafana; deployment annotations"),
     "build": ("stack.build", "regenerate every generated file; --check: drift and metric names"),
+    "rollout": ("stack.rollout.cli", "move a version label or the canary weight; roll back"),
     "oncall-receiver": ("monitoring.oncall.cli", "local Alertmanager webhook receiver"),
     "shipper": ("log_pipeline.commands.shipper", "ship spooled samples to SQLite/Elasticsearch"),
     "samples": ("log_pipeline.commands.samples", "search sampled generations; show one"),

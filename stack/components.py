@@ -31,6 +31,7 @@ from stack.launch import (
     running_process,
     tokenpulse_argv,
 )
+from stack.rollout.settings import CANARY_WEIGHT_FILE
 from tokenpulse import paths
 from tokenpulse.tfserving.config import DEFAULT_METRICS_PATH
 from tokenpulse.tfserving.status import status_path
@@ -99,7 +100,8 @@ def _gateway(c: StackConfig) -> contextlib.AbstractContextManager[Launched]:
         urls, c.path("gateway-keys.json"), port=c.ports.gateway_port,
         log_path=c.log("gateway"), start_timeout_s=c.start_timeout_s,
         env={"TOKENPULSE_SINK_SPOOL_DIR": str(c.path("spool"))},
-        model_config_file=str(c.models_config), sample_sink=SINK, **c.gateway,
+        model_config_file=str(c.models_config), sample_sink=SINK,
+        canary_weight_file=str(c.path(CANARY_WEIGHT_FILE)), **c.gateway,
     )  # fmt: skip
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from serving.gateway.keys import add_key
 from stack.launch import tokenpulse_argv
+from stack.rollout.settings import CANARY_WEIGHT_FILE
 from stack.up.settings import UpSettings
 from tokenpulse.tfserving.render import render_models_config
 from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME
@@ -65,6 +66,8 @@ def write_models_config(settings: UpSettings) -> Path:
     base = (settings.models_dir / MODEL).resolve()
     labels = {"stable": STABLE, "canary": CANARY}
     path.write_text(render_models_config(MODEL, base, (STABLE, CANARY), labels, HEADER))
+    # a new run starts at --canary-weight, not at the weight `tokenpulse rollout` left last time
+    settings.path(CANARY_WEIGHT_FILE).unlink(missing_ok=True)
     return path
 
 

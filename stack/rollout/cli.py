@@ -1,0 +1,232 @@
+"""`tokenpulse rollout`: move a version label or the canary weight on the running stack.
+
+    tokenpulse rollout status                    # versions, labels, canary weight, stable's past
+    tokenpulse rollout label stable 2            # refused unless version 2 is AVAILABLE
+    tokenpulse rollout rollback                  # stable back to the version it had before
+    tokenpulse rollout canary-weight 25          # 25 % of callers to the canary; 0 stops it
+    tokenpulse rollout rollback --deployment compose
+
+Labels live in the models.config both the model server (TF Serving's config poll: ours or the
+stock image) and the gateway poll; the canary weight in the gateway's canary weight file. Both
+are files, so the same command works on `tokenpulse up`'s run directory and on compose's
+bind-mounted serving/config. The gateway's /readyz (published by compose too) says which versions
+are AVAILABLE and confirms the label it routes by.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+from serving.gateway.admin import (
+    CanaryWeightFileError,
+    parse_canary_weight,
+    write_canary_weight,
+)
+from stack.rollout.labels import ModelsConfig, RolloutError
+from stack.rollout.settings import RolloutSettings
+from tokenpulse.settings_cli import KEBAB, add_settings_arguments, settings_from_args
+
+PROG = "tokenpulse rollout"
+
+
+def _label(text: str) -> str:
+    from tokenpulse.tfserving.config import LABEL_RE
+
+    if not LABEL_RE.match(text):
+        raise argparse.ArgumentTypeError("version labels use [a-zA-Z0-9_]+")
+    return text
+
+
+def _version(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"a version is a positive number, got {text!r}")
+    return int(text)
+
+
+def _percent(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a percentage from 0 to 100, got {text!r}") from None
+    if not 0 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"a percentage from 0 to 100, got {text!r}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """One action per subcommand, each with the RolloutSettings flags."""
+    sub = parser.add_subparsers(dest="rollout_command", required=True, metavar="ACTION")
+    status = sub.add_parser("status", help="AVAILABLE versions, labels and canary weight")
+    label = sub.add_parser("label", help="point a version label at an AVAILABLE version")
+    label.add_argument("label", type=_label, help="the label, e.g. stable or canary")
+    label.add_argument("version", type=_version, help="the version it points at from now on")
+    rollback = sub.add_parser("rollback", help="the stable label back to its previous version")
+    weight = sub.add_parser("canary-weight", help="share of callers the gateway sends to canary")
+    weight.add_argument("percent", type=_percent, help="0 to 100 (0: no traffic to the canary)")
+    for action in (status, label, rollback, weight):
+        add_settings_arguments(action, RolloutSettings, style=KEBAB)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the action; a refusal or failure is one line on stderr and exit 1."""
+    settings = settings_from_args(RolloutSettings, args)
+    try:
+        for line in run(settings, args.rollout_command, vars(args)):
+            print(line)
+    except RolloutError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def run(settings: RolloutSettings, action: str, args: dict[str, Any]) -> list[str]:
+    """Do one action; the lines to print. RolloutError when refused or failed."""
+    if action == "status":
+        return status(settings)
+    if action == "label":
+        return move_label(settings, args["label"], args["version"])
+    if action == "rollback":
+        return rollback(settings)
+    if action == "canary-weight":
+        return canary_weight(settings, args["percent"])
+    raise RolloutError(f"unknown action {action!r}")
+
+
+# ---- the gateway's view ------------------------------------------------------------------------
+
+
+def gateway_view(settings: RolloutSettings) -> tuple[list[int], dict[str, int]]:
+    """(AVAILABLE versions, labels it routes by) of the model, from the gateway's /readyz."""
+    url = f"{settings.gateway_url.rstrip('/')}/readyz"
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            body = resp.read()
+    except urllib.error.HTTPError as exc:  # 503 not ready: the body still says what it knows
+        body = exc.read()
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise RolloutError(f"cannot reach the gateway at {url}: {reason}") from exc
+    try:
+        model = json.loads(body)["models"][settings.model]
+        versions = sorted(int(v) for v in model["available_versions"])
+        return versions, {str(k): int(v) for k, v in model["labels"].items()}
+    except (ValueError, KeyError, TypeError) as exc:
+        raise RolloutError(f"the gateway at {url} does not serve model {settings.model!r}") from exc
+
+
+def _require_available(settings: RolloutSettings, version: int) -> None:
+    available, _ = gateway_view(settings)
+    if version not in available:
+        shown = ", ".join(map(str, available)) or "none"
+        raise RolloutError(
+            f"version {version} of model {settings.model!r} is not AVAILABLE (AVAILABLE: "
+            f"{shown}); TF Serving refuses a label on it, so the label stays where it is"
+        )
+
+
+def _wait_routed(settings: RolloutSettings, label: str, version: int, path: Any) -> None:
+    deadline = time.monotonic() + settings.wait_s
+    while True:
+        seen = gateway_view(settings)[1].get(label)
+        if seen == version:
+            return
+        if time.monotonic() >= deadline:
+            raise RolloutError(
+                f"wrote {path}, but after {settings.wait_s:g}s the gateway at "
+                f"{settings.gateway_url} routes {label} to {seen}: does it read this file "
+                "(gateway --model-config-file)?"
+            )
+        time.sleep(0.5)
+
+
+# ---- actions -----------------------------------------------------------------------------------
+
+
+def move_label(settings: RolloutSettings, label: str, version: int) -> list[str]:
+    """Point `label` at `version`, refused unless that version is AVAILABLE."""
+    config = ModelsConfig.read(settings.models_config)
+    _require_available(settings, version)
+    old = config.move(settings.model, label, version)
+    if old == version:
+        return [f"{label} is already version {version} of {settings.model}; nothing to do"]
+    config.write()
+    _wait_routed(settings, label, version, settings.models_config)
+    was = "new label" if old is None else f"was version {old}"
+    return [
+        f"{settings.model}: {label} -> version {version} ({was}); the gateway routes by it now",
+        f"the model server applies {settings.models_config} at its next config poll",
+    ]
+
+
+def rollback(settings: RolloutSettings) -> list[str]:
+    """The stable label back to the version it pointed at before its last move."""
+    label, path = settings.stable_label, settings.models_config
+    config = ModelsConfig.read(path)
+    earlier = config.earlier(settings.model, label)
+    if not earlier:
+        raise RolloutError(
+            f"no earlier {label} version of {settings.model} is recorded in {path}: nothing "
+            f"to roll back to (`{PROG} label {label} <version>` moves it by hand)"
+        )
+    target = earlier[-1]
+    _require_available(settings, target)
+    old = config.move(settings.model, label, target, remember=False)
+    config.forget_last(settings.model, label)
+    config.write()
+    _wait_routed(settings, label, target, path)
+    return [
+        f"{settings.model}: rolled {label} back to version {target} (from {old}); "
+        "the gateway routes by it now",
+        f"the model server applies {path} at its next config poll",
+    ]
+
+
+def canary_weight(settings: RolloutSettings, percent: float) -> list[str]:
+    """Write the gateway's canary weight file."""
+    path = settings.canary_weight_path
+    try:
+        write_canary_weight(path, percent / 100)
+    except (OSError, CanaryWeightFileError) as exc:
+        raise RolloutError(f"cannot write {path}: {exc}") from exc
+    return [f"canary weight {percent:g}% written to {path}; the gateway applies it within 1 s"]
+
+
+def status(settings: RolloutSettings) -> list[str]:
+    """What the gateway routes by, what the file says, where stable was, the canary weight."""
+    config = ModelsConfig.read(settings.models_config)
+    available, routed = gateway_view(settings)
+    filed = config.labels(settings.model)
+    lines = [
+        f"model {settings.model} at {settings.gateway_url} (models config "
+        f"{settings.models_config})",
+        "AVAILABLE versions: " + (", ".join(map(str, available)) or "none"),
+        "labels the gateway routes by: " + _labels(routed),
+    ]
+    if filed != routed:
+        lines.append("labels in the file (not applied yet): " + _labels(filed))
+    earlier = config.earlier(settings.model, settings.stable_label)
+    lines.append(
+        f"{settings.stable_label} before: " + (", ".join(map(str, earlier)) or "not recorded")
+    )
+    lines.append("canary weight: " + _weight(settings))
+    return lines
+
+
+def _labels(labels: dict[str, int]) -> str:
+    return ", ".join(f"{k} -> {v}" for k, v in sorted(labels.items())) or "none"
+
+
+def _weight(settings: RolloutSettings) -> str:
+    path = settings.canary_weight_path
+    try:
+        return f"{parse_canary_weight(path.read_text(encoding='utf-8')) * 100:g}% ({path})"
+    except FileNotFoundError:
+        return f"the gateway's start-up setting (no {path})"
+    except (OSError, CanaryWeightFileError) as exc:
+        return f"unreadable {path}: {exc}"
