@@ -7,9 +7,11 @@ event loop: at 100 % sampling the gateway lost a fifth of its throughput. Here t
 The process:
 - reports `("ready", families)` once the spool is open, or `("error", text)` and exits 1;
 - then reports its metric families on REPORT_FD a few times a second, and once more at the end;
-- after each read, reports `("done", n)`: n more samples are handled (written, skipped or
-  dropped, each counted), so when it dies the gateway counts exactly the samples it had handed
-  over and the writer never handled;
+- reports `("done", n)` at most every 50 ms while it reads, and before it waits or stops: n more
+  samples are handled (written, skipped or dropped, each counted), so when it dies the gateway
+  counts the samples it had handed over and the writer never reported handled (a kill inside
+  those 50 ms counts the last few as lost though they were written: an overcount, never a
+  silent loss);
 - ignores SIGINT and SIGTERM, which reach the gateway's whole process group: it writes what it
   was sent and exits when stdin closes, which happens however the gateway ends (SIGKILL included);
 - lowers its CPU priority (`writer_nice`), so under contention the gateway's requests come first
@@ -45,6 +47,9 @@ from tokenpulse.logging import configure_logging, get_logger
 
 log = get_logger(__name__)
 _REPORT_EVERY_S = 0.25
+# "done" reports are coalesced: one per read cost the gateway a GIL hand-off per batch (about
+# 1-2 % of its CPU at 2,000 req/s, measured with py-spy); 50 ms keeps the count current
+_DONE_EVERY_S = 0.05
 _LOCK_WAIT_S = 30.0
 LOCK_FILE = "writer.lock"
 _READ = 1 << 20
@@ -112,10 +117,14 @@ def _serve(settings: SinkSettings, stdin: int, report: int) -> int:
     reporting = _report(report, ("ready", _families(writer)))
     frames = FrameReader()
     status = 0
-    last_report = time.monotonic()
+    last_report = last_done = time.monotonic()
+    done = 0  # handled and not yet reported
     while True:
-        wait = max(0.0, last_report + _REPORT_EVERY_S - time.monotonic())
-        readable, _, _ = select.select([stdin], [], [], wait)
+        now = time.monotonic()
+        wait = last_report + _REPORT_EVERY_S - now
+        if done:
+            wait = min(wait, last_done + _DONE_EVERY_S - now)
+        readable, _, _ = select.select([stdin], [], [], max(0.0, wait))
         data = os.read(stdin, _READ) if readable else None
         if data:
             bad = ""
@@ -130,12 +139,15 @@ def _serve(settings: SinkSettings, stdin: int, report: int) -> int:
             for item in items:
                 if is_feedback(item):
                     writer.feedback(feedback_from_wire(item))
-            if items:  # feedback counts as handed and handled, as samples do
-                reporting = reporting and _report(report, ("done", len(items)))
+            done += len(items)  # feedback counts as handed and handled, as samples do
             if bad:  # what came before it is written; say so and stop reading
+                reporting = reporting and _report(report, ("done", done))
                 log.error("sample stream unreadable; stopping", error=bad)
                 status = 1
                 break
+        if done and (data == b"" or time.monotonic() - last_done >= _DONE_EVERY_S):
+            reporting = reporting and _report(report, ("done", done))
+            done, last_done = 0, time.monotonic()
         if time.monotonic() - last_report >= _REPORT_EVERY_S:
             writer.housekeeping()
             # a dead gateway reads no reports: what it sent is still written

@@ -107,6 +107,19 @@ class SampleSink(Protocol):
         """Take one sample (may be slow; it never delays a response)."""
 
 
+@runtime_checkable
+class NonBlockingSink(Protocol):
+    """A sink that takes a sample at once, on the loop's thread, and never blocks (it queues and
+    counts its own drops): the gateway calls it directly, without a queue and a task switch of
+    its own in front (about 1 % of the gateway's CPU at 2,000 req/s)."""
+
+    def offer(self, sample: Sample) -> bool:
+        """Take one sample now; False when it was dropped (the sink counted it)."""
+
+    def offer_feedback(self, feedback: Feedback) -> bool:
+        """Take one feedback now; False when it was dropped (the sink counted it)."""
+
+
 # what a score means, whatever its scale: the sign of `Feedback.value`
 FEEDBACK_CLASSES = ("negative", "neutral", "positive")
 FEEDBACK_SCALES = ("thumbs", "unit")  # -1, 0 or 1; or 0 to 1 (0.5 is neutral)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tokenpulse.logging import get_logger
-from tokenpulse.samples import Feedback, FeedbackSink, Sample, SampleSink
+from tokenpulse.samples import Feedback, FeedbackSink, NonBlockingSink, Sample, SampleSink
 
 log = get_logger(__name__)
 
@@ -48,7 +48,8 @@ def load_sink(spec: str, registry: Any = None) -> SampleSink:
 
 
 class SampleDispatcher:
-    """A bounded queue in front of a sink, drained by one background task."""
+    """A bounded queue in front of a sink, drained by one background task; a `NonBlockingSink`
+    (the log pipeline's) is called directly and counts its own drops."""
 
     def __init__(
         self, sink: SampleSink, maxsize: int, on_drop: Callable[[], None] | None = None
@@ -58,6 +59,7 @@ class SampleDispatcher:
         self._on_drop = on_drop
         self._task: asyncio.Task[None] | None = None
         self.dropped = 0
+        self._direct = sink if isinstance(sink, NonBlockingSink) else None
 
     @property
     def takes_feedback(self) -> bool:
@@ -67,6 +69,12 @@ class SampleDispatcher:
     def offer(self, sample: Sample | Feedback) -> None:
         """Queue a sample or feedback, or drop (and count) it when the queue is full; never
         waits."""
+        if self._direct is not None:
+            if isinstance(sample, Feedback):
+                self._direct.offer_feedback(sample)
+            else:
+                self._direct.offer(sample)
+            return
         try:
             self._queue.put_nowait(sample)
         except asyncio.QueueFull:

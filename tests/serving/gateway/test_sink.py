@@ -15,7 +15,7 @@ from serving.gateway.app import Gateway
 from serving.gateway.settings import GatewaySettings
 from serving.gateway.sink import NullSink, SampleDispatcher, load_sink
 from tests.serving.gateway.helpers import auth
-from tokenpulse.samples import RequestStats, Sample, SampleSink
+from tokenpulse.samples import Feedback, NonBlockingSink, RequestStats, Sample, SampleSink
 
 
 class BlockedSink:
@@ -57,6 +57,39 @@ def test_dispatcher_drops_and_counts_when_full() -> None:
         assert [s.stats.request_id for s in sink.seen] == ["0", "1", "2"]
 
     asyncio.run(scenario())
+
+
+class OfferSink:
+    """A non-blocking sink: takes what it is offered at once, refuses past `room`."""
+
+    def __init__(self, room: int) -> None:
+        self.room = room
+        self.taken: list[object] = []
+
+    async def handle(self, sample: Sample) -> None:
+        raise AssertionError("a non-blocking sink is offered samples, never handed them")
+
+    def offer(self, sample: Sample) -> bool:
+        if len(self.taken) >= self.room:
+            return False
+        self.taken.append(sample)
+        return True
+
+    def offer_feedback(self, feedback: Feedback) -> bool:
+        return self.offer(feedback)  # type: ignore[arg-type]
+
+
+def test_a_non_blocking_sink_is_offered_samples_directly_and_counts_its_own_drops() -> None:
+    sink = OfferSink(room=2)
+    assert isinstance(sink, NonBlockingSink)
+    drops: list[int] = []
+    disp = SampleDispatcher(sink, maxsize=1, on_drop=lambda: drops.append(1))
+    # no loop, no drain task: the sink has it the moment it is offered
+    disp.offer(Sample(stats=RequestStats(request_id="a", route="generate")))
+    disp.offer(Feedback("a", "cmpl-a", "k", 1.0, "thumbs"))
+    disp.offer(Sample(stats=RequestStats(request_id="b", route="generate")))
+    assert [getattr(t, "request_id", None) or t.stats.request_id for t in sink.taken] == ["a", "a"]
+    assert disp.dropped == 0 and drops == []  # refused by the sink, counted by the sink
 
 
 def test_every_request_is_sampled_without_waiting_for_the_sink(
