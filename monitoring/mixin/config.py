@@ -41,6 +41,10 @@ REPLICA_LABEL = "replica"
 # Discover here. The default is the compose Kibana's published address (loopback, port
 # KIBANA_PUBLISH, 5601 by default); change it where Kibana is published elsewhere.
 KIBANA_URL = "http://127.0.0.1:5601"
+# The one label of the gateway's OpenMetrics exemplars (latency, TTFT and NLL histograms): the
+# request id of the sample, which Kibana's genai_sample.request_id and `tokenpulse samples show`
+# resolve. Grafana's Prometheus datasource maps it to a link (monitoring/grafana/provisioning).
+EXEMPLAR_LABEL = "request_id"
 
 # Scrape and rule evaluation interval of the production Prometheus. Change it only together with
 # the shortest rate window below (a rate window must hold at least four scrapes).
@@ -181,6 +185,15 @@ BATCH_FOR = "15m"
 # default config waits at most a few ms; 250 ms means the batcher is saturated).
 BATCH_QUEUE_P99_S = 0.25
 BATCH_QUEUE_FOR = "10m"
+
+# The gateway's load-protection limits as shipped: the defaults of its max_concurrency (upstream
+# calls in flight across replicas) and max_queue (requests waiting for a slot; past it, shed with
+# 503). The saturation panels draw them as their limits. Change with the gateway's settings
+# (TOKENPULSE_GATEWAY_MAX_CONCURRENCY / _MAX_QUEUE); a test holds them equal to its defaults.
+GATEWAY_MAX_CONCURRENCY = 64
+GATEWAY_MAX_QUEUE = 256
+# Share of a limit at which a saturation panel turns yellow.
+SATURATION_WARN = 0.8
 
 # Health `for`s: long enough to ride out a restart, short enough to page within minutes.
 DOWN_FOR = "1m"  # a scrape target is unreachable

@@ -1,8 +1,9 @@
 """Draw a dashboard as one PNG: its time-series and stat panels laid out on Grafana's grid.
 
 A preview for incident and load-test reports, not a Grafana replacement: it reads the committed
-dashboard JSON, sends each panel's queries (variables set to All) to Prometheus' query_range, and
-draws titles, units, legends and threshold lines with matplotlib's Agg backend.
+dashboard JSON, sends each panel's queries (variables set to All) to Prometheus' query_range (an
+instant target to its instant query, as Grafana does), and draws titles, units, legends and
+threshold lines with matplotlib's Agg backend.
 """
 
 from __future__ import annotations
@@ -184,7 +185,13 @@ def render_dashboard(
         results = []
         for target in panel.get("targets", []):
             expr = substitute(target["expr"], rate_interval)
-            for s in client.query_range(expr, start, end, step):
+            # an instant target (a stat over the SLO period) is asked once, as Grafana does
+            found = (
+                client.query(expr, at=end)
+                if target.get("instant")
+                else client.query_range(expr, start, end, step)
+            )
+            for s in found:
                 results.append((legend(target.get("legendFormat", ""), s.labels), s))
         (_draw_stat if panel["type"] == "stat" else _draw_timeseries)(ax, panel, results)
         preview.panels.append(PanelResult(panel["title"], len(results)))

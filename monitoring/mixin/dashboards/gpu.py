@@ -21,7 +21,10 @@ from monitoring.mixin.dashboards.panels import (
 )
 
 EX = cfg.JOBS.selector("exporter")
-SEL = f'{EX}, gpu=~"$gpu"'
+# per host: the exporter's target (`instance`) is the host whose GPUs it reads, so series of two
+# hosts' GPU 0 stay apart
+SEL = f'{EX}, instance=~"$host", gpu=~"$gpu"'
+BY = "instance, gpu"  # every GPU series is one host's GPU
 NO_GPU = "no GPU / NVML unavailable"
 XID = "tokenpulse_gpu_xid_errors_total"
 NVML = {"0": ("NVML unavailable", "red"), "1": ("NVML OK", "green")}
@@ -80,9 +83,10 @@ def _usage_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 "Share of the last sample period in which a kernel ran, and in which device "
                 "memory was read or written.",
                 "percentunit",
-                [Q(f"max by (gpu) (tokenpulse_gpu_utilization_ratio{{{SEL}}})", "gpu {{gpu}}"),
-                 Q(f"max by (gpu) (tokenpulse_gpu_memory_utilization_ratio{{{SEL}}})",
-                   "memory bus {{gpu}}")],
+                [Q(f"max by ({BY}) (tokenpulse_gpu_utilization_ratio{{{SEL}}})",
+                  "{{instance}}/{{gpu}}"),
+                 Q(f"max by ({BY}) (tokenpulse_gpu_memory_utilization_ratio{{{SEL}}})",
+                   "memory bus {{instance}}/{{gpu}}")],
                 max_value=1,
                 width=8,
                 no_value=NO_GPU,
@@ -94,8 +98,8 @@ def _usage_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 "Device memory used per GPU against its total; the dashed line is the share "
                 "at which the memory alert fires.",
                 "percentunit",
-                [Q(f"max by (gpu) (tokenpulse_gpu_memory_used_bytes{{{SEL}}}) / max by (gpu) "
-                   f"(tokenpulse_gpu_memory_total_bytes{{{SEL}}})", "used {{gpu}}")],
+                [Q(f"max by ({BY}) (tokenpulse_gpu_memory_used_bytes{{{SEL}}}) / max by ({BY}) "
+                   f"(tokenpulse_gpu_memory_total_bytes{{{SEL}}})", "used {{instance}}/{{gpu}}")],
                 bad_above(cfg.GPU_MEMORY_FULL),
                 max_value=1,
                 width=8,
@@ -108,8 +112,8 @@ def _usage_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 "Memory per process",
                 "Device memory held by each process on each GPU.",
                 "bytes",
-                [Q(f"max by (gpu, pid, process) (tokenpulse_gpu_process_memory_used_bytes"
-                   f"{{{SEL}}})", "{{gpu}} {{process}} ({{pid}})")],
+                [Q(f"max by ({BY}, pid, process) (tokenpulse_gpu_process_memory_used_bytes"
+                   f"{{{SEL}}})", "{{instance}}/{{gpu}} {{process}} ({{pid}})")],
                 width=8,
                 no_value=NO_GPU,
             )
@@ -125,9 +129,10 @@ def _health_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 "Temperature",
                 "GPU core and memory temperature.",
                 "celsius",
-                [Q(f"max by (gpu) (tokenpulse_gpu_temperature_celsius{{{SEL}}})", "core {{gpu}}"),
-                 Q(f"max by (gpu) (tokenpulse_gpu_memory_temperature_celsius{{{SEL}}})",
-                   "memory {{gpu}}")],
+                [Q(f"max by ({BY}) (tokenpulse_gpu_temperature_celsius{{{SEL}}})",
+                  "core {{instance}}/{{gpu}}"),
+                 Q(f"max by ({BY}) (tokenpulse_gpu_memory_temperature_celsius{{{SEL}}})",
+                   "memory {{instance}}/{{gpu}}")],
                 bad_above(TEMP_HOT, warn=TEMP_WARN),
                 width=8,
                 no_value=NO_GPU,
@@ -138,8 +143,10 @@ def _health_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 "Power",
                 "Board power draw and the limit the driver enforces.",
                 "watt",
-                [Q(f"max by (gpu) (tokenpulse_gpu_power_usage_watts{{{SEL}}})", "draw {{gpu}}"),
-                 Q(f"max by (gpu) (tokenpulse_gpu_power_limit_watts{{{SEL}}})", "limit {{gpu}}")],
+                [Q(f"max by ({BY}) (tokenpulse_gpu_power_usage_watts{{{SEL}}})",
+                  "draw {{instance}}/{{gpu}}"),
+                 Q(f"max by ({BY}) (tokenpulse_gpu_power_limit_watts{{{SEL}}})",
+                   "limit {{instance}}/{{gpu}}")],
                 width=8,
                 no_value=NO_GPU,
             )
@@ -149,9 +156,12 @@ def _health_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 "Clocks",
                 "Current SM and memory clocks against their maxima.",
                 "hertz",
-                [Q(f"max by (gpu) (tokenpulse_gpu_sm_clock_hertz{{{SEL}}})", "sm {{gpu}}"),
-                 Q(f"max by (gpu) (tokenpulse_gpu_sm_clock_max_hertz{{{SEL}}})", "sm max {{gpu}}"),
-                 Q(f"max by (gpu) (tokenpulse_gpu_memory_clock_hertz{{{SEL}}})", "mem {{gpu}}")],
+                [Q(f"max by ({BY}) (tokenpulse_gpu_sm_clock_hertz{{{SEL}}})",
+                  "sm {{instance}}/{{gpu}}"),
+                 Q(f"max by ({BY}) (tokenpulse_gpu_sm_clock_max_hertz{{{SEL}}})",
+                   "sm max {{instance}}/{{gpu}}"),
+                 Q(f"max by ({BY}) (tokenpulse_gpu_memory_clock_hertz{{{SEL}}})",
+                   "mem {{instance}}/{{gpu}}")],
                 width=8,
                 no_value=NO_GPU,
             )
@@ -168,9 +178,9 @@ def _errors_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 "Clock-event reasons holding the clocks down now (1 = active); idle is normal, "
                 "thermal and power reasons are not.",
                 "short",
-                [Q(f"max by (gpu, reason) (tokenpulse_gpu_throttle_reason_active{{{SEL}}}) > 0 "
-                   f"or max by (gpu) (tokenpulse_gpu_throttle_reason_active{{{SEL}}}) * 0",
-                   "{{gpu}} {{reason}}")],
+                [Q(f"max by ({BY}, reason) (tokenpulse_gpu_throttle_reason_active{{{SEL}}}) > 0 "
+                   f"or max by ({BY}) (tokenpulse_gpu_throttle_reason_active{{{SEL}}}) * 0",
+                   "{{instance}}/{{gpu}} {{reason}}")],
                 bad_above(1),
                 width=8,
                 no_value=NO_GPU,
@@ -183,8 +193,9 @@ def _errors_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 "XID errors the driver reported in the interval: all codes per GPU, plus each "
                 "code that occurred on its own line.",
                 "short",
-                [Q(f"sum by (gpu, xid) (increase({XID}{{{SEL}}}[{RATE}])) > 0 "
-                   f"or sum by (gpu) (increase({XID}{{{SEL}}}[{RATE}]))", "gpu {{gpu}} {{xid}}")],
+                [Q(f"sum by ({BY}, xid) (increase({XID}{{{SEL}}}[{RATE}])) > 0 "
+                   f"or sum by ({BY}) (increase({XID}{{{SEL}}}[{RATE}]))",
+                     "{{instance}}/{{gpu}} {{xid}}")],
                 bad_above(1),
                 width=8,
                 no_value=NO_GPU,
@@ -197,8 +208,8 @@ def _errors_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 "Corrected and uncorrected ECC errors in the interval; any uncorrected error "
                 "needs attention.",
                 "short",
-                [Q(f"sum by (gpu, type) (increase(tokenpulse_gpu_ecc_errors_total{{{SEL}}}"
-                   f"[{RATE}]))", "{{gpu}} {{type}}")],
+                [Q(f"sum by ({BY}, type) (increase(tokenpulse_gpu_ecc_errors_total{{{SEL}}}"
+                   f"[{RATE}]))", "{{instance}}/{{gpu}} {{type}}")],
                 bad_above(1),
                 width=8,
                 no_value=NO_GPU,
@@ -216,5 +227,10 @@ def build() -> dashboard.Dashboard:
         "GPU health from the exporter's NVML collector: availability, utilization, memory, "
         "temperature, power, clocks, throttling, XID and ECC errors.",
         ["tokenpulse", "gpu"],
-    ).with_variable(query_variable("gpu", "GPU", f"label_values(tokenpulse_gpu_info{{{EX}}}, gpu)"))
+    )
+    hosts = f"label_values(tokenpulse_gpu_info{{{EX}}}, instance)"
+    gpus = f'label_values(tokenpulse_gpu_info{{{EX}, instance=~"$host"}}, gpu)'
+    d = d.with_variable(query_variable("host", "Host", hosts)).with_variable(
+        query_variable("gpu", "GPU", gpus)
+    )
     return _errors_row(_health_row(_usage_row(_state_row(d))))

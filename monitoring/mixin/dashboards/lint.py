@@ -4,10 +4,16 @@ Rules: a title, a description and a unit on every panel; legends on every target
 unique UIDs; no datasource other than the `$datasource` variable (Grafana's built-in annotation
 store excepted). Whether every metric a query selects is declared by a component is checked with
 the rules and runbooks, against the stack's metric catalogue (monitoring.mixin.references).
+
+Dead selectors and legends, as far as the JSON shows them: a variable the dashboard does not
+define (Grafana sends `$version` literally, which matches nothing); a multi-value variable matched
+with `=` (its All value `.*` is then a literal); a legend naming a label that the query's
+aggregations drop (every series gets the same empty legend).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -16,6 +22,64 @@ from tokenpulse import paths
 
 RUNBOOKS = paths.ALERTS / "runbooks"
 ALLOWED_DATASOURCE_UIDS = {"${datasource}", "-- Grafana --"}
+# Grafana's own variables: `$__rate_interval`, `${__from:date:iso}`, `${__value.raw}`, ...
+_VARIABLE = re.compile(r"\$\{?([A-Za-z_]\w*)")
+_EXACT = re.compile(r'(\w+)\s*!?=\s*"\$\{?(\w+)')
+_AGGREGATION = re.compile(
+    r"\b(sum|min|max|avg|count|stddev|stdvar|group|topk|bottomk|quantile|count_values)\b\s*"
+    r"(?:(by|without)\s*\(([^)]*)\))?\s*\("
+)
+# label_replace(v, "dst", "replacement", "src", "regex"): the dst label is added
+_REPLACED = re.compile(r'"(\w+)"\s*,\s*"[^"]*"\s*,\s*"\w*"\s*,\s*"')
+_LEGEND_LABEL = re.compile(r"\{\{\s*(\w+)\s*\}\}")
+
+
+def _kept_labels(expr: str) -> set[str] | None:
+    """Labels the result of `expr` can carry, when its aggregations say (None: unknown)."""
+    kept: set[str] = set()
+    aggregations = list(_AGGREGATION.finditer(expr))
+    if not aggregations:
+        return None  # plain selectors keep every label
+    for m in aggregations:
+        if m.group(2) == "without":
+            return None
+        kept |= {label.strip() for label in (m.group(3) or "").split(",") if label.strip()}
+    return kept | set(_REPLACED.findall(expr))
+
+
+def _variable_problems(where: str, text: str, defined: set[str], multi: set[str]) -> Iterable[str]:
+    for name in sorted(set(_VARIABLE.findall(text)) - defined):
+        if not name.startswith("__"):
+            yield f"{where}: uses ${name}, which the dashboard does not define (matches nothing)"
+    for label, name in _EXACT.findall(text):
+        if name in multi:
+            yield f"{where}: matches {label} with = on multi-value ${name} (use =~)"
+
+
+def _dead_problems(uid: str, model: Mapping[str, Any]) -> Iterable[str]:
+    variables = model.get("templating", {}).get("list", [])
+    defined = {v["name"] for v in variables}
+    multi = {v["name"] for v in variables if v.get("multi") or v.get("includeAll")}
+    for v in variables:
+        yield from _variable_problems(f"{uid} / variable {v['name']}", str(v.get("query", "")),
+                                      defined, multi)  # fmt: skip
+    for a in model.get("annotations", {}).get("list", []):
+        yield from _variable_problems(f"{uid} / annotation {a.get('name')}", a.get("expr") or "",
+                                      defined, multi)  # fmt: skip
+    for panel in model.get("panels", []):
+        where = f"{uid} / {panel.get('title') or panel.get('id')}"
+        texts = [panel.get("description", "")] + [
+            lk.get("url", "") for lk in panel.get("links", [])
+        ]
+        for target in panel.get("targets", []):
+            expr, legend = target.get("expr", ""), target.get("legendFormat", "")
+            texts.append(expr)
+            kept = _kept_labels(expr)
+            for label in _LEGEND_LABEL.findall(legend):
+                if kept is not None and label not in kept:
+                    yield f"{where}: legend names {label}, which query {target.get('refId')} drops"
+        for text in texts:
+            yield from _variable_problems(where, text, defined, multi)
 
 
 def _datasource_problems(where: str, node: Any) -> Iterable[str]:
@@ -80,6 +144,7 @@ def lint(models: Mapping[str, Mapping[str, Any]]) -> list[str]:
         if "datasource" not in [v["name"] for v in model.get("templating", {}).get("list", [])]:
             problems.append(f"{name}: no datasource variable")
         problems.extend(_datasource_problems(uid, model))
+        problems.extend(_dead_problems(uid, model))
         for panel in model.get("panels", []):
             problems.extend(_panel_problems(uid, panel))
     return problems

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from grafana_foundation_sdk.builders import common as common_b
 from grafana_foundation_sdk.builders import dashboard, prometheus, stat, timeseries
 from grafana_foundation_sdk.cog.builder import Builder
 from grafana_foundation_sdk.models import common
+from grafana_foundation_sdk.models.dashboard import AnnotationQuery as AnnotationQueryModel
 from grafana_foundation_sdk.models.dashboard import DashboardLink as DashboardLinkModel
 from grafana_foundation_sdk.models.dashboard import (
     DashboardLinkType,
@@ -23,6 +24,7 @@ from grafana_foundation_sdk.models.dashboard import (
     ThresholdsMode,
     ValueMap,
     ValueMappingResult,
+    VariableOption,
     VariableRefresh,
     VariableSort,
 )
@@ -42,10 +44,12 @@ TS_W, TS_H, STAT_W, STAT_H = 12, 8, 4, 4
 
 @dataclass(frozen=True)
 class Q:
-    """One query of a panel: PromQL and its legend."""
+    """One query of a panel: PromQL and its legend; `instant` asks for the last value only (a
+    stat over a long period, where a range query would redo the period at every step)."""
 
     expr: str
     legend: str
+    instant: bool = False
 
 
 def steps(*pairs: tuple[float | None, str]) -> list[Threshold]:
@@ -70,11 +74,17 @@ def bad_above(limit: float, warn: float | None = None) -> list[Threshold]:
 NEUTRAL = steps((None, GREEN))
 
 
-def _targets(queries: Sequence[Q]) -> list[prometheus.Dataquery]:
-    return [
-        prometheus.Dataquery().expr(q.expr).legend_format(q.legend).ref_id(chr(ord("A") + i))
-        for i, q in enumerate(queries)
-    ]
+def _targets(queries: Sequence[Q], exemplars: bool = False) -> list[prometheus.Dataquery]:
+    targets = []
+    for i, q in enumerate(queries):
+        target = prometheus.Dataquery().expr(q.expr).legend_format(q.legend)
+        target = target.ref_id(chr(ord("A") + i))
+        if q.instant:
+            target = target.instant()
+        if exemplars:  # a histogram's exemplars: each dot links its sample (datasource config)
+            target = target.exemplar(True)
+        targets.append(target)
+    return targets
 
 
 def _thresholds(ts: list[Threshold]) -> dashboard.ThresholdsConfig:
@@ -106,6 +116,52 @@ def kibana_samples_url() -> str:
     )
 
 
+# what `samples show` takes: the exemplar's label value, as Grafana passes it to a destination
+REQUEST_ID = "${__value.raw}"
+EXEMPLAR_HINT = (
+    f"Dots are exemplars, each one request ({cfg.EXEMPLAR_LABEL}): click one for its sample in "
+    "Kibana; locally: `tokenpulse samples show --sqlite-path run/samples.db "
+    f"<{cfg.EXEMPLAR_LABEL}>`."
+)
+
+
+def kibana_request_url(request_id: str = REQUEST_ID) -> str:
+    """Kibana Discover on the one sample of a request id (an exemplar's label), over the last
+    30 days: the link the Prometheus datasource gives every exemplar (its provisioning)."""
+    query = quote(f'genai_sample.request_id:"{request_id}"', safe="${}:")
+    return (
+        f"{cfg.KIBANA_URL}/app/discover#/?_g=(time:(from:now-30d,to:now))"
+        f"&_a=(index:'{DATA_VIEW_ID}',query:(language:lucene,query:'{query}'))"
+    )
+
+
+class _PromAnnotation(AnnotationQueryModel):
+    """A Prometheus annotation query with the fields the SDK's model leaves out."""
+
+    def __init__(self, extra: dict[str, object], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.extra = extra
+
+    def to_json(self) -> dict[str, object]:
+        return {**super().to_json(), **self.extra}
+
+
+class PromAnnotation(Builder[AnnotationQueryModel]):
+    """Builds an annotation from a PromQL query: one event per series while it returns a value,
+    titled and tagged from its labels."""
+
+    def __init__(self, name: str, expr: str, title: str, tags: Sequence[str], color: str) -> None:
+        self._model = _PromAnnotation(
+            {"titleFormat": title, "tagKeys": ",".join(tags), "step": "60s",
+             "useValueForTime": False},
+            name=name, datasource=PROM, enable=True, icon_color=color, expr=expr,
+        )  # fmt: skip
+
+    def build(self) -> AnnotationQueryModel:
+        """The annotation model."""
+        return self._model
+
+
 def runbook_url(alert: str) -> str:
     """The runbook of an alert, from the mixin's URL pattern."""
     return cfg.RUNBOOK_URL_PATTERN.format(alertname=alert)
@@ -114,7 +170,7 @@ def runbook_url(alert: str) -> str:
 def _common(
     panel: _P, title: str, description: str, unit: str, queries: Sequence[Q],
     thresholds: list[Threshold], width: int, height: int, no_value: str, runbooks: Sequence[str],
-    samples: bool = False,
+    samples: bool = False, exemplars: bool = False,
 ) -> _P:  # fmt: skip
     panel = (
         panel.title(title)
@@ -126,7 +182,7 @@ def _common(
         .thresholds(_thresholds(thresholds))
         .no_value(no_value)
     )
-    for target in _targets(queries):
+    for target in _targets(queries, exemplars):
         panel = panel.with_target(target)
     links: list[Builder[DashboardLinkModel]] = [
         dashboard.DashboardLink(f"Runbook: {alert}")
@@ -162,9 +218,11 @@ def ts_panel(
     no_value: str = "no data",
     runbooks: Sequence[str] = (),
     samples: bool = False,
+    exemplars: bool = False,
 ) -> timeseries.Panel:
     """A time series with its thresholds drawn as dashed lines and a table legend; `samples` links
-    the sampled requests of `$model`/`$version` in the time range (`kibana_samples_url`)."""
+    the sampled requests of `$model`/`$version` in the time range (`kibana_samples_url`);
+    `exemplars` shows the histogram's exemplars, each linking its own sample."""
     dashed = len(thresholds) > 1
     panel = (
         timeseries.Panel()
@@ -188,9 +246,11 @@ def ts_panel(
     )
     if max_value is not None:
         panel = panel.max(max_value)
+    if exemplars:
+        description = f"{description} {EXEMPLAR_HINT}"
     return _common(
         panel, title, description, unit, queries, thresholds, width, TS_H, no_value, runbooks,
-        samples,
+        samples, exemplars,
     )  # fmt: skip
 
 
@@ -206,11 +266,13 @@ def stat_panel(
     no_value: str = "no data",
     runbooks: Sequence[str] = (),
 ) -> stat.Panel:
-    """A single-value panel coloured by its thresholds; `mappings` turn values into words."""
+    """A single-value panel coloured by its thresholds; `mappings` turn values into words. Over
+    instant queries it has no sparkline (there is no series to draw)."""
+    instant = all(q.instant for q in queries)
     panel = (
         stat.Panel()
         .color_mode(common.BigValueColorMode.BACKGROUND)
-        .graph_mode(common.BigValueGraphMode.AREA)
+        .graph_mode(common.BigValueGraphMode.NONE if instant else common.BigValueGraphMode.AREA)
         .text_mode(common.BigValueTextMode.VALUE_AND_NAME)
         .reduce_options(common_b.ReduceDataOptions().calcs(["lastNotNull"]).values(False))
     )
@@ -230,11 +292,16 @@ def datasource_variable() -> dashboard.DatasourceVariable:
     return dashboard.DatasourceVariable("datasource").label("Data source").type("prometheus")
 
 
-def query_variable(name: str, label: str, query: str) -> dashboard.QueryVariable:
-    """A multi-value label variable with All (`.*`), refreshed when the time range changes."""
+def query_variable(
+    name: str, label: str, query: str, default: str | None = None
+) -> dashboard.QueryVariable:
+    """A multi-value label variable with All (`.*`), refreshed when the time range changes;
+    `default` is selected when the dashboard opens (else All)."""
+    variable = dashboard.QueryVariable(name)
+    if default is not None:
+        variable = variable.current(VariableOption(selected=True, text=[default], value=[default]))
     return (
-        dashboard.QueryVariable(name)
-        .label(label)
+        variable.label(label)
         .datasource(PROM)
         .query(query)
         .include_all(True)

@@ -16,7 +16,7 @@ from monitoring.mixin.dashboards.panels import (
     query_variable,
     ts_panel,
 )
-from tokenpulse.tfserving.signature import FINISH_LENGTH
+from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME, FINISH_LENGTH
 
 GW_JOB = cfg.JOBS.selector("gateway")
 EX = cfg.JOBS.selector("exporter")
@@ -51,13 +51,17 @@ def _gateway_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
         .with_panel(
             ts_panel(
                 "Mean NLL per token",
-                "Mean negative log-likelihood per generated token, per version: higher means "
-                "the model is less sure of what it writes.",
+                "Mean and p90 negative log-likelihood per generated token, per version: higher "
+                "means the model is less sure of what it writes.",
                 "none",
-                [Q(_mean("tokenpulse_gateway_mean_nll_nats"), "v{{version}}")],
+                [Q(_mean("tokenpulse_gateway_mean_nll_nats"), "v{{version}}"),
+                 Q("histogram_quantile(0.9, sum by (version, le) (rate("
+                   f"tokenpulse_gateway_mean_nll_nats_bucket{{{SEL}}}[{RATE}])))",
+                   "p90 v{{version}}")],
                 width=8,
                 runbooks=("TokenPulseQualityNllDrift",),
                 samples=True,
+                exemplars=True,
             )
         )
         .with_panel(
@@ -210,6 +214,7 @@ def build() -> dashboard.Dashboard:
                 "model",
                 "Model",
                 f"label_values(tokenpulse_gateway_requests_total{{{GW_JOB}}}, model)",
+                DEFAULT_MODEL_NAME,
             )
         )
         .with_variable(

@@ -56,14 +56,17 @@ def variable_names(model: Mapping[str, Any]) -> list[str]:
 
 
 def substitute(expr: str, rate_interval: str, values: Mapping[str, str] | None = None) -> str:
-    """Replace `$__rate_interval` and `$var`/`${var}`: unknown variables become All (`.*`)."""
+    """Replace `$__rate_interval` and `$var`/`${var}`: unknown variables become All (`.*`).
+
+    `$1` is no variable (Grafana leaves it too): label_replace's reference to a regex group.
+    """
     values = values or {}
     expr = expr.replace("$__rate_interval", rate_interval)
 
     def repl(m: re.Match[str]) -> str:
         return values.get(m.group(1) or m.group(2), ALL)
 
-    return re.sub(r"\$\{(\w+)\}|\$(\w+)", repl, expr)
+    return re.sub(r"\$\{([A-Za-z_]\w*)\}|\$([A-Za-z_]\w*)", repl, expr)
 
 
 def metric_names(expr: str) -> set[str]:

@@ -22,12 +22,22 @@ from monitoring.mixin.dashboards.panels import (
     ts_panel,
 )
 from monitoring.mixin.model import TFSERVING_PREFIX as TFS
+from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME
 
 MS = cfg.JOBS.selector("modelserver")
 EX = cfg.JOBS.selector("exporter")
 BATCH = f"{TFS}batching_session:"
 GW = cfg.JOBS.selector("gateway")
 MODEL = f'{MS}, model_name=~"$model"'
+# TF Serving labels warmup by the servable's path, <base path>/<version>: a legend shows the base
+# path's folder and the version read from it, not a (maybe temporary) absolute path
+SERVABLE_PATH = "(?:.*/)?([^/]+)/([0-9]+)/?"
+
+
+def _from_path(expr: str) -> str:
+    """`expr` with `base` and `version` labels read from its `model_path` label."""
+    with_base = f'label_replace({expr}, "base", "$1", "model_path", "{SERVABLE_PATH}")'
+    return f'label_replace({with_base}, "version", "$2", "model_path", "{SERVABLE_PATH}")'
 
 
 def _quantiles_s(metric: str, selector: str, quantiles: tuple[float, ...]) -> list[Q]:
@@ -62,6 +72,7 @@ def _latency_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                    "{{status}}")],
                 width=8,
                 runbooks=("TokenPulseTfServingDown", "TokenPulseTfServingRecentlyDown"),
+                samples=True,
             )
         )
         .with_panel(
@@ -72,6 +83,7 @@ def _latency_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 _quantiles_s(f"{TFS}request_latency", f'{MODEL}, API=~"predict|Predict"',
                              (0.5, 0.99)),
                 width=8,
+                samples=True,
             )
         )
         .with_panel(
@@ -81,6 +93,7 @@ def _latency_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 "s",
                 _quantiles_s(f"{TFS}runtime_latency", MODEL, (0.5, 0.99)),
                 width=8,
+                samples=True,
             )
         )
     )  # fmt: skip
@@ -118,11 +131,13 @@ def _batching_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
         )
         .with_panel(
             ts_panel(
-                "Padding size",
-                "Mean padding rows added per batch, by the batch size it was padded to.",
-                "short",
-                [Q(_mean(f"{BATCH}padding_size", MS, "execution_batch_size"),
-                   "to {{execution_batch_size}}")],
+                "Batches and rows",
+                "Batches run per second and the request rows they carried over every replica: "
+                "rows/s over batches/s is the batch size above. (No padding panel: the shipped "
+                "batching config sets no allowed_batch_sizes, so TF Serving never pads.)",
+                "ops",
+                [Q(f"sum(rate({BATCH}processed_batch_size_count{{{MS}}}[{RATE}]))", "batches"),
+                 Q(f"sum(rate({BATCH}input_batch_size_sum{{{MS}}}[{RATE}]))", "rows")],
                 width=8,
             )
         )
@@ -209,7 +224,7 @@ def _versions_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 "Each version's current state (START, LOADING, AVAILABLE, UNLOADING, END).",
                 "none",
                 [Q(f'max by (version, state) (tokenpulse_tfserving_model_version_state{{{EX}, '
-                   f'model=~"$model"}}) == 1', "v{{version}} {{state}}")],
+                   f'model=~"$model", version=~"$version"}}) == 1', "v{{version}} {{state}}")],
                 width=6,
             )
         )
@@ -230,11 +245,12 @@ def _versions_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
         .with_panel(
             ts_panel(
                 "Warmup",
-                "Mean time to replay the warmup records of each loaded version.",
+                "Mean time to replay the warmup records of each loaded version (TF Serving "
+                "labels it by path only: base folder and version are read from the path).",
                 "s",
-                [Q(f"sum by (model_path) ({TFS}model_warmup_latency_sum{{{MS}}}) "
-                   f"/ sum by (model_path) ({TFS}model_warmup_latency_count{{{MS}}}) / 1e6",
-                   "{{model_path}}")],
+                [Q(_from_path(f"sum by (model_path) ({TFS}model_warmup_latency_sum{{{MS}}}) "
+                              f"/ sum by (model_path) ({TFS}model_warmup_latency_count{{{MS}}}) "
+                              "/ 1e6"), "{{base}} v{{version}}")],
                 width=6,
             )
         )
@@ -243,13 +259,31 @@ def _versions_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
 
 def build() -> dashboard.Dashboard:
     """The TF Serving and batching dashboard."""
-    d = new_dashboard(
-        cfg.DASHBOARD_UIDS["serving"],
-        "TokenPulse / TF Serving and batching",
-        "TF Serving's own metrics (scraped from the model server) and the exporter's view of "
-        "model versions: latency, batching effectiveness, loads and warmup.",
-        ["tokenpulse", "tfserving"],
-    ).with_variable(
-        query_variable("model", "Model", f"label_values({TFS}request_count{{{MS}}}, model_name)")
+    d = (
+        new_dashboard(
+            cfg.DASHBOARD_UIDS["serving"],
+            "TokenPulse / TF Serving and batching",
+            "TF Serving's own metrics (scraped from the model server) and the exporter's view "
+            "of model versions: latency, batching effectiveness, loads and warmup. TF Serving "
+            "labels no version: `$version` picks the version states and the samples behind the "
+            "error and latency panels (their Kibana links).",
+            ["tokenpulse", "tfserving"],
+        )
+        .with_variable(
+            query_variable(
+                "model",
+                "Model",
+                f"label_values({TFS}request_count{{{MS}}}, model_name)",
+                DEFAULT_MODEL_NAME,
+            )  # fmt: skip
+        )
+        .with_variable(
+            query_variable(
+                "version",
+                "Version",
+                f'label_values(tokenpulse_tfserving_model_version_state{{{EX}, model=~"$model"}}, '
+                "version)",
+            )
+        )
     )
     return _versions_row(_replicas_row(_batching_row(_latency_row(d))))

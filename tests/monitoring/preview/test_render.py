@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from PIL import Image
 
@@ -16,6 +18,7 @@ class RecordingProm:
 
     def __init__(self, empty_for: str = "") -> None:
         self.exprs: list[str] = []
+        self.instant: list[str] = []
         self.empty_for = empty_for
 
     def query_range(self, expr, start, end, step_s):
@@ -23,6 +26,10 @@ class RecordingProm:
         if self.empty_for and self.empty_for in expr:
             return []
         return [Series({"code": "200", "version": "1"}, [(start, 1.0), (end, 2.0)])]
+
+    def query(self, expr, at=None):
+        self.instant.append(expr)
+        return [Series({"model": "gen"}, [(at, 0.99)])]
 
 
 def test_every_panel_is_queried_with_variables_substituted_and_drawn(tmp_path):
@@ -32,10 +39,12 @@ def test_every_panel_is_queried_with_variables_substituted_and_drawn(tmp_path):
     panels = [p for p in model["panels"] if p["type"] != "row"]
     assert [p.title for p in preview.panels] == [p["title"] for p in panels]
     assert preview.empty() == []
-    assert len(prom.exprs) == sum(len(p["targets"]) for p in panels)
-    assert not any("$" in e for e in prom.exprs)
-    assert all("[30s]" in e for e in prom.exprs if "rate(" in e and "[30d]" not in e
-               and "[1h]" not in e)  # fmt: skip
+    targets = [t for p in panels for t in p["targets"]]
+    # the SLO stats are instant queries (a range query would redo the period at every step)
+    assert len(prom.instant) == sum(1 for t in targets if t.get("instant")) >= 6
+    assert len(prom.exprs) + len(prom.instant) == len(targets)
+    assert not any(re.search(r"\$[A-Za-z_]", e) for e in prom.exprs + prom.instant)
+    assert all("[30s]" in e for e in prom.exprs if "rate(" in e)
     width, height = Image.open(preview.path).size
     assert width > 1000 and height > 500
 

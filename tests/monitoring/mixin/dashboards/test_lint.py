@@ -37,6 +37,12 @@ def _first_panel(model):
         (lambda p: p["fieldConfig"]["defaults"]["thresholds"].update(steps=[]), "no thresholds"),
         (lambda p: p.update(links=[{"url": runbook_url("TokenPulseNoSuchAlert")}]),
          "runbook that does not exist: TokenPulseNoSuchAlert"),
+        (lambda p: p["targets"][0].update(expr='up{job=~"$nosuch"}'),
+         "uses $nosuch, which the dashboard does not define"),
+        (lambda p: p["targets"][0].update(expr='up{gpu="$gpu"}'),
+         "matches gpu with = on multi-value $gpu"),
+        (lambda p: p["targets"][0].update(legendFormat="{{code}}"),
+         "legend names code, which query A drops"),
     ],
 )  # fmt: skip
 def test_each_broken_rule_is_reported(models, breakage, problem):
@@ -58,3 +64,28 @@ def test_duplicate_uid_and_missing_datasource_variable(models):
     assert "duplicate uid" in problems
     assert "does not match uid" in problems
     assert "no datasource variable" in problems
+
+
+def test_a_link_to_a_missing_variable_is_dead(models):
+    """The serving dashboard's Kibana links filter on $version: without the variable, Grafana
+    would send the literal text and Kibana find nothing."""
+    broken = copy.deepcopy(models)
+    serving = broken["tokenpulse-serving.json"]
+    serving["templating"]["list"] = [
+        v for v in serving["templating"]["list"] if v["name"] != "version"
+    ]
+    problems = lint(broken)
+    assert problems and all("uses $version" in p for p in problems), problems
+    linked = {p.split(" / ")[1].split(":")[0] for p in problems}
+    assert {"Requests/s by status", "Request latency (predict)"} <= linked
+
+
+def test_legends_kept_by_label_replace_and_plain_selectors_pass(models):
+    fine = copy.deepcopy(models)
+    panel = _first_panel(fine["tokenpulse-serving.json"])
+    panel["targets"][0].update(
+        expr='label_replace(sum by (a) (x{job="j"}), "b", "$1", "a", "(.*)")',
+        legendFormat="{{a}} {{b}}",
+    )
+    panel["targets"].append({"refId": "Z", "expr": "x", "legendFormat": "{{anything}}"})
+    assert lint(fine) == []

@@ -16,6 +16,11 @@ def test_substitute_sets_all_variables_to_all_and_the_rate_interval():
     expr = 'rate(x{model=~"$model", version=~"${version}"}[$__rate_interval])'
     assert substitute(expr, "20s") == 'rate(x{model=~".*", version=~".*"}[20s])'
     assert substitute(expr, "1m", {"model": "gen"}) == 'rate(x{model=~"gen", version=~".*"}[1m])'
+    kept = 'label_replace(x{v=~"$v"}, "version", "$1", "path", ".*/([0-9]+)")'
+    assert (
+        substitute(kept, "1m")
+        == 'label_replace(x{v=~".*"}, "version", "$1", "path", ".*/([0-9]+)")'
+    )
 
 
 def test_metric_names_skip_functions_labels_keywords_and_numbers():
