@@ -8,6 +8,7 @@ import yaml
 
 from monitoring.grafana.settings import PushSettings
 from monitoring.mixin import config
+from monitoring.mixin.dashboards.panels import REQUEST_ID, kibana_request_url
 
 ROOT = Path(__file__).resolve().parents[3]
 PROVISIONING = ROOT / "monitoring" / "grafana" / "provisioning"
@@ -38,3 +39,14 @@ def test_dashboard_provider_reads_the_mounted_dashboards_into_the_push_folder():
     assert mounts[provider["options"]["path"]] == "./dashboards"
     assert mounts["/etc/grafana/provisioning"] == "./monitoring/grafana/provisioning"
     assert not any("ES" in name for name in grafana["environment"])
+
+
+def test_exemplars_link_their_request_to_its_sample_in_kibana():
+    (prom,) = _load("datasources")["datasources"]
+    (destination,) = prom["jsonData"]["exemplarTraceIdDestinations"]
+    assert destination["name"] == config.EXEMPLAR_LABEL
+    # `$$` is provisioning's escape for a literal `$`: Grafana then fills in the exemplar's value
+    url = destination["url"].replace("$$", "$")
+    assert url == kibana_request_url() and REQUEST_ID in url
+    assert "$" not in destination["url"].replace("$${", "")
+    assert url.startswith(config.KIBANA_URL) and "genai_sample.request_id" in url
