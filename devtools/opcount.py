@@ -2,8 +2,10 @@
 
 The count is taken, not read off the graph: the SavedModel is loaded with the same loader the
 stock server uses (Grappler and control-flow lowering included), a request is run with a full
-trace, and every executed node is counted. Two requests that differ only in `max_new_tokens`
-differ only in decode steps, so their difference per extra token is the per-step figure.
+trace, and every executed node is counted. Two requests that differ only in how many tokens they
+generate differ only in decode steps, so their difference per extra token is the per-step
+figure. Both signatures can be counted: `serving_default` (`max_new_tokens` tokens) and
+`continue` (one chunk of that many tokens, resumed a few bytes into a generation).
 """
 
 from __future__ import annotations
@@ -15,30 +17,49 @@ from typing import Any
 from tokenpulse.tfserving import signature as sig
 
 SHORT, LONG = 2, 18
+RESUMED = b"ab"  # bytes a counted `continue` call resumes after
+
+
+def request_rows(signature: str, prompts: list[str], new_tokens: int) -> list[dict[str, Any]]:
+    """Greedy rows of `signature` that each generate `new_tokens` tokens unless they stop."""
+    if signature == sig.SIGNATURE_NAME:
+        return [sig.default_row(p, new_tokens) for p in prompts]
+    if signature == sig.CONTINUE_SIGNATURE_NAME:
+        budget = len(RESUMED) + new_tokens
+        return [
+            sig.continue_row(p, RESUMED, new_tokens, budget) | {"generated": RESUMED}
+            for p in prompts
+        ]
+    raise ValueError(f"no rows for signature {signature!r}")
 
 
 def executed_ops(
-    export_dir: Path, prompts: list[str], new_tokens: int, temperature: float
+    export_dir: Path,
+    prompts: list[str],
+    new_tokens: int,
+    temperature: float,
+    signature: str = sig.SIGNATURE_NAME,
 ) -> Counter[str]:
-    """Op type -> kernel runs for one `serving_default` request (checks no row stopped early)."""
+    """Op type -> kernel runs for one request of `signature` (checks no row stopped early)."""
     import numpy as np
     import tensorflow as tf
 
-    rows = [sig.default_row(p, new_tokens) | {"temperature": temperature} for p in prompts]
+    rows = [r | {"temperature": temperature} for r in request_rows(signature, prompts, new_tokens)]
+    kinds = sig.INPUTS if signature == sig.SIGNATURE_NAME else sig.CONTINUE_INPUTS
     dtypes = {"string": object, "int32": np.int32, "float32": np.float32, "int64": np.int64}
     with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
         meta = tf.compat.v1.saved_model.loader.load(sess, ["serve"], str(export_dir))
-        signature = meta.signature_def[sig.SIGNATURE_NAME]
+        signature_def = meta.signature_def[signature]
         feed = {
-            signature.inputs[name].name: np.array([r[name] for r in rows], dtype=dtypes[kind])
-            for name, kind in sig.INPUTS.items()
+            signature_def.inputs[name].name: np.array([r[name] for r in rows], dtype=dtypes[kind])
+            for name, kind in kinds.items()
         }
-        fetch = {name: t.name for name, t in signature.outputs.items()}
+        fetch = {name: t.name for name, t in signature_def.outputs.items()}
         sess.run(fetch, feed)  # the first run pays one-off work; count the second
         options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
         metadata = tf.compat.v1.RunMetadata()
         out: dict[str, Any] = sess.run(fetch, feed, options=options, run_metadata=metadata)
-    produced = out["output_tokens"]
+    produced = out["output_tokens" if signature == sig.SIGNATURE_NAME else "n_tokens"]
     if int(produced.min()) != new_tokens:
         raise RuntimeError(f"a row stopped early ({produced.tolist()}); the count needs full rows")
     ops: Counter[str] = Counter()
@@ -51,11 +72,14 @@ def executed_ops(
 
 
 def ops_per_decode_step(
-    export_dir: Path, prompts: list[str], temperature: float = 0.0
+    export_dir: Path,
+    prompts: list[str],
+    temperature: float = 0.0,
+    signature: str = sig.SIGNATURE_NAME,
 ) -> dict[str, float]:
     """Op type -> kernel runs per decode step, and "total", for a batch of `prompts`."""
-    short = executed_ops(export_dir, prompts, SHORT, temperature)
-    long = executed_ops(export_dir, prompts, LONG, temperature)
+    short = executed_ops(export_dir, prompts, SHORT, temperature, signature)
+    long = executed_ops(export_dir, prompts, LONG, temperature, signature)
     per_step = {op: (long[op] - short[op]) / (LONG - SHORT) for op in long | short}
     per_step = {op: n for op, n in sorted(per_step.items(), key=lambda kv: -kv[1]) if n}
     return {"total": sum(per_step.values()), **per_step}

@@ -32,6 +32,7 @@ CANARY_PROMPTS = (
 )
 CANARY_MAX_NEW_TOKENS = 24
 WARMUP_MAX_NEW_TOKENS = 4
+WARMUP_CONTINUE_CHUNK = 4
 
 
 class ExportError(RuntimeError):
@@ -61,17 +62,40 @@ def degraded_copy(model: GPT, noise: float, seed: int = 7) -> GPT:
     return clone
 
 
+_DTYPES = {"string": object, "int32": np.int32, "float32": np.float32, "int64": np.int64}
+
+
 def _request_tensors(prompts: list[str], max_new_tokens: int) -> dict[str, np.ndarray]:
     rows = [sig.default_row(p, max_new_tokens) for p in prompts]
-    dtypes = {"string": object, "int32": np.int32, "float32": np.float32, "int64": np.int64}
     return {
-        name: np.array([r[name] for r in rows], dtype=dtypes[kind])
+        name: np.array([r[name] for r in rows], dtype=_DTYPES[kind])
         for name, kind in sig.INPUTS.items()
     }
 
 
+def _continue_tensors(prompts: list[str]) -> dict[str, np.ndarray]:
+    """`continue` rows resumed one token in, as a streaming request's second chunk is."""
+    rows = [
+        sig.continue_row(p, b" ", WARMUP_CONTINUE_CHUNK, 1 + WARMUP_CONTINUE_CHUNK) for p in prompts
+    ]
+    for r in rows:
+        r["generated"] = b" "  # a TensorProto carries raw bytes; `b64` is REST's JSON spelling
+    return {
+        name: np.array([r[name] for r in rows], dtype=_DTYPES[kind])
+        for name, kind in sig.CONTINUE_INPUTS.items()
+    }
+
+
+def _warmup_requests(prompts: list[str]) -> dict[str, dict[str, np.ndarray]]:
+    """Signature name -> the inputs of one warmup request for it."""
+    return {
+        sig.SIGNATURE_NAME: _request_tensors(prompts, WARMUP_MAX_NEW_TOKENS),
+        sig.CONTINUE_SIGNATURE_NAME: _continue_tensors(prompts),
+    }
+
+
 def write_warmup(path: Path, model_name: str, batch_sizes: Sequence[int]) -> int:
-    """TFRecord of PredictionLog requests, one per batch size; returns the record count."""
+    """TFRecord of PredictionLog requests, one per signature and batch size; returns the count."""
     from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
 
     if not batch_sizes or any(size <= 0 for size in batch_sizes):
@@ -81,16 +105,16 @@ def write_warmup(path: Path, model_name: str, batch_sizes: Sequence[int]) -> int
     with tf.io.TFRecordWriter(str(path)) as writer:
         for size in batch_sizes:
             prompts = [CANARY_PROMPTS[i % len(CANARY_PROMPTS)] for i in range(size)]
-            request = predict_pb2.PredictRequest(
-                model_spec=model_pb2.ModelSpec(name=model_name, signature_name=sig.SIGNATURE_NAME)
-            )
-            for name, value in _request_tensors(prompts, WARMUP_MAX_NEW_TOKENS).items():
-                request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
-            record = prediction_log_pb2.PredictionLog(
-                predict_log=prediction_log_pb2.PredictLog(request=request)
-            )
-            writer.write(record.SerializeToString())
-            count += 1
+            for signature_name, tensors in _warmup_requests(prompts).items():
+                spec = model_pb2.ModelSpec(name=model_name, signature_name=signature_name)
+                request = predict_pb2.PredictRequest(model_spec=spec)
+                for name, value in tensors.items():
+                    request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
+                record = prediction_log_pb2.PredictionLog(
+                    predict_log=prediction_log_pb2.PredictLog(request=request)
+                )
+                writer.write(record.SerializeToString())
+                count += 1
     if count > sig.MAX_WARMUP_RECORDS:
         raise ExportError(f"{count} warmup records exceed TF Serving's maximum")
     return count
@@ -150,7 +174,10 @@ def export_version(
         tf.saved_model.save(
             generator,
             str(staging),
-            signatures={sig.SIGNATURE_NAME: generator.serve.get_concrete_function()},
+            signatures={
+                sig.SIGNATURE_NAME: generator.serve.get_concrete_function(),
+                sig.CONTINUE_SIGNATURE_NAME: generator.continue_chunk.get_concrete_function(),
+            },
         )
         records = write_warmup(staging / sig.WARMUP_FILE, model_name, warmup_batch_sizes)
         golden = golden_outputs(staging, model_name, version)

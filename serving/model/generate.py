@@ -1,15 +1,18 @@
-"""The in-graph generation loop and the `serving_default` signature around it.
+"""The in-graph generation loop and the two signatures around it: `serving_default` and `continue`.
 
 Prompts are left-padded so every row writes the same cache row at each step; each row keeps its
 own positions, mask, sampling parameters and stopping rule, so its output does not depend on
-the rest of the batch.
+the rest of the batch. `continue` (streaming, `continuation.py`) re-reads the prompt and the bytes
+generated so far and runs the same loop from that step on.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import tensorflow as tf
 
-from serving.model import sampling, tokenizer
+from serving.model import continuation, sampling, tokenizer
 from serving.model.config import EOT_ID, ModelConfig
 from serving.model.transformer import GPT, NEG_INF
 from tokenpulse.tfserving.signature import FINISH_LENGTH, FINISH_STOP
@@ -48,8 +51,126 @@ def _empty_outputs() -> dict[str, tf.Tensor]:
     }
 
 
+class Sampling(NamedTuple):
+    """Per-row sampling inputs, each [B]."""
+
+    temperature: tf.Tensor
+    top_k: tf.Tensor
+    top_p: tf.Tensor
+    seed: tf.Tensor
+
+
+class Decoded(NamedTuple):
+    """What the loop produced per row: tokens [B, steps] (0 past `n_out`) and its bookkeeping."""
+
+    tokens: tf.Tensor
+    n_out: tf.Tensor
+    stopped: tf.Tensor
+    nll_sum: tf.Tensor
+    n_scored: tf.Tensor
+
+
+def prompt_ids(prompt: tf.Tensor) -> tuple[tf.RaggedTensor, tf.Tensor]:
+    """[B] prompts -> (ragged ids with end-of-text as beginning-of-text, [B] lengths)."""
+    ids = tokenizer.encode(prompt)
+    bos = tf.fill([tf.shape(prompt)[0], 1], EOT_ID)
+    ids = tf.concat([bos, ids], axis=1)  # end-of-text doubles as beginning-of-text
+    return ids, tf.cast(ids.row_lengths(), tf.int32)
+
+
+def generate_loop(
+    model: GPT,
+    ids: tf.RaggedTensor,
+    lengths: tf.Tensor,
+    keep: tf.Tensor,
+    budget: tf.Tensor,
+    params: Sampling,
+    offset: tf.Tensor | None = None,
+) -> Decoded:
+    """Prefill each row's last `keep` ids, then select up to `budget` [B] tokens per row.
+
+    The sampler's step for the i-th token of a row is `offset + i` (`offset` [B]: tokens the
+    row generated before this call; None: 0), so a generation resumed at a step draws what an
+    unbroken one draws there.
+    """
+    cfg = model.cfg
+    batch = tf.shape(lengths)[0]
+    # Keep each row's last `keep` tokens, left-padded to a common length P.
+    width = tf.maximum(tf.reduce_max(keep), 1)
+    dense = ids.to_tensor(default_value=0)
+    cols = lengths[:, None] - keep[:, None] + tf.range(width)[None, :] - (width - keep[:, None])
+    valid = cols >= lengths[:, None] - keep[:, None]
+    tokens = tf.where(valid, tf.gather(dense, tf.maximum(cols, 0), batch_dims=1), 0)
+    pad = width - keep
+    positions = tf.maximum(tf.range(width)[None, :] - pad[:, None], 0)
+
+    q_idx = tf.range(width)[None, :, None]
+    k_idx = tf.range(width)[None, None, :]
+    see = ((k_idx <= q_idx) & (k_idx >= pad[:, None, None])) | (k_idx == q_idx)
+    bias = tf.where(see, 0.0, NEG_INF)
+    steps = tf.maximum(tf.reduce_max(budget), 0)
+    logits, keys_values = model.prefill(tokens, positions, bias)
+    cache = model.new_cache(keys_values, steps)
+    # A decode step attends over the whole cache: rows before a row's padding or after the
+    # current one are masked (the latter are still zeros).
+    k_pos = tf.range(width + steps)[None, None, None, :]
+    pad_bias = tf.where(k_pos >= pad[:, None, None, None], 0.0, NEG_INF)  # [B, 1, 1, T]
+
+    def record(i, token, nll, done, stopped, n_out, nll_sum, n_scored, out):
+        """Book one selected token per row: emitted, stopped, scored, or ignored once done."""
+        live = tf.logical_not(done)
+        is_eot = tf.equal(token, EOT_ID)
+        nll_sum += tf.where(live, nll, 0.0)
+        n_scored += tf.cast(live, tf.int32)
+        stopped = stopped | (live & is_eot)
+        emitted = live & tf.logical_not(is_eot)
+        n_out += tf.cast(emitted, tf.int32)
+        out = out.write(i, tf.where(emitted, token, 0))
+        done = done | is_eot | (n_out >= budget)
+        return done, stopped, n_out, nll_sum, n_scored, out
+
+    def select(logits, i):
+        step = i if offset is None else offset + i
+        return sampling.select(logits, *params, step)
+
+    # Step 0 selects from the prefill's logits; each loop iteration decodes the last token
+    # and selects the next, so no step is computed that nothing reads.
+    zeros_f = tf.zeros([batch])
+    zeros_i = tf.zeros([batch], tf.int32)
+    # At least one slot: step 0 is booked even when no row may generate (all rows done).
+    out = tf.TensorArray(tf.int32, size=tf.maximum(steps, 1), element_shape=tf.TensorShape([None]))
+    token, nll = select(logits, 0)
+    state = record(
+        0, token, nll, budget <= 0, tf.zeros([batch], tf.bool), zeros_i, zeros_f, zeros_i, out
+    )
+
+    def cond(i, token, cache, done, *_):
+        return (i + 1 < steps) & tf.logical_not(tf.reduce_all(done))
+
+    def body(i, token, cache, *state):
+        t = width + i
+        pos = tf.minimum(t - pad, cfg.context - 1)
+        step_bias = tf.where(k_pos <= t, pad_bias, NEG_INF)
+        logits, cache = model.decode(token, pos, t, step_bias, cache)
+        token, nll = select(logits, i + 1)
+        return (i + 1, token, cache, *record(i + 1, token, nll, *state))
+
+    loop = tf.while_loop(cond, body, (0, token, cache, *state), maximum_iterations=cfg.context)
+    _, stopped, n_out, nll_sum, n_scored, out = loop[3:]
+    generated = tf.transpose(out.stack())[:, :steps]  # [B, steps]
+    # Emitted tokens are contiguous from column 0: a row stops emitting once it is done.
+    generated = tf.reshape(generated, [batch, steps])
+    return Decoded(generated, n_out, stopped, nll_sum, n_scored)
+
+
+def prompt_counts(keep: tf.Tensor, dropped: tf.Tensor, lengths: tf.Tensor) -> dict[str, tf.Tensor]:
+    """`prompt_tokens` and `truncated_prompt_tokens`: prompt bytes seen and dropped (no BOS)."""
+    seen = keep - tf.cast(dropped == 0, tf.int32)  # BOS is kept only when nothing is dropped
+    return {"prompt_tokens": seen, "truncated_prompt_tokens": lengths - 1 - seen}
+
+
 class Generator(tf.Module):
-    """Wraps a trained GPT with the generation signature that TF Serving calls."""
+    """Wraps a trained GPT with the signatures that TF Serving calls."""
 
     def __init__(self, model: GPT) -> None:
         super().__init__(name="generator")
@@ -67,91 +188,41 @@ class Generator(tf.Module):
             _empty_outputs,
         )
 
+    @tf.function(input_signature=list(continuation.CONTINUE_SPECS.values()))
+    def continue_chunk(
+        self, prompt, generated, step, chunk, max_new_tokens, temperature, top_k, top_p, seed
+    ):
+        """The `continue` signature: the next `chunk` tokens of each row (empty batch: empty)."""
+        params = Sampling(temperature, top_k, top_p, seed)
+        return tf.cond(
+            tf.size(prompt) > 0,
+            lambda: self.next_chunk(prompt, generated, step, chunk, max_new_tokens, params),
+            continuation.empty_outputs,
+        )
+
     def generate(self, prompt, max_new_tokens, temperature, top_k, top_p, seed):
         """Graph body of `serve` (also traced by tests and the benchmark)."""
-        cfg = self.model.cfg
-        batch = tf.shape(prompt)[0]
-        ids = tokenizer.encode(prompt)
-        bos = tf.fill([batch, 1], EOT_ID)
-        ids = tf.concat([bos, ids], axis=1)  # end-of-text doubles as beginning-of-text
-        lengths = tf.cast(ids.row_lengths(), tf.int32)
-        keep, dropped, allowed = _budgets(cfg, lengths, max_new_tokens)
-
-        # Keep each row's last `keep` tokens, left-padded to a common length P.
-        width = tf.maximum(tf.reduce_max(keep), 1)
-        dense = ids.to_tensor(default_value=0)
-        cols = lengths[:, None] - keep[:, None] + tf.range(width)[None, :] - (width - keep[:, None])
-        valid = cols >= lengths[:, None] - keep[:, None]
-        tokens = tf.where(valid, tf.gather(dense, tf.maximum(cols, 0), batch_dims=1), 0)
-        pad = width - keep
-        positions = tf.maximum(tf.range(width)[None, :] - pad[:, None], 0)
-
-        q_idx = tf.range(width)[None, :, None]
-        k_idx = tf.range(width)[None, None, :]
-        see = ((k_idx <= q_idx) & (k_idx >= pad[:, None, None])) | (k_idx == q_idx)
-        bias = tf.where(see, 0.0, NEG_INF)
-        steps = tf.maximum(tf.reduce_max(allowed), 0)
-        logits, keys_values = self.model.prefill(tokens, positions, bias)
-        cache = self.model.new_cache(keys_values, steps)
-        # A decode step attends over the whole cache: rows before a row's padding or after the
-        # current one are masked (the latter are still zeros).
-        k_pos = tf.range(width + steps)[None, None, None, :]
-        pad_bias = tf.where(k_pos >= pad[:, None, None, None], 0.0, NEG_INF)  # [B, 1, 1, T]
-
-        def record(i, token, nll, done, stopped, n_out, nll_sum, n_scored, out):
-            """Book one selected token per row: emitted, stopped, scored, or ignored once done."""
-            live = tf.logical_not(done)
-            is_eot = tf.equal(token, EOT_ID)
-            nll_sum += tf.where(live, nll, 0.0)
-            n_scored += tf.cast(live, tf.int32)
-            stopped = stopped | (live & is_eot)
-            emitted = live & tf.logical_not(is_eot)
-            n_out += tf.cast(emitted, tf.int32)
-            out = out.write(i, tf.where(emitted, token, 0))
-            done = done | is_eot | (n_out >= allowed)
-            return done, stopped, n_out, nll_sum, n_scored, out
-
-        def select(logits, i):
-            return sampling.select(logits, temperature, top_k, top_p, seed, i)
-
-        # Step 0 selects from the prefill's logits; each loop iteration decodes the last token
-        # and selects the next, so no step is computed that nothing reads.
-        zeros_f = tf.zeros([batch])
-        zeros_i = tf.zeros([batch], tf.int32)
-        # At least one slot: step 0 is booked even when no row may generate (all rows done).
-        out = tf.TensorArray(
-            tf.int32, size=tf.maximum(steps, 1), element_shape=tf.TensorShape([None])
-        )
-        token, nll = select(logits, 0)
-        state = record(
-            0, token, nll, allowed <= 0, tf.zeros([batch], tf.bool), zeros_i, zeros_f, zeros_i, out
-        )
-
-        def cond(i, token, cache, done, *_):
-            return (i + 1 < steps) & tf.logical_not(tf.reduce_all(done))
-
-        def body(i, token, cache, *state):
-            t = width + i
-            pos = tf.minimum(t - pad, cfg.context - 1)
-            step_bias = tf.where(k_pos <= t, pad_bias, NEG_INF)
-            logits, cache = self.model.decode(token, pos, t, step_bias, cache)
-            token, nll = select(logits, i + 1)
-            return (i + 1, token, cache, *record(i + 1, token, nll, *state))
-
-        loop = tf.while_loop(cond, body, (0, token, cache, *state), maximum_iterations=cfg.context)
-        _, stopped, n_out, nll_sum, n_scored, out = loop[3:]
-        generated = tf.transpose(out.stack())[:, :steps]  # [B, steps]
-        generated = tf.reshape(generated, [batch, steps])
-        # Emitted tokens are contiguous from column 0: a row stops emitting once it is done.
-        text = tokenizer.decode(generated, n_out)
-        finish = tf.where(stopped, tf.constant(FINISH_STOP), tf.constant(FINISH_LENGTH))
-        seen = keep - tf.cast(dropped == 0, tf.int32)  # prompt bytes seen; BOS is not one
-        mean_nll = tf.math.divide_no_nan(nll_sum, tf.cast(n_scored, tf.float32))
+        ids, lengths = prompt_ids(prompt)
+        keep, dropped, allowed = _budgets(self.model.cfg, lengths, max_new_tokens)
+        params = Sampling(temperature, top_k, top_p, seed)
+        out = generate_loop(self.model, ids, lengths, keep, allowed, params)
+        finish = tf.where(out.stopped, tf.constant(FINISH_STOP), tf.constant(FINISH_LENGTH))
         return {
-            "text": text,
-            "prompt_tokens": seen,
-            "output_tokens": n_out,
+            "text": tokenizer.decode(out.tokens, out.n_out),
+            "output_tokens": out.n_out,
             "finish_reason": finish,
-            "mean_nll": mean_nll,
-            "truncated_prompt_tokens": lengths - 1 - seen,
+            "mean_nll": tf.math.divide_no_nan(out.nll_sum, tf.cast(out.n_scored, tf.float32)),
+            **prompt_counts(keep, dropped, lengths),
         }
+
+    def next_chunk(self, prompt, generated, step, chunk, max_new_tokens, params: Sampling):
+        """Graph body of `continue_chunk`: the window `generate` uses, resumed at `step`."""
+        cfg = self.model.cfg
+        ids, lengths = prompt_ids(prompt)
+        keep, dropped, allowed = _budgets(cfg, lengths, max_new_tokens)
+        counts = prompt_counts(keep, dropped, lengths)
+        ids, total, seen, budget = continuation.resume(
+            cfg, ids, keep, allowed, generated, step, chunk
+        )
+        out = generate_loop(self.model, ids, total, seen, budget, params, offset=step)
+        return continuation.chunk_outputs(*out, step, allowed, counts)

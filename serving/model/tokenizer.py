@@ -19,7 +19,12 @@ def sanitize_utf8(text: tf.Tensor) -> tf.Tensor:
 
 def encode(prompts: tf.Tensor) -> tf.RaggedTensor:
     """[B] strings -> ragged [B, None] int32 byte ids of their (sanitised) UTF-8 bytes."""
-    chars = tf.strings.bytes_split(sanitize_utf8(prompts))
+    return encode_bytes(sanitize_utf8(prompts))
+
+
+def encode_bytes(strings: tf.Tensor) -> tf.RaggedTensor:
+    """[B] strings -> ragged [B, None] int32 byte ids of their bytes as they are (no sanitising)."""
+    chars = tf.strings.bytes_split(strings)
     flat = tf.io.decode_raw(chars.flat_values, tf.uint8)
     ids = tf.cast(tf.reshape(flat, [-1]), tf.int32)
     return chars.with_flat_values(ids)
@@ -34,4 +39,4 @@ def decode(ids: tf.Tensor, lengths: tf.Tensor) -> tf.Tensor:
     return sanitize_utf8(tf.strings.reduce_join(pieces, axis=1))
 
 
-__all__ = ["EOT_ID", "decode", "encode", "sanitize_utf8"]
+__all__ = ["EOT_ID", "decode", "encode", "encode_bytes", "sanitize_utf8"]

@@ -22,6 +22,15 @@ def test_export_uses_only_ops_the_stock_server_runs(tiny_export: Path) -> None:
     assert opcheck.unservable_ops(tiny_export) == {}
 
 
+@pytest.mark.parametrize("name", [sig.SIGNATURE_NAME, sig.CONTINUE_SIGNATURE_NAME])
+def test_each_signature_runs_its_own_generation_loop_on_core_ops(
+    tiny_export: Path, name: str
+) -> None:
+    ops = opcheck.signature_ops(tiny_export)[name]
+    assert {"While", "StringSplit", "TensorStridedSliceUpdate"} <= ops  # loop, tokenizer, cache
+    assert {op: why for op in ops if (why := opcheck.unservable_reason(op))} == {}
+
+
 def test_op_check_catches_py_function(tmp_path: Path) -> None:
     class Bad(tf.Module):
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
@@ -31,35 +40,46 @@ def test_op_check_catches_py_function(tmp_path: Path) -> None:
     bad = Bad()
     tf.saved_model.save(bad, str(tmp_path), signatures={"serving_default": bad.serve})
     assert "EagerPyFunc" in opcheck.unservable_ops(tmp_path)
+    assert "EagerPyFunc" in opcheck.signature_ops(tmp_path)["serving_default"]
 
 
 def test_warmup_records_are_prediction_logs_at_several_batch_sizes(tiny_export: Path) -> None:
     path = tiny_export / sig.WARMUP_FILE
-    sizes = []
+    sizes: dict[str, list[int]] = {sig.SIGNATURE_NAME: [], sig.CONTINUE_SIGNATURE_NAME: []}
+    inputs = {sig.SIGNATURE_NAME: sig.INPUTS, sig.CONTINUE_SIGNATURE_NAME: sig.CONTINUE_INPUTS}
+    fn = tf.saved_model.load(str(tiny_export)).signatures
     for raw in tf.data.TFRecordDataset(str(path)):
         log = prediction_log_pb2.PredictionLog.FromString(raw.numpy())
         request = log.predict_log.request
         assert request.model_spec.name == sig.DEFAULT_MODEL_NAME
-        assert set(request.inputs) == set(sig.INPUTS)
-        dims = {len(tf.make_ndarray(t)) for t in request.inputs.values()}
+        name = request.model_spec.signature_name
+        assert set(request.inputs) == set(inputs[name])
+        tensors = {k: tf.make_ndarray(t) for k, t in request.inputs.items()}
+        dims = {len(t) for t in tensors.values()}
         assert len(dims) == 1
-        sizes.append(dims.pop())
-    assert 0 < len(sizes) <= sig.MAX_WARMUP_RECORDS
-    assert {1, 8, 32} <= set(sizes)
+        sizes[name].append(dims.pop())
+        if name == sig.CONTINUE_SIGNATURE_NAME and len(tensors["prompt"]) == 1:
+            out = fn[name](**{k: tf.constant(v) for k, v in tensors.items()})
+            assert int(out["n_tokens"][0]) > 0  # the record really runs the decode loop
+    assert 0 < sum(map(len, sizes.values())) <= sig.MAX_WARMUP_RECORDS
+    assert {1, 8, 32} <= set(sizes[sig.SIGNATURE_NAME])
+    assert sizes[sig.CONTINUE_SIGNATURE_NAME] == sizes[sig.SIGNATURE_NAME]
 
 
-def record_batch_sizes(path: Path) -> list[int]:
+def record_batch_sizes(path: Path) -> list[tuple[str, int]]:
     sizes = []
     for raw in tf.data.TFRecordDataset(str(path)):
         request = prediction_log_pb2.PredictionLog.FromString(raw.numpy()).predict_log.request
-        sizes.append(len(tf.make_ndarray(request.inputs["prompt"])))
+        name = request.model_spec.signature_name
+        sizes.append((name, len(tf.make_ndarray(request.inputs["prompt"]))))
     return sizes
 
 
 def test_warmup_records_use_the_batch_sizes_given(tmp_path: Path) -> None:
     path = tmp_path / sig.WARMUP_FILE
-    assert write_warmup(path, "gen", (1, 3, 16)) == 3
-    assert record_batch_sizes(path) == [1, 3, 16]
+    assert write_warmup(path, "gen", (1, 3, 16)) == 6
+    both = (sig.SIGNATURE_NAME, sig.CONTINUE_SIGNATURE_NAME)
+    assert record_batch_sizes(path) == [(name, n) for n in (1, 3, 16) for name in both]
     with pytest.raises(ExportError, match="positive"):
         write_warmup(path, "gen", ())
 

@@ -1,0 +1,28 @@
+"""Kernel counts per decode step, taken in a TF1 session as `tensorflow_model_server` runs it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from devtools.opcount import executed_ops, ops_per_decode_step
+from tokenpulse.tfserving import signature as sig
+
+
+def test_continue_runs_the_unary_decode_step_in_the_stock_servers_loader(
+    tiny_export: Path,
+) -> None:
+    prompts = ["a", "hello there"]
+    unary = ops_per_decode_step(tiny_export, prompts, 0.0, sig.SIGNATURE_NAME)
+    resumed = ops_per_decode_step(tiny_export, prompts, 0.0, sig.CONTINUE_SIGNATURE_NAME)
+    assert unary["total"] > 100  # a whole transformer step, not a stray op
+    # The same loop; `continue` adds only the sampler's step offset to each step.
+    assert unary["total"] <= resumed["total"] <= unary["total"] + 8
+    for kernel in ("TensorStridedSliceUpdate", "Softmax", "_MklSoftmax"):
+        assert resumed.get(kernel) == unary.get(kernel)
+
+
+def test_an_unknown_signature_is_refused(tiny_export: Path) -> None:
+    with pytest.raises(ValueError, match="no rows for signature"):
+        executed_ops(tiny_export, ["a"], 2, 0.0, "classify")

@@ -1,0 +1,252 @@
+"""The `continue` signature: chunks concatenated equal the unary `serving_default` output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import tensorflow as tf
+
+from serving.model import tokenizer
+from serving.model.config import EOT_ID, get_preset
+from serving.model.generate import Generator
+from serving.model.transformer import GPT
+from tokenpulse.tfserving import signature as sig
+
+DTYPES = {"string": tf.string, "int32": tf.int32, "float32": tf.float32, "int64": tf.int64}
+CONTEXT = get_preset("tiny").model.context
+
+
+@pytest.fixture(scope="module")
+def model(tiny_export: Path):
+    return tf.saved_model.load(str(tiny_export))
+
+
+@pytest.fixture(scope="module")
+def unary(model):
+    return model.signatures[sig.SIGNATURE_NAME]
+
+
+@pytest.fixture(scope="module")
+def cont(model):
+    return model.signatures[sig.CONTINUE_SIGNATURE_NAME]
+
+
+def request(prompt, max_new_tokens=40, **kw) -> dict:
+    """One request's settings, greedy unless `kw` says otherwise."""
+    return sig.default_row(prompt, max_new_tokens) | kw
+
+
+def call_unary(fn, reqs: list[dict]) -> list[dict]:
+    inputs = {k: tf.constant([r[k] for r in reqs], DTYPES[t]) for k, t in sig.INPUTS.items()}
+    out = {k: v.numpy() for k, v in fn(**inputs).items()}
+    return [{k: v[i] for k, v in out.items()} for i in range(len(reqs))]
+
+
+def call_continue(fn, rows: list[dict]) -> list[dict]:
+    """Rows carry `generated` as raw bytes; outputs per row, tokens cut at n_tokens."""
+    kinds = sig.CONTINUE_INPUTS
+    inputs = {k: tf.constant([r[k] for r in rows], DTYPES[t]) for k, t in kinds.items()}
+    out = {k: v.numpy() for k, v in fn(**inputs).items()}
+    result = []
+    for i in range(len(rows)):
+        row = {k: v[i] for k, v in out.items()}
+        row["bytes"] = bytes(row["tokens"][: row["n_tokens"]].tolist())
+        row["finish_reason"] = row["finish_reason"].decode()
+        result.append(row)
+    return result
+
+
+def at(req: dict, generated: bytes, chunk: int) -> dict:
+    """The `continue` row of a request resumed after `generated`."""
+    return req | {"generated": generated, "step": len(generated), "chunk": chunk}
+
+
+def stream(fn, req: dict, chunks: list[int]) -> dict:
+    """Call `continue` until the row finishes; chunk sizes from `chunks`, the last repeating."""
+    generated, pieces, nll, scored = b"", [], 0.0, 0
+    while True:
+        chunk = chunks[min(len(pieces), len(chunks) - 1)]
+        (out,) = call_continue(fn, [at(req, generated, chunk)])
+        assert 0 <= out["n_tokens"] <= chunk
+        assert out["tokens"][out["n_tokens"] :].tolist() == [0] * (
+            len(out["tokens"]) - out["n_tokens"]
+        )
+        generated += out["bytes"]
+        pieces.append(out["bytes"])
+        nll += float(out["nll_sum"])
+        scored += int(out["n_scored"])
+        if out["finish_reason"]:
+            assert len(pieces) < 200
+            return out | {"bytes": generated, "pieces": pieces, "nll": nll, "scored": scored}
+        assert out["n_tokens"] == chunk  # a row that may go on filled its chunk
+
+
+def text_of(raw: bytes) -> bytes:
+    """What `serving_default` makes of raw bytes: invalid UTF-8 replaced the model's way."""
+    return tokenizer.sanitize_utf8(tf.constant(raw)).numpy()
+
+
+def assert_same(streamed: dict, whole: dict) -> None:
+    assert text_of(streamed["bytes"]) == whole["text"]
+    assert len(streamed["bytes"]) == whole["output_tokens"]
+    assert streamed["finish_reason"] == whole["finish_reason"].decode()
+    assert streamed["prompt_tokens"] == whole["prompt_tokens"]
+    assert streamed["truncated_prompt_tokens"] == whole["truncated_prompt_tokens"]
+    mean = streamed["nll"] / streamed["scored"] if streamed["scored"] else 0.0
+    assert mean == pytest.approx(float(whole["mean_nll"]), abs=1e-4)
+
+
+SAMPLED = [
+    request("The assert statement", 40, temperature=1.0, seed=7),
+    request("Return the number of", 33, temperature=1.5, top_k=20, seed=123456789012),
+    request("If the argument is", 25, temperature=0.8, top_p=0.9, seed=3),
+]
+
+
+def test_the_signature_speaks_the_contract(cont) -> None:
+    _, kwargs = cont.structured_input_signature
+    assert set(kwargs) == set(sig.CONTINUE_INPUTS)
+    assert {k: v.dtype.name for k, v in kwargs.items()} == sig.CONTINUE_INPUTS
+    assert all(spec.shape.rank == 1 and spec.shape[0] is None for spec in kwargs.values())
+    assert {k: v.dtype.name for k, v in cont.structured_outputs.items()} == sig.CONTINUE_OUTPUTS
+
+
+@pytest.mark.parametrize("chunk", [1, 4, 16])
+def test_streamed_greedy_equals_unary(unary, cont, chunk: int) -> None:
+    reqs = [request("The assert statement", 40), request("x", 23), request("", 9)]
+    for req, whole in zip(reqs, call_unary(unary, reqs), strict=True):
+        streamed = stream(cont, req, [chunk])
+        assert_same(streamed, whole)
+        assert len(streamed["pieces"]) == -(-int(whole["output_tokens"]) // chunk) + (
+            whole["output_tokens"] % chunk == 0 and whole["finish_reason"] == b"stop"
+        )
+
+
+@pytest.mark.parametrize("chunk", [1, 4, 16])
+def test_streamed_sampling_equals_unary(unary, cont, chunk: int) -> None:
+    for req, whole in zip(SAMPLED, call_unary(unary, SAMPLED), strict=True):
+        assert_same(stream(cont, req, [chunk]), whole)
+
+
+def test_chunks_of_mixed_sizes_equal_unary(unary, cont) -> None:
+    for req, whole in zip(SAMPLED, call_unary(unary, SAMPLED), strict=True):
+        assert_same(stream(cont, req, [3, 1, 7, 2, 16, 5]), whole)
+
+
+def test_a_utf8_character_split_between_chunks_streams_as_unary(unary, cont) -> None:
+    # The tiny model writes a valid multi-byte character now and then when sampling hot.
+    reqs = [request("ééééééééé", 40, temperature=2.0, seed=s) for s in range(64)]
+    wholes = call_unary(unary, reqs)
+    found = next(
+        (i, w)
+        for i, w in enumerate(wholes)
+        if any(ord(c) > 0x7F for c in w["text"].decode().replace("\ufffd", ""))
+    )
+    req, whole = reqs[found[0]], found[1]
+    raw = stream(cont, req, [16])["bytes"]
+    start = next(i for i in range(len(raw)) if raw[i] >= 0xC2 and _valid_char_at(raw, i))
+    # The first chunk ends one byte into the character; the next call resumes mid-character.
+    streamed = stream(cont, req, [start + 1, 4])
+    assert streamed["pieces"][0][-1] == raw[start]
+    with pytest.raises(UnicodeDecodeError):
+        streamed["pieces"][0].decode()
+    assert streamed["bytes"] == raw
+    assert_same(streamed, whole)
+
+
+def _valid_char_at(raw: bytes, i: int) -> bool:
+    for width in (2, 3, 4):
+        try:
+            raw[i : i + width].decode()
+            return True
+        except UnicodeDecodeError:
+            continue
+    return False
+
+
+def test_end_of_text_mid_chunk_stops_the_row(unary, cont) -> None:
+    reqs = [request("The assert statement", 60, temperature=1.5, seed=s) for s in range(64)]
+    wholes = call_unary(unary, reqs)
+    i = next(
+        i for i, w in enumerate(wholes) if w["finish_reason"] == b"stop" and w["output_tokens"] % 4
+    )
+    streamed = stream(cont, reqs[i], [4])
+    assert streamed["finish_reason"] == sig.FINISH_STOP
+    assert 0 < streamed["n_tokens"] < 4  # stopped inside its chunk
+    assert streamed["n_scored"] == streamed["n_tokens"] + 1  # the end-of-text is scored
+    assert_same(streamed, wholes[i])
+
+
+def test_end_of_text_first_stops_with_nothing() -> None:
+    model = GPT(get_preset("tiny").model)
+    model.lnf_g.assign(tf.zeros_like(model.lnf_g))  # end-of-text is the likeliest token everywhere
+    model.lnf_b.assign(model.wte[EOT_ID] * 50.0)
+    generator = Generator(model)
+    (out,) = call_continue(generator.continue_chunk, [at(request("anything", 10), b"so far", 4)])
+    assert (out["finish_reason"], out["n_tokens"], out["n_scored"]) == ("stop", 0, 1)
+    assert out["nll_sum"] >= 0
+
+
+def test_the_length_budget_ends_the_last_chunk(cont) -> None:
+    req = request("The assert statement", 10, temperature=1.0, seed=5)
+    streamed = stream(cont, req, [4])
+    assert streamed["finish_reason"] == sig.FINISH_LENGTH
+    assert [len(p) for p in streamed["pieces"]] == [4, 4, 2]
+    assert [len(p) for p in stream(cont, req, [5])["pieces"]] == [5, 5]  # the last ends exactly
+    done = call_continue(cont, [at(req, b"x" * 10, 4), at(req | {"max_new_tokens": 0}, b"", 4)])
+    for out in done:  # nothing left to generate: no token, nothing scored
+        assert (out["finish_reason"], out["n_tokens"], out["n_scored"]) == ("length", 0, 0)
+        assert out["nll_sum"] == 0.0
+
+
+def test_a_zero_chunk_generates_nothing_and_may_go_on(cont) -> None:
+    (out,) = call_continue(cont, [at(request("Return", 10), b"ab", 0)])
+    assert (out["finish_reason"], out["n_tokens"], out["n_scored"]) == ("", 0, 0)
+
+
+def test_a_truncated_long_prompt_streams_as_unary(unary, cont) -> None:
+    reqs = [
+        request("abcdefghij" * 30, 20, temperature=1.0, seed=11),
+        request("abcdefghij" * 30, 500),
+    ]
+    for req, whole in zip(reqs, call_unary(unary, reqs), strict=True):
+        assert whole["truncated_prompt_tokens"] > 0
+        streamed = stream(cont, req, [4])
+        assert_same(streamed, whole)
+        assert streamed["prompt_tokens"] + len(streamed["bytes"]) <= CONTEXT
+
+
+def test_generated_bytes_past_the_window_are_refused_quietly(cont) -> None:
+    # A client that sends more bytes than the window holds gets a finished row, not an error.
+    (out,) = call_continue(cont, [at(request("hi", 10_000), b"z" * 500, 8)])
+    assert (out["finish_reason"], out["n_tokens"]) == ("length", 0)
+
+
+def test_an_empty_batch_answers_empty_outputs(cont) -> None:
+    out = call_continue(cont, [])
+    assert out == []
+    inputs = {k: tf.zeros([0], DTYPES[t]) for k, t in sig.CONTINUE_INPUTS.items()}
+    raw = cont(**inputs)
+    assert set(raw) == set(sig.CONTINUE_OUTPUTS)
+    assert all(v.shape[0] == 0 for v in raw.values())
+
+
+def test_rows_at_different_steps_in_one_batch_answer_as_alone(unary, cont) -> None:
+    rows = []
+    for n, (req, chunk) in enumerate(
+        zip([*SAMPLED, request("x", 30), request("", 5)], [1, 4, 16, 7, 2], strict=True)
+    ):
+        so_far = stream(cont, req, [3])["bytes"][: 3 * n]
+        rows.append(at(req, so_far, chunk))
+    alone = [call_continue(cont, [r])[0] for r in rows]
+    together = call_continue(cont, rows)
+    assert len({r["step"] for r in rows}) > 1 and len({r["chunk"] for r in rows}) > 1
+    for a, t in zip(alone, together, strict=True):
+        assert (t["bytes"], t["n_tokens"], t["finish_reason"]) == (
+            a["bytes"],
+            a["n_tokens"],
+            a["finish_reason"],
+        )
+        assert (t["n_scored"], t["prompt_tokens"]) == (a["n_scored"], a["prompt_tokens"])
+        assert float(t["nll_sum"]) == pytest.approx(float(a["nll_sum"]), abs=1e-4)
