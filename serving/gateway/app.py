@@ -14,7 +14,7 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel
 
-from serving.gateway import admin, feedback, native, openai_compat
+from serving.gateway import admin, chat, feedback, models, native, openai_compat, sse
 from serving.gateway.admission import Admission
 from serving.gateway.breaker import CircuitBreaker
 from serving.gateway.errors import GatewayError, PayloadTooLarge, dump, native_body, openai_body
@@ -29,11 +29,14 @@ from serving.gateway.replicas import Replicas
 from serving.gateway.routing import ModelConfigError, Router
 from serving.gateway.settings import GatewaySettings
 from serving.gateway.sink import SampleDispatcher, load_sink
+from serving.gateway.streaming import ClientGone, StreamRun
 from serving.gateway.upstream import UpstreamError, cancel_quietly
 from tokenpulse.logging import get_logger
 from tokenpulse.samples import RequestStats, Sample, SampleSink
 
 log = get_logger(__name__)
+# builds the events of one stream: begin() before the text, pieces(...) per chunk, end() after
+Streamer = Callable[[Job, RequestStats], Any]
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 GATEWAY_KEY: web.AppKey[Gateway] = web.AppKey("gateway")
 
@@ -221,15 +224,34 @@ class Gateway:
 
     # ---- generation ------------------------------------------------------------------------
 
-    async def generate(self, request: web.Request) -> web.Response:
+    async def generate(self, request: web.Request) -> web.StreamResponse:
         """POST /v1/generate."""
-        return await self._serve(request, "generate", native.parse, native.respond, native_body)
+        return await self._serve(
+            request, "generate", native.parse, native.respond, native_body, native.NativeStream
+        )
 
-    async def completions(self, request: web.Request) -> web.Response:
+    async def completions(self, request: web.Request) -> web.StreamResponse:
         """POST /v1/completions."""
         return await self._serve(
-            request, "completions", openai_compat.parse, openai_compat.respond, openai_body
+            request, "completions", openai_compat.parse, openai_compat.respond, openai_body,
+            openai_compat.CompletionStream,
+        )  # fmt: skip
+
+    async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        """POST /v1/chat/completions."""
+        return await self._serve(
+            request, "chat", chat.parse, chat.respond, openai_body, chat.ChatStream
         )
+
+    async def list_models(self, request: web.Request) -> web.Response:
+        """GET /v1/models: the models this key may use, with versions and labels."""
+        given = request.headers.get("X-Request-ID", "")
+        rid = given if _REQUEST_ID.match(given) else secrets.token_hex(12)
+        try:
+            key = authenticate(self.keys, request.headers.get("Authorization"))
+        except GatewayError as err:
+            return _json(openai_body(err, rid), err.status, {"X-Request-ID": rid, **err.headers()})
+        return _json(models.listing(self.router, key), headers={"X-Request-ID": rid})
 
     async def _read(self, request: web.Request) -> bytes:
         limit = self.settings.max_body_bytes
@@ -247,7 +269,8 @@ class Gateway:
         parse: Callable[[bytes, Limits], Job],
         respond: Callable[[Job, list[str], RequestStats], BaseModel],
         error_body: Callable[[GatewayError, str], BaseModel],
-    ) -> web.Response:
+        streamer: Streamer,
+    ) -> web.StreamResponse:
         start = time.perf_counter()
         arrival = time.time()
         given = request.headers.get("X-Request-ID", "")
@@ -266,6 +289,13 @@ class Gateway:
             stats.model = job.model
             self.pipeline.check_model(key, job.model)
             deadline = deadline_for(request.headers, start, self.settings)
+            if job.stream:
+                run = StreamRun(
+                    self.pipeline, job, key, deadline, stats,
+                    chunk_tokens=self.settings.stream_chunk_tokens, arrived=start,
+                    gone=lambda: request.transport is None or request.transport.is_closing(),
+                )  # fmt: skip
+                return await self._stream(request, run, streamer(job, stats), headers, arrival)
             texts = await self.pipeline.run(job, key, deadline, stats)
             stats.total_s = time.perf_counter() - start
             body, status = respond(job, texts, stats), 200
@@ -289,6 +319,66 @@ class Gateway:
         stats.total_s = time.perf_counter() - start
         self._finish(stats, job, texts, arrival)
         return _json(body, status, headers)
+
+    async def _stream(
+        self,
+        request: web.Request,
+        run: StreamRun,
+        events: Any,
+        headers: dict[str, str],
+        arrival: float,
+    ) -> web.StreamResponse:
+        """Answer one job with server-sent events. Up to the first chunk, a failure raises (the
+        caller answers it with its status code); after it, it ends the stream with an error event.
+        """
+        stats = run.stats
+        try:
+            first = await run.start()
+        except ClientGone:
+            return self._gone(run, arrival)
+        except BaseException:
+            run.close()
+            raise
+        headers = {**headers, **sse.HEADERS, "X-Model-Version": stats.version}
+        if stats.version_label:
+            headers["X-Model-Version-Label"] = stats.version_label
+        resp = web.StreamResponse(status=200, headers=headers)
+        try:
+            await resp.prepare(request)
+            await _write(resp, [*events.begin(), *events.pieces(first)])
+            while not run.done:
+                await _write(resp, events.pieces(await run.next()))
+            run.close()
+            await _write(resp, events.end())
+            await resp.write(sse.DONE)
+        except (ClientGone, ConnectionResetError):
+            return self._gone(run, arrival, resp)
+        except GatewayError as err:
+            stats.status, stats.error_code = err.status, err.code
+            await _write_quietly(resp, sse.error_event(err, stats.request_id))
+        except Exception:  # noqa: BLE001 - a bug still ends the stream in the OpenAI shape
+            log.exception("unhandled error", request_id=stats.request_id, route=stats.route)
+            internal = GatewayError("internal error")
+            stats.status, stats.error_code = 500, internal.code
+            await _write_quietly(resp, sse.error_event(internal, stats.request_id))
+        finally:
+            run.close()
+        self._close_stream(run, arrival)
+        return resp
+
+    def _gone(
+        self, run: StreamRun, arrival: float, resp: web.StreamResponse | None = None
+    ) -> web.StreamResponse:
+        """The client left mid-stream: its own outcome (499, as nginx logs it), not an error."""
+        run.close()
+        run.stats.disconnected = True
+        run.stats.status, run.stats.error_code = 499, "client_disconnected"
+        self._close_stream(run, arrival)
+        return resp if resp is not None else web.Response(status=499)
+
+    def _close_stream(self, run: StreamRun, arrival: float) -> None:
+        run.stats.total_s = time.time() - arrival
+        self._finish(run.stats, run.job, [r.text.sent for r in run.rows], arrival)
 
     async def feedback(self, request: web.Request) -> web.Response:
         """POST /v1/feedback: a score of a response this key got (see serving.gateway.feedback)."""
@@ -365,8 +455,22 @@ class Gateway:
         app.router.add_get("/openapi.json", self.openapi)
         app.router.add_post("/v1/generate", self.generate)
         app.router.add_post("/v1/completions", self.completions)
+        app.router.add_post("/v1/chat/completions", self.chat_completions)
+        app.router.add_get("/v1/models", self.list_models)
         app.router.add_post("/v1/feedback", self.feedback)
         admin.install(app, self.router, self.settings)  # the canary weight file, if any
         app.on_startup.append(self._on_startup)
         app.on_cleanup.append(self._on_cleanup)
         return app
+
+
+async def _write(resp: web.StreamResponse, events: list[BaseModel]) -> None:
+    if events:
+        await resp.write(b"".join(sse.event(e) for e in events))
+
+
+async def _write_quietly(resp: web.StreamResponse, data: bytes) -> None:
+    try:
+        await resp.write(data + sse.DONE)
+    except ConnectionResetError:
+        pass  # the client left as well

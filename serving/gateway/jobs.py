@@ -60,6 +60,8 @@ class Job:
     user: str | None = None
     stop: tuple[str, ...] = ()
     truncate_prompt_tokens: int | None = None
+    stream: bool = False  # answer with server-sent events, chunk by chunk
+    include_usage: bool = False  # streams: a last event with the usage (stream_options)
 
     @property
     def token_budget(self) -> int:
@@ -105,6 +107,24 @@ def validate_body(model: type[BaseModel], raw: bytes, invalid: type[GatewayError
         loc = ".".join(str(p) for p in err["loc"])
         message = f"{loc}: {err['msg']}" if loc else f"body: {err['msg']}"
         raise invalid(message, param=str(err["loc"][0]) if err["loc"] else None) from exc
+
+
+def include_usage(
+    stream: bool | None, options: dict[str, Any] | None, invalid: type[GatewayError]
+) -> bool:
+    """`stream_options` as OpenAI takes it: only with `stream`, only `include_usage` (a bool)."""
+    if options is None:
+        return False
+    if not stream:
+        raise invalid("stream_options is only allowed when stream is true", param="stream_options")
+    unknown = set(options) - {"include_usage"}
+    if unknown:
+        name = sorted(unknown)[0]
+        raise invalid(f"stream_options: unknown option {name!r}", param="stream_options")
+    value = options.get("include_usage", False)
+    if not isinstance(value, bool):
+        raise invalid("stream_options.include_usage must be a boolean", param="stream_options")
+    return value
 
 
 def check_prompts(prompts: list[str], limits: Limits, invalid: type[GatewayError]) -> None:

@@ -20,6 +20,7 @@ from serving.gateway.jobs import (
     fit_prompts,
     validate_body,
 )
+from serving.gateway.streaming import Piece
 from tokenpulse.samples import OutputSignals, RequestStats
 
 LABEL_PATTERN = r"^[A-Za-z0-9_]+$"
@@ -42,6 +43,11 @@ class GenerateRequest(BaseModel):
     version_label: str | None = Field(None, pattern=LABEL_PATTERN, max_length=64)
     user: str | None = Field(None, max_length=256, description="Caller id for canary stickiness.")
     truncate_prompt_tokens: TruncateTokens | None = Field(None, description=TRUNCATE_DESCRIPTION)
+    stream: bool = Field(
+        False,
+        description="Answer with server-sent events: `data: <GenerateChunk>` as text arrives, "
+        "a last one with the usage, then `data: [DONE]`.",
+    )
 
 
 class ModelRef(BaseModel):
@@ -107,6 +113,7 @@ def parse(raw: bytes, limits: Limits) -> Job:
         version_label=req.version_label,
         user=req.user,
         truncate_prompt_tokens=req.truncate_prompt_tokens,
+        stream=req.stream,
     )
 
 
@@ -153,3 +160,53 @@ def respond(job: Job, texts: list[str], stats: RequestStats) -> GenerateResponse
         signals=signals(out),
         timings=timings(stats),
     )
+
+
+class GenerateChunk(BaseModel):
+    """One event of a streamed `/v1/generate`: new text; the last one (empty text) carries the
+    finish reason and the usage."""
+
+    id: str
+    text: str
+    finish_reason: str | None
+    model: ModelRef
+    usage: GenerateUsage | None = None
+
+
+class NativeStream:
+    """The events of one streamed native generation."""
+
+    def __init__(self, job: Job, stats: RequestStats) -> None:
+        self.job, self.stats = job, stats
+
+    def _chunk(self, text: str, finish: str | None, usage: GenerateUsage | None) -> BaseModel:
+        s = self.stats
+        return GenerateChunk.model_construct(
+            id=f"gen-{s.request_id}",
+            text=text,
+            finish_reason=finish,
+            model=ModelRef.model_construct(
+                name=s.model, version=s.version, version_label=s.version_label or None
+            ),
+            usage=usage,
+        )
+
+    def begin(self) -> list[BaseModel]:
+        """Nothing before the first text."""
+        return []
+
+    def pieces(self, pieces: list[Piece]) -> list[BaseModel]:
+        """One event per piece of text (the finish reason waits for the last event)."""
+        return [self._chunk(p.text, None, None) for p in pieces if p.text]
+
+    def end(self) -> list[BaseModel]:
+        """The finish reason and the usage."""
+        if not self.stats.outputs:
+            return []
+        out = self.stats.outputs[0]
+        usage = GenerateUsage.model_construct(
+            prompt_tokens=out.prompt_tokens,
+            output_tokens=out.output_tokens,
+            total_tokens=out.prompt_tokens + out.output_tokens,
+        )
+        return [self._chunk("", out.finish_reason, usage)]

@@ -24,9 +24,11 @@ from serving.gateway.jobs import (
     check_max_new_tokens,
     check_prompts,
     fit_prompts,
+    include_usage,
     validate_body,
 )
 from serving.gateway.native import Signals, Timings, signals, timings
+from serving.gateway.streaming import Piece
 from tokenpulse.samples import RequestStats
 
 
@@ -101,8 +103,6 @@ def _refuse_unsupported(req: CompletionRequest) -> None:
         raise BadRequest("n must be 1: one completion per prompt is supported", param="n")
     if req.best_of not in (None, 1):
         raise BadRequest("best_of must be 1", param="best_of")
-    if req.stream:
-        raise BadRequest("stream is not supported", param="stream")
     if req.echo:
         raise BadRequest("echo is not supported", param="echo")
     if req.logprobs is not None:
@@ -116,7 +116,7 @@ def _refuse_unsupported(req: CompletionRequest) -> None:
         raise BadRequest("logit_bias is not supported", param="logit_bias")
 
 
-def _stops(stop: str | list[str] | None) -> tuple[str, ...]:
+def stops(stop: str | list[str] | None) -> tuple[str, ...]:
     stops = [stop] if isinstance(stop, str) else list(stop or [])
     if len(stops) > 4:
         raise BadRequest("stop takes at most 4 sequences", param="stop")
@@ -142,15 +142,11 @@ def parse(raw: bytes, limits: Limits) -> Job:
         top_p=1.0 if req.top_p is None else req.top_p,
         seed=req.seed if req.seed is not None else secrets.randbits(31),
         user=req.user,
-        stop=_stops(req.stop),
+        stop=stops(req.stop),
         truncate_prompt_tokens=req.truncate_prompt_tokens,
+        stream=bool(req.stream),
+        include_usage=include_usage(req.stream, req.stream_options, BadRequest),
     )
-
-
-def apply_stop(text: str, stops: tuple[str, ...]) -> tuple[str, bool]:
-    """Cut `text` at the earliest stop sequence; True when one was found."""
-    cut = min((i for i in (text.find(s) for s in stops) if i >= 0), default=-1)
-    return (text[:cut], True) if cut >= 0 else (text, False)
 
 
 def respond(job: Job, texts: list[str], stats: RequestStats) -> CompletionResponse:
@@ -180,3 +176,71 @@ def respond(job: Job, texts: list[str], stats: RequestStats) -> CompletionRespon
             timings=timings(stats),
         ),
     )
+
+
+class ChunkChoice(BaseModel):
+    """One completion's new text in a stream; `finish_reason` on its last chunk."""
+
+    index: int
+    text: str
+    finish_reason: str | None
+    logprobs: None = None
+
+
+class CompletionChunk(BaseModel):
+    """One `text_completion` event of a stream (`stream: true`); with
+    `stream_options.include_usage` a last event has no choices and the usage."""
+
+    id: str
+    object: Literal["text_completion"] = "text_completion"
+    created: int
+    model: str
+    system_fingerprint: str
+    choices: list[ChunkChoice]
+    usage: CompletionUsage | None = None
+
+
+def usage(stats: RequestStats) -> CompletionUsage:
+    """The usage block of the outputs so far."""
+    prompt_tokens, output_tokens = stats.prompt_tokens, stats.output_tokens
+    return CompletionUsage.model_construct(
+        prompt_tokens=prompt_tokens,
+        completion_tokens=output_tokens,
+        total_tokens=prompt_tokens + output_tokens,
+    )
+
+
+class CompletionStream:
+    """The events of one streamed completion (id and `created` fixed for the stream)."""
+
+    def __init__(self, job: Job, stats: RequestStats) -> None:
+        self.job, self.stats = job, stats
+        self.created = int(time.time())
+
+    def _chunk(self, choices: list[ChunkChoice], usage: CompletionUsage | None) -> BaseModel:
+        s = self.stats
+        return CompletionChunk.model_construct(
+            id=f"cmpl-{s.request_id}",
+            object="text_completion",
+            created=self.created,
+            model=s.model,
+            system_fingerprint=f"{s.model}:v{s.version}",
+            choices=choices,
+            usage=usage,
+        )
+
+    def begin(self) -> list[BaseModel]:
+        """Events before the first text: none for completions."""
+        return []
+
+    def pieces(self, pieces: list[Piece]) -> list[BaseModel]:
+        """One event per piece of text."""
+        choice = ChunkChoice.model_construct
+        return [
+            self._chunk([choice(index=p.index, text=p.text, finish_reason=p.finish_reason)], None)
+            for p in pieces
+        ]
+
+    def end(self) -> list[BaseModel]:
+        """The usage event, when asked for (after `close()` filled the outputs)."""
+        return [self._chunk([], usage(self.stats))] if self.job.include_usage else []

@@ -7,10 +7,12 @@ from typing import Any
 
 from pydantic.json_schema import models_json_schema
 
+from serving.gateway.chat import CHAT_TEMPLATE, ChatCompletion, ChatCompletionChunk, ChatRequest
 from serving.gateway.errors import NativeError, OpenAIError
 from serving.gateway.feedback import FeedbackRequest, FeedbackResponse
-from serving.gateway.native import GenerateRequest, GenerateResponse
-from serving.gateway.openai_compat import CompletionRequest, CompletionResponse
+from serving.gateway.models import ModelList
+from serving.gateway.native import GenerateChunk, GenerateRequest, GenerateResponse
+from serving.gateway.openai_compat import CompletionChunk, CompletionRequest, CompletionResponse
 from serving.gateway.pipeline import MIN_REQUEST_TIMEOUT_S
 from serving.gateway.probes import Health, Readiness
 from serving.gateway.settings import GatewaySettings
@@ -37,11 +39,29 @@ _TIMEOUT_HEADER: dict[str, Any] = {
 }
 
 
-def _op(summary: str, req: str, resp: str, error: str, max_timeout: float) -> dict[str, Any]:
+def _op(
+    summary: str, req: str, resp: str, error: str, max_timeout: float, chunk: str
+) -> dict[str, Any]:
+    stream = (
+        f'With `"stream": true`: server-sent events, each `data: <{chunk}>` as text arrives, '
+        "then `data: [DONE]`; a failure after the first event sends `data: <OpenAIError>` "
+        "before `[DONE]`."
+    )
     responses: dict[str, Any] = {
         "200": {
-            "description": "Generated text.",
-            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{resp}"}}},
+            "description": f"Generated text. {stream}",
+            "content": {
+                "application/json": {"schema": {"$ref": f"#/components/schemas/{resp}"}},
+                "text/event-stream": {
+                    # one server-sent event: its `data` is a chunk's JSON, or `[DONE]`
+                    "schema": {
+                        "type": "object",
+                        "required": ["data"],
+                        "properties": {"data": {"type": "string"}, "event": {"type": "string"}},
+                        "description": stream,
+                    }
+                },
+            },
         }
     }
     for code, text in _ERRORS.items():
@@ -105,6 +125,31 @@ def _feedback_op() -> dict[str, Any]:
     }
 
 
+def _models_op() -> dict[str, Any]:
+    """GET /v1/models: the models the key may use, with versions and labels."""
+    ok = {"application/json": {"schema": {"$ref": "#/components/schemas/ModelList"}}}
+    err = {"application/json": {"schema": {"$ref": "#/components/schemas/OpenAIError"}}}
+    return {
+        "get": {
+            "summary": "Served models with their AVAILABLE versions and version labels.",
+            "security": [{"bearer": []}],
+            "responses": {
+                "200": {"description": "The models this key may use.", "content": ok},
+                "401": {
+                    "description": "No API key, or an unknown one.",
+                    "content": err,
+                    "headers": {
+                        "WWW-Authenticate": {
+                            "required": True,
+                            "schema": {"type": "string", "pattern": "^Bearer"},
+                        }
+                    },
+                },
+            },
+        }
+    }
+
+
 def _get(summary: str, schema: str | None, not_ready: bool = False) -> dict[str, Any]:
     content = (
         {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}}
@@ -145,13 +190,43 @@ def _apply_limits(schemas: dict[str, Any], settings: GatewaySettings) -> None:
         ]
     }
     # accepted for SDK compatibility, but only with the values that change nothing
-    for name, value in (("n", 1), ("best_of", 1), ("stream", False), ("echo", False)):
+    for name, value in (("n", 1), ("best_of", 1), ("echo", False)):
         openai[name] = {"anyOf": [{"const": value}, {"type": "null"}]}
     for name in ("presence_penalty", "frequency_penalty"):
         openai[name] = {"anyOf": [{"const": 0}, {"type": "null"}]}
     for name in ("logprobs", "suffix"):
         openai[name] = {"type": "null"}
     openai["logit_bias"] = {"anyOf": [{"type": "object", "maxProperties": 0}, {"type": "null"}]}
+    options = {
+        "anyOf": [
+            {
+                "type": "object",
+                "properties": {"include_usage": {"type": "boolean"}},
+                "additionalProperties": False,
+            },
+            {"type": "null"},
+        ],
+        "description": "Only with stream: include_usage adds a last event with the usage.",
+    }
+    openai["stream_options"] = options
+    chat = schemas["ChatRequest"]["properties"]
+    chat["stream_options"] = options
+    chat["model"] = {"type": "string", "enum": list(settings.models)}
+    chat["n"] = {"anyOf": [{"const": 1}, {"type": "null"}]}
+    chat["stop"] = openai["stop"]
+    for name in ("max_tokens", "max_completion_tokens"):
+        chat[name]["anyOf"][0]["maximum"] = settings.max_new_tokens_limit
+    chat["messages"]["items"] = {
+        "type": "object",
+        "required": ["role", "content"],
+        "properties": {
+            "role": {"enum": ["system", "user", "assistant"]},
+            "content": {"type": "string", "maxLength": settings.max_prompt_chars // 4},
+        },
+        "additionalProperties": False,
+    }
+    chat["messages"]["maxItems"] = 4
+    schemas["ChatRequest"]["additionalProperties"] = False  # tools and the like get 400
     comment = schemas["FeedbackRequest"]["properties"]["comment"]
     comment["anyOf"][0]["maxLength"] = settings.feedback_max_comment_chars
 
@@ -164,6 +239,12 @@ def build_openapi(settings: GatewaySettings) -> dict[str, Any]:
             (GenerateResponse, "serialization"),
             (CompletionRequest, "validation"),
             (CompletionResponse, "serialization"),
+            (CompletionChunk, "serialization"),
+            (ChatRequest, "validation"),
+            (ChatCompletion, "serialization"),
+            (ChatCompletionChunk, "serialization"),
+            (GenerateChunk, "serialization"),
+            (ModelList, "serialization"),
             (NativeError, "serialization"),
             (OpenAIError, "serialization"),
             (FeedbackRequest, "validation"),
@@ -190,6 +271,7 @@ def build_openapi(settings: GatewaySettings) -> dict[str, Any]:
                 "GenerateResponse",
                 "NativeError",
                 settings.max_request_timeout_s,
+                "GenerateChunk",
             ),
             "/v1/completions": _op(
                 "OpenAI-compatible completions.",
@@ -197,7 +279,17 @@ def build_openapi(settings: GatewaySettings) -> dict[str, Any]:
                 "CompletionResponse",
                 "OpenAIError",
                 settings.max_request_timeout_s,
+                "CompletionChunk",
             ),
+            "/v1/chat/completions": _op(
+                f"OpenAI-compatible chat. The messages are flattened: {CHAT_TEMPLATE}",
+                "ChatRequest",
+                "ChatCompletion",
+                "OpenAIError",
+                settings.max_request_timeout_s,
+                "ChatCompletionChunk",
+            ),
+            "/v1/models": _models_op(),
             "/v1/feedback": _feedback_op(),
             "/healthz": _get("Process alive.", "Health"),
             "/readyz": _get("Upstream reachable and a version AVAILABLE.", "Readiness", True),

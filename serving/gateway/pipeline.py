@@ -25,15 +25,15 @@ from serving.gateway.errors import (
 )
 from serving.gateway.jobs import Job
 from serving.gateway.keys import ApiKey, KeyStore
-from serving.gateway.openai_compat import apply_stop
 from serving.gateway.ratelimit import BudgetTooLarge, RateLimiter, Reservation
 from serving.gateway.replicas import Replicas
 from serving.gateway.routing import Route, Router
 from serving.gateway.settings import GatewaySettings
 from serving.gateway.signals import signals_for
+from serving.gateway.textstream import apply_stop
 from serving.gateway.upstream import (
     Prediction,
-    UpstreamBadResponse,
+    UpstreamError,
     UpstreamHTTPError,
     UpstreamTimeout,
     UpstreamUnreachable,
@@ -235,24 +235,28 @@ class Pipeline:
             preds, seconds = await self.client.predict(
                 route.model, route.version, job.rows(), remaining
             )
-        except UpstreamTimeout as exc:
-            stats.upstream_s = time.perf_counter() - started
-            # a deadline the client chose shorter than ours says nothing about upstream health
-            if deadline.from_client:
-                raise DeadlineExceeded(f"deadline exceeded: {exc.message}") from exc
-            self.breaker.record_failure()
-            raise DeadlineExceeded(f"deadline exceeded: {exc.message}") from exc
-        except UpstreamUnreachable as exc:
-            self.breaker.record_failure()
-            raise UpstreamUnavailable(exc.message, retry_after=1) from exc
-        except UpstreamBadResponse as exc:
-            self.breaker.record_failure()
-            raise UpstreamFailed(exc.message) from exc
-        except UpstreamHTTPError as exc:
-            stats.upstream_s = time.perf_counter() - started
-            return self._http_error(exc)
+        except UpstreamError as exc:
+            if isinstance(exc, (UpstreamTimeout, UpstreamHTTPError)):
+                stats.upstream_s = time.perf_counter() - started
+            return self.upstream_failed(exc, deadline)
         stats.upstream_s = seconds
         return preds, "success"
+
+    def upstream_failed(self, exc: UpstreamError, deadline: Deadline) -> tuple[None, str]:
+        """An upstream call's failure as the client's error (raised), recorded on the breaker;
+        returns (None, "neutral") when the version went away (404: route again)."""
+        if isinstance(exc, UpstreamTimeout):
+            # a deadline the client chose shorter than ours says nothing about upstream health
+            if not deadline.from_client:
+                self.breaker.record_failure()
+            raise DeadlineExceeded(f"deadline exceeded: {exc.message}") from exc
+        if isinstance(exc, UpstreamUnreachable):
+            self.breaker.record_failure()
+            raise UpstreamUnavailable(exc.message, retry_after=1) from exc
+        if isinstance(exc, UpstreamHTTPError):
+            return self._http_error(exc)
+        self.breaker.record_failure()  # a bad response (or any other upstream failure)
+        raise UpstreamFailed(exc.message) from exc
 
     def _http_error(self, exc: UpstreamHTTPError) -> tuple[None, str]:
         status = exc.status or 502

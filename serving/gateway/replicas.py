@@ -21,11 +21,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from serving.gateway.metrics import GatewayMetrics
 from serving.gateway.upstream import (
+    Chunk,
     Prediction,
     TFServingClient,
     UpstreamBadResponse,
@@ -34,6 +36,10 @@ from serving.gateway.upstream import (
     UpstreamTimeout,
     UpstreamUnreachable,
 )
+
+T = TypeVar("T")
+# one upstream call on a client: (client, remaining seconds) -> (result, upstream seconds)
+Call = Callable[[TFServingClient, float], Awaitable[tuple[T, float]]]
 
 
 @dataclass
@@ -134,6 +140,26 @@ class Replicas:
         self, model: str, version: int, rows: list[dict[str, Any]], timeout_s: float
     ) -> tuple[list[Prediction], float]:
         """Run rows on one version of some replica; one retry elsewhere on a connection failure."""
+
+        async def call(client: TFServingClient, remaining: float) -> tuple[list[Prediction], float]:
+            return await client.predict(model, version, rows, remaining)
+
+        return await self._balanced(model, version, timeout_s, call)
+
+    async def continue_(
+        self, model: str, version: int, rows: list[dict[str, Any]], timeout_s: float
+    ) -> tuple[list[Chunk], float]:
+        """One `continue` call (the next chunk of a stream), balanced as `predict`: a stream
+        holds no state on a replica, so each chunk may go to another."""
+
+        async def call(client: TFServingClient, remaining: float) -> tuple[list[Chunk], float]:
+            return await client.continue_(model, version, rows, remaining)
+
+        return await self._balanced(model, version, timeout_s, call)
+
+    async def _balanced(
+        self, model: str, version: int, timeout_s: float, call: Call[T]
+    ) -> tuple[T, float]:
         deadline = time.perf_counter() + timeout_s
         tried: frozenset[int] = frozenset()
         while True:
@@ -142,7 +168,7 @@ class Replicas:
                 raise UpstreamUnreachable("no replica serves this version")
             tried |= {replica.index}
             try:
-                return await self._call(replica, model, version, rows, deadline)
+                return await self._call(replica, deadline, call)
             except UpstreamUnreachable:
                 self._set_rotation(replica, False)
                 if len(tried) > 1 or deadline - time.perf_counter() <= 0:
@@ -151,21 +177,14 @@ class Replicas:
                     raise
                 self._metrics.upstream_retries.labels(replica.label).inc()
 
-    async def _call(
-        self,
-        replica: Replica,
-        model: str,
-        version: int,
-        rows: list[dict[str, Any]],
-        deadline: float,
-    ) -> tuple[list[Prediction], float]:
+    async def _call(self, replica: Replica, deadline: float, call: Call[T]) -> tuple[T, float]:
         in_flight = self._metrics.upstream_in_flight.labels(replica.label)
         replica.outstanding += 1
         in_flight.inc()
         outcome: str | None = None  # stays None when the caller went away (cancelled)
         try:
             remaining = max(deadline - time.perf_counter(), 0.001)
-            result = await replica.client.predict(model, version, rows, remaining)
+            result = await call(replica.client, remaining)
             outcome = "success"
             return result
         except UpstreamUnreachable:

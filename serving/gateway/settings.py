@@ -10,7 +10,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from tokenpulse import ports
 from tokenpulse.logging import LogLevel
-from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME
+from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME, DEFAULT_STREAM_CHUNK
 
 # the `replica` label of the per-replica metrics takes one value per configured URL: bounded here
 MAX_UPSTREAMS = 64
@@ -41,6 +41,13 @@ class GatewaySettings(BaseSettings):
         ge=8,
         description="the model's context window in tokens (prompt bytes + 1): 64 for the tiny "
         "preset, 128 for the default; a longer prompt gets 400 unless truncate_prompt is set",
+    )
+    stream_chunk_tokens: int = Field(
+        DEFAULT_STREAM_CHUNK,
+        ge=1,
+        le=256,
+        description="tokens per `continue` call when streaming (SSE): smaller sends text sooner, "
+        "larger re-reads the prompt less often",
     )
     header_timeout_s: float = Field(
         10.0, gt=0, description="seconds a client may take to send a complete request head"

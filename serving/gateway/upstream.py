@@ -18,10 +18,16 @@ from tokenpulse.tfserving.errors import TfServingUnreachable as UpstreamUnreacha
 from tokenpulse.tfserving.errors import error_message
 from tokenpulse.tfserving.predict import decode_text, predict_path, row_request
 from tokenpulse.tfserving.predict import parse_predictions as parse_rows
-from tokenpulse.tfserving.signature import OUTPUTS, SIGNATURE_NAME
+from tokenpulse.tfserving.signature import (
+    CONTINUE_OUTPUTS,
+    CONTINUE_SIGNATURE_NAME,
+    OUTPUTS,
+    SIGNATURE_NAME,
+)
 from tokenpulse.tfserving.status import available_versions, parse_model_status, status_path
 
 __all__ = [
+    "Chunk",
     "Prediction",
     "TFServingClient",
     "UpstreamBadResponse",
@@ -30,6 +36,7 @@ __all__ = [
     "UpstreamTimeout",
     "UpstreamUnreachable",
     "cancel_quietly",
+    "parse_chunks",
     "parse_predictions",
 ]
 
@@ -65,6 +72,44 @@ def parse_predictions(doc: Any, rows: int) -> list[Prediction]:
             )
         except (TypeError, ValueError) as exc:
             raise UpstreamBadResponse("prediction row has wrong types") from exc
+    return out
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One row of the `continue` outputs: the next bytes of a generation."""
+
+    tokens: bytes  # the chunk's byte tokens (may split a UTF-8 character)
+    finish_reason: str  # FINISH_NONE while the row may go on
+    nll_sum: float
+    n_scored: int
+    prompt_tokens: int
+    truncated_prompt_tokens: int
+
+
+def parse_chunks(doc: Any, rows: int) -> list[Chunk]:
+    """Check and convert a row-format `continue` answer."""
+    out: list[Chunk] = []
+    for row in parse_rows(doc, rows):
+        if not set(CONTINUE_OUTPUTS) <= set(row):
+            raise UpstreamBadResponse("continue row lacks signature outputs")
+        try:
+            n = int(row["n_tokens"])
+            tokens = row["tokens"]
+            if not isinstance(tokens, list) or not 0 <= n <= len(tokens):
+                raise ValueError("tokens")
+            out.append(
+                Chunk(
+                    tokens=bytes(int(t) for t in tokens[:n]),
+                    finish_reason=decode_text(row["finish_reason"]),
+                    nll_sum=float(row["nll_sum"]),
+                    n_scored=int(row["n_scored"]),
+                    prompt_tokens=int(row["prompt_tokens"]),
+                    truncated_prompt_tokens=int(row["truncated_prompt_tokens"]),
+                )
+            )
+        except (TypeError, ValueError) as exc:
+            raise UpstreamBadResponse("continue row has wrong types") from exc
     return out
 
 
@@ -126,6 +171,16 @@ class TFServingClient:
         start = time.perf_counter()
         doc = await self._call("POST", url, timeout_s, body)
         return parse_predictions(doc, len(rows)), time.perf_counter() - start
+
+    async def continue_(
+        self, model: str, version: int, rows: list[dict[str, Any]], timeout_s: float
+    ) -> tuple[list[Chunk], float]:
+        """Run `continue` rows on one version; returns the chunks and upstream seconds."""
+        url = self.base_url + predict_path(model, version)
+        body = orjson.dumps(row_request(rows, CONTINUE_SIGNATURE_NAME))
+        start = time.perf_counter()
+        doc = await self._call("POST", url, timeout_s, body)
+        return parse_chunks(doc, len(rows)), time.perf_counter() - start
 
     async def available_versions(self, model: str, timeout_s: float = 2.0) -> list[int]:
         """Versions of `model` in state AVAILABLE ([] when it has none)."""

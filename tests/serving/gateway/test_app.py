@@ -76,7 +76,7 @@ OPENAI_CASES = [
     (b'{"model": "gen", "prompt": [1, 2]}', 400, "prompt"),
     (b'{"model": "gen", "prompt": []}', 400, "prompt"),
     (b'{"model": "gen", "prompt": "a", "n": 3}', 400, "n must be 1"),
-    (b'{"model": "gen", "prompt": "a", "stream": true}', 400, "stream"),
+    (b'{"model": "gen", "prompt": "a", "stream_options": {}}', 400, "stream_options"),
     (b'{"model": "gen", "prompt": "a", "logprobs": 2}', 400, "logprobs"),
     (b'{"model": "gen", "prompt": "a", "stop": ["", "x"]}', 400, "stop"),
     (b'{"model": "gen", "prompt": "a", "max_tokens": 1000}', 400, "max_tokens"),

@@ -68,7 +68,7 @@ def fuzzed(
         yield gw, key
 
 
-@pytest.mark.parametrize("path", ["/v1/generate", "/v1/completions"])
+@pytest.mark.parametrize("path", ["/v1/generate", "/v1/completions", "/v1/chat/completions"])
 @pytest.mark.parametrize("mode", ["positive", "negative"])
 def test_no_server_errors(fuzzed: tuple[GatewayProcess, str], path: str, mode: str) -> None:
     gw, key = fuzzed
@@ -112,6 +112,7 @@ def test_errors_outside_the_generated_space_match_the_document(
     for path, body in (
         ("/v1/generate", {"prompt": "hi"}),
         ("/v1/completions", {"model": "gen", "prompt": "hi"}),
+        ("/v1/chat/completions", {"model": "gen", "messages": [{"role": "user", "content": "hi"}]}),
     ):
         operation = schema[path]["POST"]
         for headers in ({}, auth("tp-unknown"), {**auth(key), "X-Request-Timeout": "0.5"}):

@@ -1,0 +1,256 @@
+"""Streaming through a real gateway process, with the `openai` SDK, against a `continue` stand-in
+whose chunk boundaries the tests know (chunks of 4 bytes)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+
+import httpx
+import openai
+import pytest
+
+from tests.serving.gateway.fake_continue import FakeContinue, FakeState
+from tests.serving.gateway.helpers import auth, metric_value
+from tests.support.gateway import GatewayProcess, make_keys_file, running_gateway
+
+CHUNK = 4
+
+
+@pytest.fixture(scope="module")
+def served(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[GatewayProcess, FakeContinue, dict[str, str]]]:
+    """One gateway streaming in chunks of 4 from the stand-in, shared by this module."""
+    path = tmp_path_factory.mktemp("streaming") / "keys.json"
+    keys = make_keys_file(path, demo={}, limited={"requests_per_minute": 1})
+    with (
+        FakeContinue(FakeState()) as up,
+        running_gateway(
+            up.url, path, stream_chunk_tokens=CHUNK, max_new_tokens_limit=64,
+            context_window_tokens=64,
+        ) as gw,
+    ):  # fmt: skip
+        yield gw, up, keys
+
+
+@pytest.fixture
+def fake(served: tuple[GatewayProcess, FakeContinue, dict[str, str]]) -> Iterator[FakeContinue]:
+    """The stand-in, its state reset after the test."""
+    up = served[1]
+    yield up
+    up.state = FakeState()
+
+
+def _client(served: tuple[GatewayProcess, FakeContinue, dict[str, str]]) -> openai.OpenAI:
+    gw, _, keys = served
+    return openai.OpenAI(base_url=f"{gw.url}/v1", api_key=keys["demo"], max_retries=0)
+
+
+def _events(resp: httpx.Response) -> list[str]:
+    return [line[6:] for line in resp.text.split("\n\n") if line.startswith("data: ")]
+
+
+def test_streamed_completion_equals_unary_and_ends_with_usage(served, fake) -> None:
+    fake.state.outputs["p"] = b"The quick brown fox"
+    client = _client(served)
+    unary = client.completions.create(model="gen", prompt="p", max_tokens=64, seed=3)
+    chunks = list(
+        client.completions.create(
+            model="gen",
+            prompt="p",
+            max_tokens=64,
+            seed=3,
+            stream=True,
+            stream_options={"include_usage": True},
+        )  # fmt: skip
+    )
+    text = "".join(c.choices[0].text for c in chunks if c.choices)
+    assert text == unary.choices[0].text == "The quick brown fox"
+    assert all(c.object == "text_completion" for c in chunks)
+    assert [c.choices[0].text for c in chunks if c.choices][:2] == ["The ", "quic"]
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices]
+    assert finishes[-1] == "stop" and set(finishes[:-1]) == {None}
+    assert chunks[-1].choices == [] and chunks[-1].usage is not None
+    assert chunks[-1].usage.completion_tokens == unary.usage.completion_tokens == 19
+    assert len({c.id for c in chunks}) == 1 and chunks[0].system_fingerprint == "gen:v1"
+
+
+def test_a_stop_sequence_split_between_chunks_stops_without_leaking_its_first_half(
+    served, fake
+) -> None:
+    fake.state.outputs["p"] = b"abcdEFGHij"  # chunks: abcd | EFGH | ij
+    client = _client(served)
+    stream = client.completions.create(
+        model="gen", prompt="p", max_tokens=64, stop=["dE"], stream=True
+    )
+    pieces = [c.choices[0].text for c in stream]
+    assert "".join(pieces) == "abc" and not any("d" in p for p in pieces)
+    unary = client.completions.create(model="gen", prompt="p", max_tokens=64, stop=["dE"])
+    assert unary.choices[0].text == "abc" and unary.choices[0].finish_reason == "stop"
+    # a held prefix that does not complete a stop sequence is sent with the next chunk
+    stream = client.completions.create(
+        model="gen", prompt="p", max_tokens=64, stop=["dX"], stream=True
+    )
+    assert "".join(c.choices[0].text for c in stream) == "abcdEFGHij"
+
+
+def test_a_character_split_across_chunks_arrives_whole(served, fake) -> None:
+    fake.state.outputs["p"] = "abcé€ok".encode()  # é straddles bytes 3-4: chunks abc\xc3 | ...
+    client = _client(served)
+    pieces = [
+        c.choices[0].text
+        for c in client.completions.create(model="gen", prompt="p", max_tokens=64, stream=True)
+    ]
+    assert pieces[0] == "abc" and "".join(pieces) == "abcé€ok"
+    assert "\ufffd" not in "".join(pieces)
+
+
+def test_chat_streamed_and_unary(served, fake) -> None:
+    prompt = "System: Be brief.\nUser: Hi\nAssistant:"
+    fake.state.outputs[prompt] = b" Hello there."
+    client = _client(served)
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
+    unary = client.chat.completions.create(model="gen", messages=messages, seed=1)
+    assert unary.choices[0].message.content == " Hello there."
+    assert unary.object == "chat.completion" and unary.choices[0].message.role == "assistant"
+    chunks = list(
+        client.chat.completions.create(
+            model="gen",
+            messages=messages,
+            seed=1,
+            stream=True,
+            stream_options={"include_usage": True},
+        )  # fmt: skip
+    )
+    assert chunks[0].choices[0].delta.role == "assistant"
+    content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert content == " Hello there." and chunks[-1].usage.completion_tokens == 13
+    assert all(c.object == "chat.completion.chunk" for c in chunks)
+
+
+@pytest.mark.parametrize(
+    ("messages", "words"),
+    [
+        ([{"role": "tool", "content": "x", "tool_call_id": "1"}], "tool messages"),
+        ([{"role": "developer", "content": "x"}], "must be system, user or assistant"),
+        ([{"role": "assistant", "tool_calls": [{"id": "1"}]}], "tool calls"),
+        ([{"role": "user", "content": [{"type": "image_url"}]}], "only text parts"),
+        ([{"role": "user", "content": "x" * 80}], "maximum context length is 64"),
+    ],
+)
+def test_chat_refuses_what_it_cannot_do_with_400(served, fake, messages, words) -> None:
+    gw, _, keys = served
+    resp = httpx.post(
+        f"{gw.url}/v1/chat/completions",
+        headers=auth(keys["demo"]),
+        json={"model": "gen", "messages": messages},
+    )
+    assert resp.status_code == 400 and words in resp.json()["error"]["message"]
+
+
+def test_chat_tools_get_a_clear_400(served) -> None:
+    client = _client(served)
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    with pytest.raises(openai.BadRequestError, match="cannot call tools"):
+        client.chat.completions.create(
+            model="gen", messages=[{"role": "user", "content": "x"}], tools=[tool]
+        )
+
+
+def test_chat_window_takes_truncate_prompt_tokens(served, fake) -> None:
+    client = _client(served)
+    done = client.chat.completions.create(
+        model="gen",
+        messages=[{"role": "user", "content": "x" * 80}],
+        max_tokens=8,
+        extra_body={"truncate_prompt_tokens": 20},
+    )
+    assert done.choices[0].message.content == "hello wo"
+
+
+def test_models_list_has_versions_and_labels(served) -> None:
+    listed = list(_client(served).models.list())
+    assert [m.id for m in listed] == ["gen"]
+    assert listed[0].owned_by == "tokenpulse"
+    assert (listed[0].model_extra or {})["tokenpulse"] == {"versions": ["1"], "labels": {}}
+
+
+def test_native_generate_streams_over_sse(served, fake) -> None:
+    gw, _, keys = served
+    fake.state.outputs["p"] = b"0123456789"
+    with httpx.stream(
+        "POST", f"{gw.url}/v1/generate", headers=auth(keys["demo"]),
+        json={"prompt": "p", "stream": True, "max_new_tokens": 6},
+    ) as resp:  # fmt: skip
+        assert resp.headers["content-type"].startswith("text/event-stream")
+        resp.read()
+    events = _events(resp)
+    assert events[-1] == "[DONE]"
+    docs = [json.loads(e) for e in events[:-1]]
+    assert [d["text"] for d in docs] == ["0123", "45", ""]
+    assert docs[-1]["finish_reason"] == "length" and docs[-1]["usage"]["output_tokens"] == 6
+
+
+def test_a_disconnect_cancels_the_upstream_and_counts_as_its_own_outcome(served, fake) -> None:
+    gw, _, keys = served
+    fake.state.outputs["p"] = b"x" * 64
+    fake.state.delay_s = 0.4
+    before = metric_value(gw.url, "tokenpulse_gateway_client_disconnects_total")
+    calls = fake.calls["continue"]
+    with httpx.stream(
+        "POST", f"{gw.url}/v1/completions", headers=auth(keys["demo"]),
+        json={"model": "gen", "prompt": "p", "max_tokens": 64, "stream": True},
+    ) as resp:  # fmt: skip
+        next(resp.iter_raw())  # the first chunk, then hang up while the second one runs
+    time.sleep(1.2)
+    assert fake.cancelled >= 1  # the chunk in flight was cancelled
+    assert fake.calls["continue"] - calls == 2  # and no chunk after it was asked for
+    assert metric_value(gw.url, "tokenpulse_gateway_client_disconnects_total") == before + 1
+    assert metric_value(gw.url, "tokenpulse_gateway_requests_total", code="499") >= 1
+
+
+def test_a_failure_after_the_first_byte_ends_with_an_openai_error_event(served, fake) -> None:
+    fake.state.outputs["p"] = b"y" * 32
+    fake.state.fail_from_call = fake.calls["continue"] + 2
+    stream = _client(served).completions.create(model="gen", prompt="p", max_tokens=32, stream=True)
+    got = []
+    with pytest.raises(openai.APIError, match="upstream error 500"):
+        for chunk in stream:
+            got.append(chunk.choices[0].text)
+    assert got == ["yyyy"]
+
+
+def test_refusals_before_the_first_byte_keep_unary_status_codes(served, fake) -> None:
+    gw, _, keys = served
+    body = {"model": "gen", "prompt": "p", "stream": True}
+    ok = httpx.post(f"{gw.url}/v1/completions", headers=auth(keys["limited"]), json=body)
+    assert ok.status_code == 200
+    limited = httpx.post(f"{gw.url}/v1/completions", headers=auth(keys["limited"]), json=body)
+    assert limited.status_code == 429 and "Retry-After" in limited.headers
+    too_long = {**body, "prompt": "x" * 80}
+    refused = httpx.post(f"{gw.url}/v1/completions", headers=auth(keys["demo"]), json=too_long)
+    assert refused.status_code == 400 and "maximum context length" in refused.text
+    fake.state.window_drop = 3  # the model's window is smaller than the gateway was told
+    dropped = httpx.post(f"{gw.url}/v1/completions", headers=auth(keys["demo"]), json=body)
+    assert dropped.status_code == 400 and "dropped 3 prompt tokens" in dropped.text
+    options = {**body, "stream": False, "stream_options": {"include_usage": True}}
+    bad = httpx.post(f"{gw.url}/v1/completions", headers=auth(keys["demo"]), json=options)
+    assert bad.status_code == 400 and "only allowed when stream is true" in bad.text
+
+
+def test_stream_metrics_are_recorded(served, fake) -> None:
+    gw, _, keys = served
+    fake.state.outputs["p"] = b"z" * 12
+    labels = {"model": "gen", "version": "1", "route": "completions"}
+    before = metric_value(gw.url, "tokenpulse_gateway_requests_by_mode_total", mode="stream")
+    ttft = metric_value(gw.url, "tokenpulse_gateway_time_to_first_token_seconds_count", **labels)
+    itl = metric_value(gw.url, "tokenpulse_gateway_inter_token_latency_seconds_count", **labels)
+    list(_client(served).completions.create(model="gen", prompt="p", max_tokens=12, stream=True))
+    after = metric_value(gw.url, "tokenpulse_gateway_requests_by_mode_total", mode="stream")
+    assert after == before + 1
+    name = "tokenpulse_gateway_time_to_first_token_seconds_count"
+    assert metric_value(gw.url, name, **labels) == ttft + 1
+    name = "tokenpulse_gateway_inter_token_latency_seconds_count"
+    assert metric_value(gw.url, name, **labels) == itl + 8  # tokens after the first chunk
