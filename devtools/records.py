@@ -33,6 +33,7 @@ def _timings(stats: RequestStats) -> dict[str, Any]:
         "upstream_s": round(stats.upstream_s, 6),
         "total_s": round(stats.total_s, 6),
         "time_per_output_token_s": round(stats.time_per_output_token_s or 0.0, 6),
+        "chunks": stats.chunks,
     }
 
 
@@ -72,6 +73,11 @@ def build_records(
             "operation": {"name": OPERATION},
             "provider": {"name": PROVIDER},
             "request": {"model": stats.model, **request_params(sample.params)},
+            **(
+                {"server": {"time_to_first_token": round(stats.time_to_first_token_s, 6)}}
+                if stats.time_to_first_token_s is not None
+                else {}
+            ),
             "response": {
                 "id": stats.request_id,
                 "model": response_model(stats),

@@ -57,6 +57,7 @@ FIELD_TYPES: dict[str, str] = {
     "gen_ai.response.finish_reasons": "keyword",
     "gen_ai.usage.input_tokens": "integer",
     "gen_ai.usage.output_tokens": "integer",
+    "gen_ai.server.time_to_first_token": "double",
     "genai_sample.request_id": "keyword",
     "genai_sample.index": "integer",
     "genai_sample.route": "keyword",
@@ -71,6 +72,7 @@ FIELD_TYPES: dict[str, str] = {
     "genai_sample.timings.upstream_s": "double",
     "genai_sample.timings.total_s": "double",
     "genai_sample.timings.time_per_output_token_s": "double",
+    "genai_sample.timings.chunks": "integer",
     "genai_sample.quality.finish_reason": "keyword",
     "genai_sample.quality.empty": "boolean",
     "genai_sample.quality.repetition_ratio": "float",
@@ -193,7 +195,7 @@ TEXTS = ["genai_sample.prompt.text", "genai_sample.output.text"]
 DEPLOYMENT = ["genai_sample.model", "genai_sample.version"]
 QUALITY = ["genai_sample.quality.finish_reason", "genai_sample.quality.mean_nll"]
 TIMINGS = [f"genai_sample.timings.{t}" for t in ("total_s", "upstream_s", "queue_wait_s",
-                                                 "time_per_output_token_s")]  # fmt: skip
+                                                 "time_per_output_token_s", "chunks")]  # fmt: skip
 NEWEST = [["@timestamp", "desc"]]
 # (id, title, KQL, columns, sort)
 SEARCHES: list[tuple[str, str, str, list[str], list[list[str]]]] = [

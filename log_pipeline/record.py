@@ -207,12 +207,20 @@ def _params_json(params: dict[str, Any]) -> str:
 
 
 def _timings_json(stats: RequestStats) -> str:
-    """`genai_sample.timings`: the four durations, rounded to the microsecond."""
+    """`genai_sample.timings`: the four durations, rounded to the microsecond, and the number
+    of chunks a stream took (0 for a unary request)."""
     per_token = stats.time_per_output_token_s or 0.0
     return (
         f'{{"queue_wait_s":{_r6(stats.queue_wait_s)},"upstream_s":{_r6(stats.upstream_s)},'
-        f'"total_s":{_r6(stats.total_s)},"time_per_output_token_s":{_r6(per_token)}}}'
+        f'"total_s":{_r6(stats.total_s)},"time_per_output_token_s":{_r6(per_token)},'
+        f'"chunks":{_j(stats.chunks)}}}'
     )
+
+
+def _server_json(stats: RequestStats) -> str:
+    """`gen_ai.server` with its comma: time to first token, only for a stream that got one."""
+    ttft = stats.time_to_first_token_s
+    return "" if ttft is None else f'"server":{{"time_to_first_token":{_r6(ttft)}}},'
 
 
 def _output_json(out: OutputSignals | None, limit: int | None) -> tuple[str, str]:
@@ -271,7 +279,7 @@ def encode_records(
     envelope = (
         f'{_SERVICE}"{trace_id(stats.request_id)}"}},'
         f'"http":{{"response":{{"status_code":{_j(stats.status)}}}}}'
-        f"{_GEN_AI}{model}{_params_json(sample.params)}}},"
+        f"{_GEN_AI}{model}{_params_json(sample.params)}}},{_server_json(stats)}"
         f'"response":{{"id":{rid},"model":{_j(response_model(stats))},'
     )
     timings = _timings_json(stats)

@@ -189,6 +189,9 @@ def _prometheus(c: StackConfig) -> contextlib.AbstractContextManager[Launched]:
         binary("prometheus"), f"--config.file={config}",
         f"--storage.tsdb.path={c.path('prometheus')}",
         f"--web.listen-address=127.0.0.1:{c.ports.prometheus_port}", "--log.level=warn",
+        # the gateway's latency, TTFT and NLL histograms carry a request id per bucket
+        # (OpenMetrics exemplars): kept, Grafana links a spike to its sample
+        "--enable-feature=exemplar-storage",
     ]  # fmt: skip
     return _process(c, "prometheus", argv, c.url("prometheus_port", "/-/ready"))
 

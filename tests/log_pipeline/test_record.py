@@ -70,8 +70,13 @@ def test_schema_doc_and_mappings_agree() -> None:
 def test_documented_fields_all_appear_in_some_record() -> None:
     seen = set().union(*(_leaves(r) for r in _records()))
     # request parameters only appear when the client sent them
-    optional = {"gen_ai.request.top_p", "gen_ai.request.top_k", "gen_ai.request.seed",
-                "gen_ai.request.stop_sequences"}  # fmt: skip
+    optional = {
+        "gen_ai.request.top_p",
+        "gen_ai.request.top_k",
+        "gen_ai.request.seed",
+        "gen_ai.request.stop_sequences",
+        "gen_ai.server.time_to_first_token",
+    }  # fmt: skip (streams only: see below)
     assert set(_schema_fields()) - optional <= seen
 
 
@@ -174,3 +179,21 @@ def test_truncated_means_against_the_users_intent() -> None:
     assert _truncated(OutputSignals(6, 4, "stop", False, 0.0, 1.0, 3), {"max_new_tokens": 16})
     assert not _truncated(OutputSignals(6, 4, "stop", False, 0.0, 1.0), {"max_new_tokens": 16})
     assert not _truncated(OutputSignals(6, 9, "length", False, 0.0, 1.0), {})  # limit unknown
+
+
+def test_a_streamed_sample_carries_time_to_first_token_and_its_chunks() -> None:
+    sample = make_sample(7)
+    stats = sample.stats
+    stats.mode, stats.time_to_first_token_s, stats.decode_s, stats.chunks = "stream", 0.0421, 0.3, 3
+    built = build_records(sample, ["p"], ["o"], ("head",), 0.1, Counter(), sample_id=SAMPLE_ID)
+    data, _n = encode_records(sample, ["p"], ["o"], ("head",), 0.1, Counter(), sample_id=SAMPLE_ID)
+    record = json.loads(data)
+    assert record == built[0]
+    assert record["gen_ai"]["server"] == {"time_to_first_token": 0.0421}
+    assert record["genai_sample"]["timings"]["chunks"] == 3
+    assert record["genai_sample"]["timings"]["time_per_output_token_s"] == 0.1  # 0.3 / (4 - 1)
+    unary, _n = encode_records(
+        make_sample(8), ["p"], ["o"], ("head",), 0.1, Counter(), sample_id=SAMPLE_ID
+    )
+    assert "server" not in json.loads(unary)["gen_ai"]
+    assert json.loads(unary)["genai_sample"]["timings"]["chunks"] == 0
