@@ -1,0 +1,147 @@
+"""Every runbook's local commands run against a running stack: exit 0, sane output.
+
+The lines come from tests/support/runbooks.py's convention (```sh blocks; lines starting with
+`tokenpulse `, `curl ` or `amtool `; `<placeholders>` from its table), so a runbook added later is
+run too. Each line runs in bash as a user would type it (a pipe's status is its last command's:
+`curl ... | grep X` fails when curl gets nothing; a curl line must print something). The default
+ports the runbooks name (tokenpulse/ports.py) are mapped onto the shared test stack's free ports;
+`tokenpulse rollout` and `samples` find the stack through their environment variables, as they
+would find `run/` under `tokenpulse up`. A silence a runbook adds is expired right after; labels,
+history and the canary weight are put back at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from devtools.stack import Stack
+from stack.config import Ports
+from stack.rollout.labels import ModelsConfig
+from stack.rollout.settings import CANARY_WEIGHT_FILE
+from tests.support.runbooks import HOST_URL, RUNBOOKS, all_commands, fill, runnable
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMANDS = runnable(all_commands())
+NAMES = sorted({c.runbook for c in COMMANDS})
+DEFAULT_PORTS = {f.default: f.name for f in fields(Ports)}
+# commands that change the stack: run one at a time, in runbook order
+MUTATES = re.compile(r"tokenpulse rollout (label|rollback|canary-weight)|amtool .*silence add")
+
+
+class Runner:
+    """Runs runbook lines against the stack (each distinct command once)."""
+
+    def __init__(self, stack: Stack) -> None:
+        self.stack = stack
+        ports = stack.config.ports
+        self.ports = {str(d): str(getattr(ports, name)) for d, name in DEFAULT_PORTS.items()}
+        self.env = dict(
+            os.environ,
+            PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+            TOKENPULSE_ROLLOUT_RUN_DIR=str(stack.workdir),
+            TOKENPULSE_ROLLOUT_GATEWAY_URL=stack.gateway.url,
+            TOKENPULSE_ROLLOUT_WAIT_S="15",
+            TOKENPULSE_SAMPLES_SQLITE_PATH=str(stack.workdir / "samples.db"),
+        )
+        self.done: dict[str, subprocess.CompletedProcess[str]] = {}
+        self.silences: list[str] = []
+
+    def local(self, line: str) -> str:
+        """The command with the stack's ports instead of the defaults."""
+
+        def port(m: re.Match[str]) -> str:
+            if m[1] not in self.ports:
+                pytest.fail(f"the local stack listens on no port {m[1]}: {line}")
+            return m[0].replace(m[1], self.ports[m[1]])
+
+        return HOST_URL.sub(port, fill(line))
+
+    def run(self, line: str) -> subprocess.CompletedProcess[str]:
+        command = self.local(line)
+        if command in self.done and "rollout rollback" not in command:
+            return self.done[command]
+        if "rollout rollback" in command:
+            self._stable_history()
+        result = self._exec(command)
+        if " silence add " in f" {command} " and result.returncode == 0:
+            self.silences.append(result.stdout.strip())
+        self.done[command] = result
+        return result
+
+    def prefetch(self, lines: list[str]) -> None:
+        """Run the commands that change nothing side by side (the others run in order later)."""
+        ready = {c for line in lines if not MUTATES.search(c := self.local(line))}
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            for command, result in zip(ready, pool.map(self._exec, ready), strict=True):
+                self.done[command] = result
+
+    def _exec(self, command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", "-c", command], cwd=ROOT, env=self.env,
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+
+    def _stable_history(self) -> None:
+        # the test stack serves version 1 only: record "stable was 1", so rollback has a target
+        config = ModelsConfig.read(self.stack.config.models_config)
+        config.history = {"gen": {"stable": [config.labels("gen")["stable"]]}}
+        config.write()
+
+    def expire_silences(self) -> None:
+        am = self.stack.alertmanager_url
+        for silence in self.silences:
+            subprocess.run(
+                ["amtool", f"--alertmanager.url={am}", "silence", "expire", silence],
+                check=True, capture_output=True, timeout=30,
+            )  # fmt: skip
+        self.silences.clear()
+
+
+@pytest.fixture(scope="module")
+def runner(shared_stack: Stack) -> Iterator[Runner]:
+    for _ in range(3):  # samples, request counters and per-version series to look at
+        assert shared_stack.generate().status_code == 200
+    models_config = shared_stack.config.models_config
+    before = models_config.read_bytes()
+    weight = shared_stack.workdir / CANARY_WEIGHT_FILE
+    had_weight = weight.exists()
+    r = Runner(shared_stack)
+    r.prefetch([c.line for c in COMMANDS])
+    try:
+        yield r
+    finally:
+        r.expire_silences()
+        models_config.write_bytes(before)
+        if not had_weight:
+            weight.unlink(missing_ok=True)
+
+
+def test_every_runbook_has_commands_the_test_runs() -> None:
+    assert {p.stem for p in RUNBOOKS.glob("*.md")} - set(NAMES) <= {"Watchdog"}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_runbook_commands_run_on_the_local_stack(runner: Runner, name: str) -> None:
+    failed = []
+    for command in (c for c in COMMANDS if c.runbook == name):
+        result = runner.run(command.line)
+        out, err = result.stdout, result.stderr
+        if result.returncode != 0:
+            failed.append(f"{command.line}\n  exit {result.returncode}: {err.strip()[-300:]}")
+        elif command.line.startswith("curl ") and not out.strip():
+            failed.append(f"{command.line}\n  printed nothing")
+        elif "rollout status" in command.line and "AVAILABLE versions: 1" not in out:
+            failed.append(f"{command.line}\n  {out}")
+        elif " silence add " in f" {command.line} " and not re.fullmatch(r"[0-9a-f-]{36}\n", out):
+            failed.append(f"{command.line}\n  no silence id: {out!r}")
+    runner.expire_silences()
+    assert failed == [], "\n".join(failed)
