@@ -10,6 +10,10 @@ from __future__ import annotations
 BENCHES: dict[str, tuple[str, str]] = {
     "model": ("devtools.bench.model", "tokens/s, KV-cache scaling, FLOP/s vs keras_hub GPT-2"),
     "batching": ("devtools.bench.batching", "model server with dynamic batching on vs off"),
+    "continuation": (
+        "devtools.bench.continuation",
+        "streamed `continue` chunks vs unary: tokens/s, mean batch",
+    ),
     "gateway": ("devtools.bench.gateway", "gateway overhead vs calling the model server"),
     "scale": ("devtools.bench.scale", "throughput at 1, 2 and 3 model-server replicas"),
     "exporter": ("devtools.bench.exporter", "exporter scrape latency and RSS"),
