@@ -328,3 +328,69 @@ def test_the_shipper_and_grafana_sign_in_with_least_privilege(raw: dict) -> None
         env = service.get("environment", {})
         uses_elastic = "elastic" in env.values() or "ELASTIC_PASSWORD" in env
         assert not uses_elastic or name in {"setup", "es-users", "elasticsearch"}, name
+
+
+_COMPOSE_VERBS = {"logs", "restart", "ps", "exec", "run", "up", "stop", "start"}
+
+
+def _compose_services(words: list[str]) -> list[str]:
+    """The services a `docker compose <verb> ...` command names (--scale NAME=N included)."""
+    verb, rest = words[2], words[3:]
+    names, i = [], 0
+    while i < len(rest):
+        word = rest[i]
+        if word == "--scale":
+            names.append(rest[i + 1].split("=")[0])
+            i += 2
+            continue
+        if not word.startswith("-"):
+            names.append(word)
+            if verb in ("exec", "run"):
+                break  # the rest is the command run inside
+        i += 1
+    return names
+
+
+def _pipeline(line: str) -> list[list[str]]:
+    """The simple commands of a shell line (split at |, ||, && and ;), as words."""
+    import shlex
+
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    parts: list[list[str]] = [[]]
+    for token in lexer:
+        if token in ("|", "||", "&&", ";"):
+            parts.append([])
+        else:
+            parts[-1].append(token)
+    return [p for p in parts if p]
+
+
+def _published(port: str | dict) -> str:
+    """The host port of a `ports:` entry (`[IP:]HOST:CONTAINER[/proto]` or the long syntax)."""
+    if isinstance(port, dict):
+        return str(port["published"])
+    return port.split("/")[0].split(":")[-2]
+
+
+def test_runbooks_compose_variants_use_published_ports_and_real_services(compose: dict) -> None:
+    from tests.support.runbooks import HOST_URL, all_commands, fill
+
+    published = {_published(p) for s in compose["services"].values() for p in s.get("ports", [])}
+    services = set(compose["services"])
+    bad = []
+    for command in (c for c in all_commands() if c.compose):
+        for part in _pipeline(fill(command.line)):
+            words = [w for w in part if not re.fullmatch(r"[A-Z_]+=.*", w)]
+            if words[:2] == ["docker", "compose"]:
+                assert words[2] in _COMPOSE_VERBS, (command.runbook, command.line)
+                unknown = set(_compose_services(words)) - services
+                bad += [f"{command.runbook}: no service {s}" for s in sorted(unknown)]
+                if words[2] in ("exec", "run"):
+                    continue  # URLs inside a container are the internal network's
+            elif words[:1] == ["tokenpulse"]:
+                build_parser(words[1:]).parse_args(words[1:])  # a wrong flag exits here
+            for port in HOST_URL.findall(" ".join(part)):
+                if port not in published:
+                    bad.append(f"{command.runbook}: port {port} is not published: {command.line}")
+    assert bad == []
