@@ -4,6 +4,7 @@
     tokenpulse rollout label stable 2            # refused unless version 2 is AVAILABLE
     tokenpulse rollout rollback                  # stable back to the version it had before
     tokenpulse rollout canary-weight 25          # 25 % of callers to the canary; 0 stops it
+    tokenpulse rollout serve 1 2                 # load version 2 beside 1, then label it canary
     tokenpulse rollout rollback --deployment compose
 
 Labels live in the models.config both the model server (TF Serving's config poll: ours or the
@@ -69,7 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     rollback = sub.add_parser("rollback", help="the stable label back to its previous version")
     weight = sub.add_parser("canary-weight", help="share of callers the gateway sends to canary")
     weight.add_argument("percent", type=_percent, help="0 to 100 (0: no traffic to the canary)")
-    for action in (status, label, rollback, weight):
+    serve = sub.add_parser("serve", help="the versions the model server loads (before labelling)")
+    serve.add_argument("versions", type=_version, nargs="+", help="every version to serve")
+    for action in (status, label, rollback, weight, serve):
         add_settings_arguments(action, RolloutSettings, style=KEBAB)
 
 
@@ -95,6 +98,8 @@ def run(settings: RolloutSettings, action: str, args: dict[str, Any]) -> list[st
         return rollback(settings)
     if action == "canary-weight":
         return canary_weight(settings, args["percent"])
+    if action == "serve":
+        return serve(settings, args["versions"])
     raise RolloutError(f"unknown action {action!r}")
 
 
@@ -185,6 +190,28 @@ def rollback(settings: RolloutSettings) -> list[str]:
         "the gateway routes by it now",
         f"the model server applies {path} at its next config poll",
     ]
+
+
+def serve(settings: RolloutSettings, versions: list[int]) -> list[str]:
+    """Serve exactly these versions (a new one loads next to the old, ready to be labelled)."""
+    path = settings.models_config
+    config = ModelsConfig.read(path)
+    config.serve(settings.model, versions)
+    config.write()
+    deadline = time.monotonic() + settings.wait_s
+    while True:
+        missing = sorted(set(versions) - set(gateway_view(settings)[0]))
+        if not missing or time.monotonic() >= deadline:
+            break
+        time.sleep(0.5)
+    shown = ", ".join(map(str, sorted(set(versions))))
+    lines = [f"{settings.model}: serving versions {shown} ({path})"]
+    if missing:
+        lines.append(
+            "not AVAILABLE yet: " + ", ".join(map(str, missing)) + "; the model server loads "
+            f"them at its next config poll (`{PROG} status` shows when)"
+        )
+    return lines
 
 
 def canary_weight(settings: RolloutSettings, percent: float) -> list[str]:

@@ -15,7 +15,12 @@ import os
 import tempfile
 from pathlib import Path
 
-from tokenpulse.tfserving.config import ModelConfig, ModelServerConfig, load_model_server_config
+from tokenpulse.tfserving.config import (
+    ModelConfig,
+    ModelServerConfig,
+    VersionPolicy,
+    load_model_server_config,
+)
 from tokenpulse.tfserving.errors import ConfigError
 from tokenpulse.tfserving.render import render
 
@@ -79,6 +84,22 @@ class ModelsConfig:
             past.append(old)
             del past[:-HISTORY_KEEP]
         return old
+
+    def serve(self, model: str, versions: list[int]) -> None:
+        """Serve exactly `versions` (TF Serving's `specific` policy); a labelled version stays."""
+        entry = self._model(model)
+        kept = {v for v in entry.version_labels.values() if v not in versions}
+        if kept:
+            labels = ", ".join(f"{k} -> {v}" for k, v in sorted(entry.version_labels.items()))
+            raise RolloutError(
+                f"labels point at versions the list leaves out ({labels}): move them first"
+            )
+        policy = VersionPolicy("specific", versions=tuple(sorted(set(versions))))
+        models = tuple(
+            dataclasses.replace(m, version_policy=policy) if m.name == model else m
+            for m in self.config.models
+        )
+        self.config = dataclasses.replace(self.config, models=models)
 
     def forget_last(self, model: str, label: str) -> None:
         """Drop the newest history entry of a label (the one a rollback went back to)."""

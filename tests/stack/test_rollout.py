@@ -30,6 +30,8 @@ class Served:
     gateway_url: str
     modelserver_url: str
     key: str
+    base: Path
+    export: Path
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +55,7 @@ def served(tiny_export: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
             canary_weight_file=str(weight), status_poll_interval_s=0.3,
         ) as gw,
     ):  # fmt: skip
-        yield Served(config, weight, gw.url, ms.rest_url, keys["ops"])
+        yield Served(config, weight, gw.url, ms.rest_url, keys["ops"], base, tiny_export)
 
 
 def rollout(served: Served, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -165,3 +167,24 @@ def test_bad_arguments_and_an_unreachable_gateway_are_one_line(
     )  # fmt: skip
     err = capsys.readouterr().err
     assert code == 1 and err.startswith("tokenpulse rollout: error: cannot reach the gateway at")
+
+
+def test_serve_loads_a_new_version_beside_the_old_and_keeps_labelled_ones(
+    served: Served, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = rollout(served, capsys, "serve", "1")  # canary still points at 2
+    assert code == 1 and out == ""
+    assert "labels point at versions the list leaves out (canary -> 2, stable -> 1)" in err
+
+    install_version(served.export, served.base, 3)
+    code, out, err = rollout(served, capsys, "serve", "1", "2", "3")
+    assert (code, err) == (0, ""), out
+    assert out == f"gen: serving versions 1, 2, 3 ({served.models_config})\n"
+    assert rollout(served, capsys, "label", "canary", "3")[0] == 0
+    assert rollout(served, capsys, "label", "canary", "2")[0] == 0
+    code, out, _ = rollout(served, capsys, "serve", "1", "2")
+    assert code == 0
+    deadline = time.monotonic() + 30
+    while "AVAILABLE versions: 1, 2\n" not in rollout(served, capsys, "status")[1]:
+        assert time.monotonic() < deadline, "version 3 was not unloaded"
+        time.sleep(0.5)
