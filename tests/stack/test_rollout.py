@@ -16,6 +16,7 @@ import pytest
 
 from stack.cli import main
 from stack.launch import running_modelserver
+from stack.rollout.settings import CANARY_WEIGHT_FILE
 from tests.support.gateway import make_keys_file, running_gateway
 from tests.support.models import install_version
 from tokenpulse.tfserving.render import render_models_config
@@ -188,3 +189,15 @@ def test_serve_loads_a_new_version_beside_the_old_and_keeps_labelled_ones(
     while "AVAILABLE versions: 1, 2\n" not in rollout(served, capsys, "status")[1]:
         assert time.monotonic() < deadline, "version 3 was not unloaded"
         time.sleep(0.5)
+
+
+def test_up_starts_each_run_at_its_own_canary_weight(tmp_path: Path) -> None:
+    from stack.up import files
+    from tests.support.up import up_settings
+
+    settings = up_settings(tmp_path)
+    settings.run_dir.mkdir(parents=True)
+    weight = settings.run_dir / CANARY_WEIGHT_FILE
+    weight.write_text('{"canary_weight": 0.5}')  # what a rollout left in the last run
+    files.write_models_config(settings)
+    assert not weight.exists()
