@@ -14,6 +14,10 @@ BENCHES: dict[str, tuple[str, str]] = {
         "devtools.bench.continuation",
         "streamed `continue` chunks vs unary: tokens/s, mean batch",
     ),
+    "streaming": (
+        "devtools.bench.streaming",
+        "SSE through the gateway vs unary: TTFT, throughput and mean batch",
+    ),
     "gateway": ("devtools.bench.gateway", "gateway overhead vs calling the model server"),
     "scale": ("devtools.bench.scale", "throughput at 1, 2 and 3 model-server replicas"),
     "exporter": ("devtools.bench.exporter", "exporter scrape latency and RSS"),
