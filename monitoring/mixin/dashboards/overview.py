@@ -35,9 +35,10 @@ BREAKER = {"0": ("closed", "green"), "1": ("half-open", "yellow"), "2": ("open",
 # the alerts that notify someone: pages and tickets (info alerts only hold inhibitions, and the
 # Watchdog, always firing, has severity none)
 FIRING = 'ALERTS{alertstate="firing", severity=~"critical|warning"}'
-# the recorded SLI a period's value is averaged from: the shortest window, sampled every minute
+# the recorded SLI a period's value is averaged from: the shortest window, sampled at the rule
+# evaluation interval, so every recorded value counts once
 SLI_WINDOW = min((t.short for t in cfg.BURN_TIERS), key=seconds)
-SLI_STEP = "1m"
+SLI_STEP = cfg.EVALUATION_INTERVAL
 TIER_COLOURS = {"critical": "red", "warning": "yellow"}
 
 
@@ -54,7 +55,7 @@ def sli(slo: cfg.Slo, window: str) -> str:
 def period_bad_ratio(slo: cfg.Slo) -> str:
     """Share of bad events over the SLO period per model, averaged from the recorded SLI.
 
-    Each minute of the period weighs the same; minutes without traffic (a NaN ratio) are left
+    Each evaluation of the period weighs the same; idle ones (a NaN ratio: no requests) are left
     out rather than turning the whole period into NaN. An instant query: one value, not a range.
     """
     return (

@@ -31,6 +31,7 @@ class PanelQuery:
     ref_id: str
     expr: str
     legend: str
+    instant: bool = False  # Grafana asks for the last value only
 
 
 def panel_queries(model: Mapping[str, Any]) -> Iterator[PanelQuery]:
@@ -42,6 +43,7 @@ def panel_queries(model: Mapping[str, Any]) -> Iterator[PanelQuery]:
             yield PanelQuery(
                 model["uid"], panel.get("title", ""), panel["type"], target.get("refId", ""),
                 target.get("expr", ""), target.get("legendFormat", ""),
+                bool(target.get("instant")),
             )  # fmt: skip
 
 

@@ -10,21 +10,21 @@ from pathlib import Path
 import pytest
 import yaml
 
-PromqlTest = Callable[[list[dict], list[dict]], None]
+PromqlTest = Callable[..., None]
 
 
 @pytest.fixture
 def promql(tmp_path: Path) -> PromqlTest:
-    """Run promtool's promql_expr_test: input series (1m apart) and expected samples per case."""
+    """Run promtool's promql_expr_test: input series (`interval` apart) and expected samples."""
     if shutil.which("promtool") is None:
         pytest.skip("promtool not installed")
 
-    def check(series: list[dict], cases: list[dict]) -> None:
+    def check(series: list[dict], cases: list[dict], interval: str = "1m") -> None:
         (tmp_path / "empty.rules.yml").write_text("groups: []\n")
         test = {
             "rule_files": ["empty.rules.yml"],
             "evaluation_interval": "1m",
-            "tests": [{"interval": "1m", "input_series": series, "promql_expr_test": cases}],
+            "tests": [{"interval": interval, "input_series": series, "promql_expr_test": cases}],
         }
         (tmp_path / "t.yml").write_text(yaml.safe_dump(test))
         out = subprocess.run(

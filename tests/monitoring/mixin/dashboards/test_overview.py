@@ -10,7 +10,7 @@ from monitoring.mixin.dashboards import build_model, overview
 from monitoring.mixin.dashboards.panels import runbook_url
 from monitoring.mixin.dashboards.queries import metric_names, substitute
 from monitoring.mixin.model import sli_name
-from monitoring.mixin.promql import NORMAL
+from monitoring.mixin.promql import NORMAL, seconds
 from monitoring.mixin.rules import sli_rules
 from serving.gateway.settings import GatewaySettings
 from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME
@@ -63,11 +63,14 @@ def test_period_sli_skips_idle_minutes_in_real_promql(panels, promql) -> None:
     slo = next(s for s in config.SLOS if s.name == "availability")
     name = sli_name(slo.name, overview.SLI_WINDOW)
     labels = f'{name}{{model="{DEFAULT_MODEL_NAME}", window="{overview.SLI_WINDOW}"}}'
-    values = "0.01x59 " + "NaN " * 60 + "0.03x59"
-    at = {"model": DEFAULT_MODEL_NAME}
+    step = seconds(overview.SLI_STEP)  # one recorded value per evaluation
+    hour = 3600 // step
+    values = f"0.01x{hour - 1} " + "NaN " * hour + f"0.03x{hour - 1}"
+    at = f"{(3 * hour - 1) * step}s"
+    chosen = {"model": DEFAULT_MODEL_NAME}
 
     def expr(title: str) -> str:
-        text = substitute(_exprs(panels[title])[0], "1m", at)
+        text = substitute(_exprs(panels[title])[0], "1m", chosen)
         period = f"[{config.SLO_PERIOD}:{overview.SLI_STEP}]"
         assert period in text
         return text.replace(period, f"[3h:{overview.SLI_STEP}]")
@@ -76,12 +79,12 @@ def test_period_sli_skips_idle_minutes_in_real_promql(panels, promql) -> None:
     promql(
         [{"series": labels, "values": values}],
         [
-            {"expr": f"round({expr('SLI: availability')}, 0.000001)", "eval_time": "179m",
+            {"expr": f"round({expr('SLI: availability')}, 0.000001)", "eval_time": at,
              "exp_samples": [{"labels": f'{{model="{DEFAULT_MODEL_NAME}"}}', "value": 0.98}]},
-            {"expr": f"round({expr('Error budget left: availability')}, 0.000001)",
-             "eval_time": "179m",
+            {"expr": f"round({expr('Error budget left: availability')}, 0.000001)", "eval_time": at,
              "exp_samples": [{"labels": f'{{model="{DEFAULT_MODEL_NAME}"}}', "value": budget}]},
         ],
+        interval=overview.SLI_STEP,
     )  # fmt: skip
 
 
