@@ -163,7 +163,7 @@ async def _phase(
 def measure(url: str, key: str, metrics_url: str, args: argparse.Namespace) -> list[Result]:
     """Both modes at both levels, alternating round by round."""
     say = progress("streaming")
-    results = []
+    results: list[Result] = []
     for conc in (args.low, args.high):
         level = {m: Result(m, conc) for m in MODES}
         say(f"c={conc}: warming up")
