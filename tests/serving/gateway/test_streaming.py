@@ -254,3 +254,21 @@ def test_stream_metrics_are_recorded(served, fake) -> None:
     assert metric_value(gw.url, name, **labels) == ttft + 1
     name = "tokenpulse_gateway_inter_token_latency_seconds_count"
     assert metric_value(gw.url, name, **labels) == itl + 8  # tokens after the first chunk
+
+
+def test_deadlines_apply_per_stream_with_unary_status_codes(served, fake) -> None:
+    gw, _, keys = served
+    fake.state.outputs["p"] = b"w" * 32
+    fake.state.delay_s = 0.6
+    headers = {**auth(keys["demo"]), "X-Request-Timeout": "1"}
+    body = {"model": "gen", "prompt": "p", "max_tokens": 32, "stream": True}
+    # the first chunk answers in time; the deadline passes during the second: an error event
+    resp = httpx.post(f"{gw.url}/v1/completions", headers=headers, json=body, timeout=10)
+    assert resp.status_code == 200
+    events = _events(resp)
+    assert events[-1] == "[DONE]" and json.loads(events[0])["choices"][0]["text"] == "wwww"
+    assert json.loads(events[-2])["error"]["code"] == "deadline_exceeded"
+    # no chunk in time: the same 504 as unary
+    fake.state.delay_s = 1.5
+    late = httpx.post(f"{gw.url}/v1/completions", headers=headers, json=body, timeout=10)
+    assert late.status_code == 504 and late.json()["error"]["code"] == "deadline_exceeded"
