@@ -48,7 +48,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Bench options; every phase is bounded by --duration."""
     add_model_arguments(parser)
     parser.add_argument("--concurrency", default="1,8,32", help="closed-loop levels")
-    parser.add_argument("--chunks", default="4,8,16", help="`continue` chunk sizes to stream with")
+    parser.add_argument(
+        "--chunks",
+        default="4,8,16",
+        help="`continue` chunk sizes to stream with; KxG: first K, each next chunk G times larger",
+    )
     parser.add_argument(
         "--duration", type=float, default=12.0, help="seconds per mode per level (all rounds)"
     )
@@ -63,13 +67,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 @dataclass
 class Mode:
-    """One way of asking: unary (chunk 0) or streamed in chunks of `chunk` tokens."""
+    """One way of asking: unary (chunk 0) or streamed, the i-th chunk `chunk * growth**i` long."""
 
     chunk: int
+    growth: int = 1
+
+    @classmethod
+    def parse(cls, spec: str) -> Mode:
+        """'8' (every chunk 8 tokens) or '8x2' (8, 16, 32, ...)."""
+        chunk, _, growth = spec.strip().partition("x")
+        mode = cls(int(chunk), int(growth or 1))
+        if mode.chunk <= 0 or mode.growth <= 0:
+            raise ValueError(f"chunk spec {spec!r}: sizes must be positive")
+        return mode
 
     @property
     def name(self) -> str:
-        return f"chunk {self.chunk}" if self.chunk else "unary"
+        if not self.chunk:
+            return "unary"
+        return f"chunk {self.chunk}" + (f"x{self.growth}" if self.growth > 1 else "")
+
+    def size(self, call: int) -> int:
+        """Tokens the `call`-th `continue` call of a stream asks for."""
+        return self.chunk * self.growth**call
 
 
 @dataclass
@@ -78,6 +98,7 @@ class Result:
 
     mode: str
     chunk: int
+    growth: int
     concurrency: int
     requests: int = 0
     errors: int = 0
@@ -95,6 +116,7 @@ class Result:
         return {
             "mode": self.mode,
             "chunk": self.chunk,
+            "growth": self.growth,
             "concurrency": self.concurrency,
             "requests": self.requests,
             "errors": self.errors,
@@ -142,7 +164,7 @@ async def _unary(session: Any, url: str, row: dict[str, Any]) -> tuple[int, int,
 
 
 async def _streamed(
-    session: Any, url: str, row: dict[str, Any], chunk: int
+    session: Any, url: str, row: dict[str, Any], mode: Mode
 ) -> tuple[int, int, float]:
     """(tokens, calls, seconds to the first chunk) of one request streamed in chunks."""
     start = time.perf_counter()
@@ -151,7 +173,7 @@ async def _streamed(
         body = row | {
             "generated": {"b64": base64.b64encode(generated).decode("ascii")},
             "step": len(generated),
-            "chunk": chunk,
+            "chunk": mode.size(calls),
         }
         out = await _post(session, url, row_request([body], sig.CONTINUE_SIGNATURE_NAME))
         calls += 1
@@ -181,7 +203,7 @@ async def _phase(
                 began = time.perf_counter()
                 try:
                     if mode.chunk:
-                        tokens, calls, first = await _streamed(session, target, row, mode.chunk)
+                        tokens, calls, first = await _streamed(session, target, row, mode)
                     else:
                         tokens, calls, first = await _unary(session, target, row)
                 except Exception:  # a failed request is counted, not fatal
@@ -210,7 +232,7 @@ async def _warm(url: str, conc: int, modes: list[Mode], args: argparse.Namespace
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
         for mode in modes:
             calls = [
-                _streamed(session, target, _request(w, args), mode.chunk)
+                _streamed(session, target, _request(w, args), mode)
                 if mode.chunk
                 else _unary(session, target, _request(w, args))
                 for w in range(conc)
@@ -222,13 +244,13 @@ def measure(url: str, metrics_url: str, args: argparse.Namespace) -> list[Result
     """Every mode at every level, modes alternating round by round (ABC, CBA, ...)."""
     say = progress("continuation")
     levels = [int(c) for c in args.concurrency.split(",") if c]
-    modes = [Mode(0)] + [Mode(int(k)) for k in args.chunks.split(",") if k]
+    modes = [Mode(0)] + [Mode.parse(k) for k in args.chunks.split(",") if k.strip()]
     rounds = max(1, args.rounds)
     results: list[Result] = []
     for conc in levels:
         say(f"c={conc}: warming up")
         asyncio.run(_warm(url, conc, modes, args))
-        level = {m.name: Result(m.name, m.chunk, conc) for m in modes}
+        level = {m.name: Result(m.name, m.chunk, m.growth, conc) for m in modes}
         for r in range(rounds):
             for mode in modes if r % 2 == 0 else modes[::-1]:
                 say(f"c={conc} round {r + 1}/{rounds}: {mode.name}, {args.duration / rounds:g}s")
@@ -261,18 +283,25 @@ def report(results: list[Result]) -> dict[str, Any]:
 
 
 def choose_chunk(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The smallest chunk whose tokens/s at the top concurrency is >= TARGET_RATIO x unary
-    (small chunks: the first tokens sooner, and more chances to join a batch); else the best."""
+    """The streamed mode with the smallest first chunk whose tokens/s at the top concurrency is
+    >= TARGET_RATIO x unary (the first tokens come sooner); else the one with the best ratio."""
     top = max((r["concurrency"] for r in rows), default=0)
     streamed = sorted(
-        (r for r in rows if r["chunk"] and r["concurrency"] == top), key=lambda r: r["chunk"]
+        (r for r in rows if r["chunk"] and r["concurrency"] == top),
+        key=lambda r: (r["chunk"], r["growth"]),
     )
     if not streamed:
         return None
     good = [r for r in streamed if (r["tokens_per_s_vs_unary"] or 0) >= TARGET_RATIO]
     pick = good[0] if good else max(streamed, key=lambda r: r["tokens_per_s_vs_unary"] or 0)
     rule = f">= {TARGET_RATIO}x unary" if good else f"none reached {TARGET_RATIO}x unary: the best"
-    return {"chunk": pick["chunk"], "concurrency": top, "rule": rule}
+    return {
+        "mode": pick["mode"],
+        "chunk": pick["chunk"],
+        "growth": pick["growth"],
+        "concurrency": top,
+        "rule": rule,
+    }
 
 
 def _print(doc: dict[str, Any]) -> None:
@@ -292,7 +321,7 @@ def _print(doc: dict[str, Any]) -> None:
     if chosen:
         print(
             f"\nchunk by the rule (smallest with tokens/s {chosen['rule']} at "
-            f"c={chosen['concurrency']}): {chosen['chunk']}; DEFAULT_STREAM_CHUNK is "
+            f"c={chosen['concurrency']}): {chosen['mode']}; DEFAULT_STREAM_CHUNK is "
             f"{doc['current']}"
         )
 

@@ -7,7 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from devtools.bench.continuation import TARGET_RATIO, choose_chunk
+import pytest
+
+from devtools.bench.continuation import TARGET_RATIO, Mode, choose_chunk
 
 
 def test_quick_run_reports_every_mode_side_by_side(model_base: Path) -> None:
@@ -31,14 +33,26 @@ def test_quick_run_reports_every_mode_side_by_side(model_base: Path) -> None:
     assert doc["chosen_chunk"]["chunk"] == 4 and doc["chosen_chunk"]["concurrency"] == 4
 
 
-def row(chunk: int, conc: int, ratio: float) -> dict:
-    return {"chunk": chunk, "concurrency": conc, "tokens_per_s_vs_unary": ratio}
+def row(chunk: int, conc: int, ratio: float, growth: int = 1) -> dict:
+    name = f"chunk {chunk}x{growth}" if growth > 1 else f"chunk {chunk}"
+    return {"mode": name, "chunk": chunk, "growth": growth, "concurrency": conc,
+            "tokens_per_s_vs_unary": ratio}  # fmt: skip
 
 
 def test_the_chunk_rule_takes_the_smallest_fast_enough_at_the_top_level() -> None:
     rows = [row(0, 32, 1.0), row(4, 32, 0.6), row(8, 32, TARGET_RATIO), row(16, 32, 0.95)]
     rows += [row(4, 8, 0.9)]  # a lower level does not decide
     assert choose_chunk(rows)["chunk"] == 8
+    growing = [*rows, row(8, 32, 0.9, growth=2), row(4, 32, 0.85, growth=2)]
+    assert choose_chunk(growing)["mode"] == "chunk 4x2"
     slow = [row(0, 32, 1.0), row(4, 32, 0.5), row(8, 32, 0.7), row(16, 32, 0.6)]
     assert choose_chunk(slow)["chunk"] == 8 and "none reached" in choose_chunk(slow)["rule"]
     assert choose_chunk([row(0, 1, 1.0)]) is None
+
+
+def test_chunk_specs_name_fixed_and_growing_streams() -> None:
+    assert [Mode.parse("8").size(i) for i in range(3)] == [8, 8, 8]
+    assert [Mode.parse("4x2").size(i) for i in range(4)] == [4, 8, 16, 32]
+    assert (Mode.parse("4x2").name, Mode(0).name) == ("chunk 4x2", "unary")
+    with pytest.raises(ValueError, match="positive"):
+        Mode.parse("0")
