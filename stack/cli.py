@@ -24,6 +24,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "gateway": ("serving.gateway.cli", "public generation API in front of TF Serving"),
     "exporter": ("exporter.cli", "sidecar exporter: GPU, model status, canaries"),
     "up": ("stack.up", "start the whole local stack on this machine"),
+    "drill": ("stack.drill", "run faults against the running stack; check every page"),
+    "soak": ("stack.soak", "healthy traffic for minutes: nothing pages, RSS per process"),
     "loadtest": ("stack.loadtest.cli", "load test: open/closed loop, --find-max, HTML report"),
     "dashboards": ("monitoring.mixin.dashboards.cli", "PNG previews of the dashboards"),
     "grafana": ("monitoring.grafana.cli", "push dashboards to Grafana; deployment annotations"),

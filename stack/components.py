@@ -15,13 +15,14 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from monitoring.mixin import alertmanager as am_config
 from monitoring.mixin import prometheus as prom_config
 from monitoring.mixin.config import REPLICA_LABEL
-from stack.config import StackConfig
+from stack.config import RULES, StackConfig
 from stack.launch import (
     Launched,
     http_ok,
@@ -94,8 +95,23 @@ def _modelserver_start(replica: int) -> Start:
     return start
 
 
+def _fault_proxy_url(c: StackConfig, path: str = "") -> str:
+    return f"http://127.0.0.1:{c.fault_proxy_port}{path}"
+
+
+def _fault_proxy(c: StackConfig) -> contextlib.AbstractContextManager[Launched]:
+    # drills only: the gateway's upstream goes through it, so a drill can slow or fail it
+    argv = [
+        sys.executable, "-m", "stack.drill.proxy", f"--port={c.fault_proxy_port}",
+        f"--upstream={c.modelserver_url(0)}",
+    ]  # fmt: skip
+    return _process(c, "faultproxy", argv, _fault_proxy_url(c, "/-/healthz"))
+
+
 def _gateway(c: StackConfig) -> contextlib.AbstractContextManager[Launched]:
     urls = ",".join(c.modelserver_url(i) for i in range(c.model_server_replicas))
+    if c.fault_proxy_port:
+        urls = _fault_proxy_url(c)
     return running_gateway(
         urls, c.path("gateway-keys.json"), port=c.ports.gateway_port,
         log_path=c.log("gateway"), start_timeout_s=c.start_timeout_s,
@@ -193,6 +209,10 @@ def _prometheus(c: StackConfig) -> contextlib.AbstractContextManager[Launched]:
         # (OpenMetrics exemplars): kept, Grafana links a spike to its sample
         "--enable-feature=exemplar-storage",
     ]  # fmt: skip
+    if tuple(c.rules) == RULES["compressed"]:
+        # Alertmanager keeps an alert Prometheus stopped sending for 4 resend delays (1m by
+        # default): compressed, a stopped Prometheus' Watchdog must stop arriving within seconds
+        argv.append(f"--rules.alert.resend-delay={c.evaluation_interval}")
     return _process(c, "prometheus", argv, c.url("prometheus_port", "/-/ready"))
 
 
@@ -245,6 +265,14 @@ COMPONENTS: tuple[Component, ...] = (
 )  # fmt: skip
 
 
+# Drills only (`up --fault-proxy-port`): not a row of the production shape, so not in COMPONENTS;
+# `enabled` puts it right after the model server, before the gateway that talks through it.
+FAULT_PROXY = Component(
+    "faultproxy", _fault_proxy, _fault_proxy_url, lambda c: _fault_proxy_url(c, "/-/fault"),
+    lambda c: c.fault_proxy_port > 0,
+)  # fmt: skip
+
+
 def enabled(config: StackConfig) -> tuple[Component, ...]:
     """The components this config runs, in start order (one row per model-server replica)."""
     out: list[Component] = []
@@ -254,6 +282,8 @@ def enabled(config: StackConfig) -> tuple[Component, ...]:
             out += [modelserver(i, modelserver_name(config, i)) for i in range(n)]
         elif c.enabled(config):
             out.append(c)
+        if c.name == MODELSERVER and FAULT_PROXY.enabled(config):
+            out.append(FAULT_PROXY)
     return tuple(out)
 
 

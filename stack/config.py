@@ -78,6 +78,8 @@ class StackConfig:
     modelserver_poll_s: float = 5.0  # how often the model server looks for new versions on disk
     # (REST, gRPC) ports of model-server replicas 1..N-1; replica 0 has ports.rest_port/grpc_port
     replica_ports: tuple[tuple[int, int], ...] = ()
+    # drills: a fault proxy (stack/drill/proxy.py) on this port between gateway and model server
+    fault_proxy_port: int = 0  # 0: none, the gateway talks to the model server directly
 
     def path(self, name: str) -> Path:
         """A file or folder under the run directory."""

@@ -55,7 +55,7 @@ COMPONENTS: dict[str, Component] = {
     "shipper": Component("shipper", ("shipper", "es", "samples")),
     "oncall": Component(None, ("oncall-receiver",)),
     "monitoring": Component("monitoring", ("dashboards", "grafana")),
-    "all": Component("all", ("up", "build", "loadtest", "rollout")),  # the stack layer: every set
+    "all": Component("all", ("up", "build", "loadtest", "rollout", "drill", "soak")),  # stack layer
 }
 IMAGES = ("model", "gateway", "exporter", "shipper", "oncall")  # the Dockerfile's targets
 SLIM = ("gateway", "exporter", "shipper", "oncall")  # no TensorFlow

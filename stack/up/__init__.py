@@ -11,6 +11,7 @@ each component is healthy before the next starts; a component that exits is rest
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 from stack.components import MissingBinary
@@ -18,6 +19,7 @@ from stack.launch import LaunchError
 from stack.supervise import Stack, Stopped, stop_on_signals
 from stack.up import banner as up_banner
 from stack.up.files import (
+    MODEL,
     BuildFailed,
     EsSetupFailed,
     ensure_demo_key,
@@ -28,7 +30,8 @@ from stack.up.files import (
 )
 from stack.up.plan import stack_config
 from stack.up.ports import PortError, check_ports
-from stack.up.settings import UpSettings
+from stack.up.settings import PORT_FIELDS, UpSettings
+from stack.up.state import StackState, remove_state, write_state
 from tokenpulse.settings_cli import KEBAB, add_settings_arguments, settings_from_args
 
 
@@ -53,9 +56,14 @@ def run(settings: UpSettings) -> int:
             stack = Stack(config, _say, restart_delay_s=settings.restart_delay_s)
             stack.start_all()
             _say(up_banner.banner(settings, config, key, stack.pids()))
+            pids = stack.pids()
+            write_state(stack_state(settings, pids))
             _say(f"ready in {time.monotonic() - started:.1f} s")
             while not settings.exit_after_ready:
                 stack.watch_once()
+                if stack.pids() != pids:  # a restart: the drills and the soak follow the new pid
+                    pids = stack.pids()
+                    write_state(stack_state(settings, pids))
                 time.sleep(0.5)
         except Stopped as why:
             _say(f"{why} received: stopping the stack ...")
@@ -66,10 +74,24 @@ def run(settings: UpSettings) -> int:
             _say(f"tokenpulse up: a component did not start: {exc}")
             return 1
         finally:
+            remove_state(settings.path(""))
             count = stack.stop_all() if stack is not None else 0
             if count:
                 _say(f"stopped all {count} processes of the stack")
     return 0
+
+
+def stack_state(settings: UpSettings, pids: dict[str, int]) -> StackState:
+    """What RUN_DIR/stack.json says about this stack (see stack/up/state.py)."""
+    s = settings
+    return StackState(
+        run_dir=str(s.path("")), up_pid=os.getpid(),
+        ports={name: int(getattr(s, name)) for name in PORT_FIELDS}, pids=pids, rules=s.rules,
+        restart_delay_s=s.restart_delay_s, models_dir=str(s.models_dir.resolve()), model=MODEL,
+        group_wait=s.group_wait, group_interval=s.group_interval,
+        evaluation_interval=s.evaluation_interval, fault_proxy_port=s.fault_proxy_port,
+        es_url=s.es_url, gpu_backend=s.gpu_backend,
+    )  # fmt: skip
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from stack.config import RULES, GpuBackend, Ports, StackConfig, replica_ports
 from stack.up.files import context_window
 from stack.up.settings import PORT_FIELDS, UpSettings
+
+# `--fast-polls` (drills): every poll at a second, as the test stack (devtools/stack.py) runs
+FAST_POLLS: dict[str, Any] = {
+    "extra_flags": {
+        "modelserver": ("--model_config_file_poll_wait_seconds=1",),
+        "exporter": ("--tfserving.poll-interval=1",),
+        "shipper": ("--poll-interval-s=0.5",),
+    },
+    "modelserver_poll_s": 1.0,
+}
 
 
 def nvml_works() -> bool:
@@ -45,5 +57,8 @@ def stack_config(s: UpSettings) -> StackConfig:
         gateway={
             "canary_weight": s.canary_weight,
             "context_window_tokens": context_window(s),
+            **({"status_poll_interval_s": 1} if s.fast_polls else {}),
         },
+        fault_proxy_port=s.fault_proxy_port,
+        **(FAST_POLLS if s.fast_polls else {}),
     )

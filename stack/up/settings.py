@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from monitoring.mixin import config as mixin
@@ -103,9 +103,27 @@ class UpSettings(BaseSettings):
         "its outage page to arrive first)",
     )
     start_timeout_s: float = Field(300.0, gt=0, description="seconds each component may take")
+    fault_proxy_port: int = Field(
+        0,
+        ge=0,
+        le=65535,
+        description="drills: a fault proxy on this port between the gateway and the model server "
+        "(`tokenpulse drill slow-upstream`, `error-burst`); 0: none",
+    )
+    fast_polls: bool = Field(
+        False,
+        description="drills: the model server, gateway, exporter and shipper poll every second "
+        "(model config, status, spool), so a fault shows within the compressed rules' windows",
+    )
     exit_after_ready: bool = Field(
         False, description="start everything, print how to use it, then stop (smoke test)"
     )
+
+    @model_validator(mode="after")
+    def _one_proxied_replica(self) -> UpSettings:
+        if self.fault_proxy_port and self.model_server_replicas > 1:
+            raise ValueError("fault_proxy_port works with one model server replica only")
+        return self
 
     @field_validator("es_url")
     @classmethod

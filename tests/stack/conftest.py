@@ -1,0 +1,33 @@
+"""The drill stack: one `tokenpulse up` with the drill options, shared by the drill and soak tests.
+
+tests/support/stack.py groups their modules, so under xdist they run on one worker, one after the
+other, and the stack starts once.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.upstack import UpStack, running_up
+from tests.support.models import install_version
+from tokenpulse.procs import free_port
+
+# both versions healthy (the e2e up test's degraded canary would fire canary alerts all along)
+DRILL_FLAGS = ("--preset=tiny", "--restart-delay-s=30", "--fast-polls")
+
+
+@pytest.fixture(scope="session")
+def drill_stack(tiny_export: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpStack]:
+    """`tokenpulse up` with compressed rules, a fault proxy and fast polls, in its own folder."""
+    workdir = tmp_path_factory.mktemp("drill-stack")
+    base = workdir / "models" / "gen"
+    install_version(tiny_export, base, 1)
+    install_version(tiny_export, base, 2)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENPULSE_")}
+    proxy = f"--fault-proxy-port={free_port()}"
+    with running_up(workdir, *DRILL_FLAGS, proxy, env=env) as stack:
+        yield stack

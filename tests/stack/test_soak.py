@@ -1,0 +1,54 @@
+"""`tokenpulse soak` against the drill stack (tests/stack/conftest.py): a short soak, ~30 s.
+
+Healthy traffic must page nobody and fail no request; every process of the stack is sampled and
+its RSS reported; soak-report.json holds the figures and every sample.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from stack import soak
+from tests.e2e.upstack import UpStack
+from tests.support.binaries import needs_prometheus
+
+pytestmark = [pytest.mark.slow, needs_prometheus]
+
+
+def test_rss_comes_from_proc_and_children_are_found() -> None:
+    import os
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        mine = soak.rss_bytes(os.getpid())
+        assert mine is not None and mine > 10 * 2**20
+        assert child.pid in soak.children(os.getpid())
+        assert f"me/{child.pid}" in soak.processes({"me": os.getpid()})
+    finally:
+        child.kill()
+        child.wait()
+    assert soak.rss_bytes(child.pid) is None
+
+
+def test_a_short_soak_pages_nobody_and_reports_rss(drill_stack: UpStack, tmp_path: Path) -> None:
+    settings = soak.SoakSettings(
+        minutes=0.5, rps=2.0, sample_every_s=2.0, run_dir=drill_stack.run_dir, report_dir=tmp_path
+    )
+    assert soak.run(settings) == 0
+    doc = json.loads((tmp_path / "soak-report.json").read_text())
+    assert doc["passed"] and doc["pages"] == [] and doc["failed_requests"] == 0
+    assert doc["requests"] >= 40 and set(doc["codes"]) <= {"200", "429"}
+    components = {"modelserver", "gateway", "exporter", "shipper", "oncall", "alertmanager",
+                  "prometheus", "faultproxy"}  # fmt: skip
+    assert components <= set(doc["rss"])
+    assert any(name.startswith("gateway/") for name in doc["rss"])  # the gateway's spool writer
+    for name in components:
+        figures = doc["rss"][name]
+        assert figures["samples"] >= 10 and figures["last_mib"] > 1
+        assert len(doc["samples"][name]["rss_bytes"]) == figures["samples"]
+    assert doc["plot"] is None or (tmp_path / doc["plot"]).stat().st_size > 1000
