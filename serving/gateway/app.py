@@ -35,8 +35,8 @@ from tokenpulse.logging import get_logger
 from tokenpulse.samples import RequestStats, Sample, SampleSink
 
 log = get_logger(__name__)
-# builds the events of one stream: begin() before the text, pieces(...) per chunk, end() after
-Streamer = Callable[[Job, RequestStats], Any]
+# builds the events of one stream in an endpoint's format
+Streamer = Callable[[Job, RequestStats], sse.StreamEvents]
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 GATEWAY_KEY: web.AppKey[Gateway] = web.AppKey("gateway")
 
@@ -324,7 +324,7 @@ class Gateway:
         self,
         request: web.Request,
         run: StreamRun,
-        events: Any,
+        events: sse.StreamEvents,
         headers: dict[str, str],
         arrival: float,
     ) -> web.StreamResponse:

@@ -125,6 +125,10 @@ class Pipeline:
         self.limiter = limiter
         self._refresh = refresh  # async (model) -> None: re-read the model's versions
 
+    async def refresh(self, model: str) -> None:
+        """Re-read the model's AVAILABLE versions (a version vanished between poll and call)."""
+        await self._refresh(model)
+
     def check_model(self, key: ApiKey, model: str) -> None:
         """403 when the key may not use the model, 404 when it is not served here."""
         if not key.allows(model):
@@ -183,7 +187,8 @@ class Pipeline:
             texts.append(text)
         return texts
 
-    async def _route(self, job: Job, key: ApiKey) -> Route:
+    async def route(self, job: Job, key: ApiKey) -> Route:
+        """The version `job` goes to (re-reading the model's versions when none is known)."""
         if not self.router.models[job.model].available:
             await self._refresh(job.model)
         return self.router.route(job.model, job.user or key.id, job.version_label)
@@ -192,7 +197,7 @@ class Pipeline:
         self, job: Job, key: ApiKey, deadline: Deadline, stats: RequestStats
     ) -> list[Prediction]:
         for _attempt in range(2):  # once more if the version vanished
-            route = await self._route(job, key)
+            route = await self.route(job, key)
             stats.version, stats.version_label = str(route.version), route.label or ""
             if not self.breaker.allow():
                 stats.breaker_rejected = True

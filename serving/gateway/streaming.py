@@ -118,7 +118,7 @@ class StreamRun:
         except BudgetTooLarge as exc:
             raise InvalidParameter(f"request is larger than this key's token limit: {exc}") from exc
         for _attempt in range(2):  # once more if the version vanished
-            route = await self.p._route(self.job, self.key)
+            route = await self.p.route(self.job, self.key)
             self._route = route
             self.stats.version, self.stats.version_label = str(route.version), route.label or ""
             if not self.p.breaker.allow():
@@ -135,7 +135,7 @@ class StreamRun:
                 return self._absorb(chunks, first=True)
             self._release_slot()
             self._settle_neutral()
-            await self.p._refresh(self.job.model)
+            await self.p.refresh(self.job.model)
         raise UpstreamUnavailable("model version is no longer available", retry_after=1)
 
     async def next(self) -> list[Piece]:
