@@ -19,6 +19,7 @@ from monitoring.mixin.dashboards.panels import (
     steps,
     ts_panel,
 )
+from monitoring.mixin.dashboards.streaming import streaming_row
 from monitoring.mixin.model import TFSERVING_PREFIX as TFS
 from monitoring.mixin.model import sli_name
 from monitoring.mixin.promql import seconds
@@ -400,4 +401,4 @@ def build() -> dashboard.Dashboard:
             .target_blank(True)
         )
     )
-    return _protection_row(_traffic_row(_slo_row(_alerts_row(d))))
+    return _protection_row(streaming_row(_traffic_row(_slo_row(_alerts_row(d)))))

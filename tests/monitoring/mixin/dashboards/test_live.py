@@ -3,24 +3,26 @@
 A real Prometheus scrapes the real model server, gateway (with the log pipeline's sampler and
 spool), shipper and exporter (fake NVML backend) of the shared test stack (tests/conftest.py;
 after the alert e2e when both run) while traffic, some errors included, goes through the
-gateway. Then every panel query, with Grafana's variables substituted, must parse and return at
-least one series; every variable query must find its label; every annotation query must parse.
-Each dashboard is also rendered to a PNG from query_range results, and no panel may come out
-empty.
+gateway, unary and streamed (some clients leaving mid-stream). Then every panel query, with
+Grafana's variables substituted, must parse and return at least one series; every variable query
+must find its label; every annotation query must parse. Each dashboard is also rendered to a PNG
+from query_range results, and no panel may come out empty.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
 import shutil
+from collections.abc import Callable
 
 import httpx
 import pytest
 
 from devtools.stack import wait_until
-from devtools.traffic import scored_responses
+from devtools.traffic import scored_responses, steady_traffic
 from monitoring.mixin.dashboards.queries import (
     annotation_exprs,
     metric_names,
@@ -53,6 +55,24 @@ def _errors_through_the_gateway(stack):
     assert bad_key.status_code == 401 and bad_body.status_code in (400, 422)
 
 
+def _streams(stack, client: httpx.Client) -> Callable[[], httpx.Response]:
+    """A streamed request per call; every fourth client leaves after the first chunk."""
+    body = {"prompt": "streamed traffic", "max_new_tokens": 24, "stream": True}
+    auth = {"Authorization": f"Bearer {stack.key}"}
+    calls = itertools.count()
+
+    def send() -> httpx.Response:
+        leave = next(calls) % 4 == 3
+        with client.stream("POST", f"{stack.gateway.url}/v1/generate", json=body,
+                           headers=auth) as resp:  # fmt: skip
+            for line in resp.iter_lines():
+                if leave and line.startswith("data:"):
+                    break  # closing the response disconnects mid-stream
+        return resp
+
+    return send
+
+
 def _served(prom: PromClient) -> float:
     result = prom.query("sum(tokenpulse_gateway_requests_total)")
     return result[0].points[-1][1] if result else 0.0
@@ -63,7 +83,11 @@ def live(shared_stack, tmp_path_factory):
     stack = shared_stack
     workdir = tmp_path_factory.mktemp("dash-previews")
     _errors_through_the_gateway(stack)
-    with stack.traffic(rps=2.0) as codes:
+    with (
+        stack.traffic(rps=2.0) as codes,
+        httpx.Client(timeout=60) as client,
+        steady_traffic(_streams(stack, client), 1.0, "streams") as streamed,
+    ):
         prom = PromClient(stack.prometheus_url)
         wait_until(lambda: prom.query("tokenpulse_canary_match_ratio"), 60, "canary results")
         _errors_through_the_gateway(stack)  # errors inside the previewed window too
@@ -74,6 +98,7 @@ def live(shared_stack, tmp_path_factory):
             lambda: len(codes) >= RECENT_S * 2 and _served(prom) >= TRAFFIC_S * 1.5,
             TRAFFIC_S * 3, "a minute of traffic",
         )  # fmt: skip
+        assert set(streamed) <= {200}, streamed
         # the SLO stats average the recorded SLIs at every evaluation-interval step: a young
         # stack has none until it has recorded across one step boundary
         period = [q for m in _models().values() for q in panel_queries(m) if q.instant]
@@ -119,7 +144,7 @@ def test_every_metric_the_dashboards_use_was_scraped(live):
     assert unscraped <= _declared(stack)
     assert {n.removeprefix("tokenpulse_gateway_") for n in unscraped} <= {
         "shed_total", "rate_limited_total", "circuit_breaker_rejected_total",
-        "empty_outputs_total",
+        "empty_outputs_total", "client_disconnects_total",
     }  # fmt: skip
 
 
