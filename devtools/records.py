@@ -12,10 +12,10 @@ from log_pipeline.record import (
     DATASET,
     ECS_VERSION,
     MESSAGE,
-    OPERATION,
     PROVIDER,
     SERVICE,
     iso_utc,
+    operation,
     record_id,
     record_rows,
     request_params,
@@ -70,7 +70,7 @@ def build_records(
     for i, (signals, text_in, text_out) in enumerate(record_rows(stats, prompts, outputs)):
         failed = stats.status >= 400
         gen_ai: dict[str, Any] = {
-            "operation": {"name": OPERATION},
+            "operation": {"name": operation(stats.route)},
             "provider": {"name": PROVIDER},
             "request": {"model": stats.model, **request_params(sample.params)},
             **(

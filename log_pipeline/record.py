@@ -28,6 +28,7 @@ DATASET = "genai.samples"
 SERVICE = "tokenpulse-gateway"
 PROVIDER = "tensorflow_serving"
 OPERATION = "text_completion"
+CHAT_OPERATION = "chat"  # OpenTelemetry's name for the chat route (`/v1/chat/completions`)
 ECS_VERSION = "8.17.0"  # `ecs.version`: the ECS release whose fields the envelope follows
 FEEDBACK_STATUS = 202  # a feedback record's `http.response.status_code`: the feedback's answer
 _PARAMS = ("max_tokens", "temperature", "top_p", "top_k", "seed")
@@ -162,6 +163,14 @@ _GEN_AI = (
     f',"gen_ai":{{"operation":{{"name":{_enc(OPERATION)}}},'
     f'"provider":{{"name":{_enc(PROVIDER)}}},"request":{{"model":'
 )
+_GEN_AI_CHAT = _GEN_AI.replace(_enc(OPERATION), _enc(CHAT_OPERATION))
+
+
+def operation(route: str) -> str:
+    """`gen_ai.operation.name` of a sample: chat for the chat route, else text_completion."""
+    return CHAT_OPERATION if route == "chat" else OPERATION
+
+
 _NO_REDACTION = '"redaction":{"total":0,"kinds":{}}}'
 
 
@@ -279,7 +288,8 @@ def encode_records(
     envelope = (
         f'{_SERVICE}"{trace_id(stats.request_id)}"}},'
         f'"http":{{"response":{{"status_code":{_j(stats.status)}}}}}'
-        f"{_GEN_AI}{model}{_params_json(sample.params)}}},{_server_json(stats)}"
+        f"{_GEN_AI_CHAT if stats.route == 'chat' else _GEN_AI}{model}"
+        f"{_params_json(sample.params)}}},{_server_json(stats)}"
         f'"response":{{"id":{rid},"model":{_j(response_model(stats))},'
     )
     timings = _timings_json(stats)

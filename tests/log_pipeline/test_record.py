@@ -197,3 +197,12 @@ def test_a_streamed_sample_carries_time_to_first_token_and_its_chunks() -> None:
     )
     assert "server" not in json.loads(unary)["gen_ai"]
     assert json.loads(unary)["genai_sample"]["timings"]["chunks"] == 0
+
+
+def test_a_chat_sample_is_a_chat_operation() -> None:
+    sample = make_sample(9)
+    sample.stats.route = "chat"
+    built = build_records(sample, ["p"], ["o"], ("head",), 0.1, Counter(), sample_id=SAMPLE_ID)
+    data, _n = encode_records(sample, ["p"], ["o"], ("head",), 0.1, Counter(), sample_id=SAMPLE_ID)
+    assert json.loads(data) == built[0]
+    assert built[0]["gen_ai"]["operation"]["name"] == "chat"
