@@ -5,7 +5,7 @@
 #   gateway   gateway                                the common dependencies + `gateway`
 #   exporter  exporter                               the common dependencies + `exporter`
 #   shipper   shipper, es setup, samples             the common dependencies + `shipper`
-#   oncall    oncall-receiver                        the common dependencies alone
+#   oncall    oncall-receiver, alertmanager-check    the common dependencies + `oncall`
 #
 # Only `model` has TensorFlow. No target installs the test, dev, stack or bench extras, or copies
 # devtools/ or tests/ (.dockerignore keeps them out of the context as well). docker-compose.yml
@@ -63,6 +63,8 @@ RUN pip install --no-deps /wheel/*.whl && rm -rf /wheel
 ENTRYPOINT ["tokenpulse"]
 
 FROM common AS oncall
+RUN python scripts/requirements.py oncall > /tmp/set.txt \
+    && pip install -r /tmp/set.txt -c requirements.lock && rm /tmp/set.txt
 COPY --from=wheel /wheel /wheel
 RUN pip install --no-deps /wheel/*.whl && rm -rf /wheel
 ENTRYPOINT ["tokenpulse"]

@@ -32,6 +32,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "build": ("stack.build", "regenerate every generated file; --check: drift and metric names"),
     "rollout": ("stack.rollout.cli", "move a version label or the canary weight; roll back"),
     "oncall-receiver": ("monitoring.oncall.cli", "local Alertmanager webhook receiver"),
+    "alertmanager-check": (
+        "monitoring.alertmanager_check",
+        "refuse an Alertmanager config whose receivers' secret files are missing",
+    ),
     "shipper": ("log_pipeline.commands.shipper", "ship spooled samples to SQLite/Elasticsearch"),
     "samples": ("log_pipeline.commands.samples", "search sampled generations; show one"),
     "es": ("log_pipeline.commands.es", "install Elasticsearch/Kibana assets for the samples"),

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 from monitoring.mixin import alertmanager as am_config
 from monitoring.mixin import prometheus as prom_config
-from monitoring.mixin.config import REPLICA_LABEL
+from monitoring.mixin.config import REPLICA_LABEL, RUNBOOK_URL_PATTERN
+from monitoring.mixin.relink import relink
 from stack.config import RULES, StackConfig
 from stack.launch import (
     Launched,
@@ -154,8 +155,9 @@ def _shipper(c: StackConfig) -> contextlib.AbstractContextManager[Launched]:
 
 def _oncall(c: StackConfig) -> contextlib.AbstractContextManager[Launched]:
     argv = tokenpulse_argv(
-        "oncall-receiver", f"--port={c.ports.oncall_port}", f"--file={c.path('oncall.jsonl')}"
-    )
+        "oncall-receiver", f"--port={c.ports.oncall_port}", f"--file={c.path('oncall.jsonl')}",
+        f"--public-url={c.url('oncall_port')}",
+    )  # fmt: skip
     return _process(c, "oncall", argv, c.url("oncall_port", "/healthz"))
 
 
@@ -163,12 +165,15 @@ def _alertmanager(c: StackConfig) -> contextlib.AbstractContextManager[Launched]
     timing = {"group_wait": c.group_wait, "group_interval": c.group_interval}
     if c.repeat_interval:
         timing["repeat_interval"] = c.repeat_interval
-    config = c.path("alertmanager.yml")
-    config.write_text(am_config.render_local(c.url("oncall_port"), **timing))
+    config = c.alertmanager_config or c.path("alertmanager.yml")
+    if c.alertmanager_config is None:
+        timing["watchdog_interval"] = c.watchdog_interval
+        config.write_text(am_config.render_local(c.url("oncall_port"), **timing))
     argv = [
         binary("prometheus-alertmanager", "alertmanager"), f"--config.file={config}",
         f"--storage.path={c.path('alertmanager')}",
         f"--web.listen-address=127.0.0.1:{c.ports.alertmanager_port}",
+        f"--web.external-url={c.url('alertmanager_port')}/",  # the links in notifications
         "--cluster.listen-address=", "--log.level=warn",
     ]  # fmt: skip
     return _process(c, "alertmanager", argv, c.url("alertmanager_port", "/-/ready"))
@@ -191,11 +196,28 @@ def _targets(c: StackConfig) -> prom_config.Targets:
     )  # fmt: skip
 
 
+def rule_files(c: StackConfig) -> list[str]:
+    """Run-time copies of the rule files, linking this stack's own runbooks (its on-call
+    receiver serves them) and its Grafana."""
+    folder = c.path("rules")
+    folder.mkdir(exist_ok=True)
+    runbooks = RUNBOOK_URL_PATTERN
+    if c.alerting:
+        runbooks = c.url("oncall_port", "/runbooks/{alertname}")
+    out = []
+    for i, src in enumerate(c.rules):
+        dst = folder / f"{i}-{src.name}"
+        header = f"{GENERATED}# From {src}, linking this stack's runbooks and Grafana.\n"
+        dst.write_text(relink(src.read_text(), runbooks, c.grafana_url, header))
+        out.append(str(dst))
+    return out
+
+
 def _prometheus(c: StackConfig) -> contextlib.AbstractContextManager[Launched]:
     config = c.path("prometheus.yml")
     config.write_text(
         prom_config.render(
-            _targets(c), [str(f) for f in c.rules],
+            _targets(c), rule_files(c),
             alertmanagers=[f"127.0.0.1:{c.ports.alertmanager_port}"] if c.alerting else [],
             scrape_interval=c.scrape_interval, evaluation_interval=c.evaluation_interval,
             header=GENERATED,
@@ -205,6 +227,7 @@ def _prometheus(c: StackConfig) -> contextlib.AbstractContextManager[Launched]:
         binary("prometheus"), f"--config.file={config}",
         f"--storage.tsdb.path={c.path('prometheus')}",
         f"--web.listen-address=127.0.0.1:{c.ports.prometheus_port}", "--log.level=warn",
+        f"--web.external-url={c.url('prometheus_port')}/",  # alerts' generatorURL
         # the gateway's latency, TTFT and NLL histograms carry a request id per bucket
         # (OpenMetrics exemplars): kept, Grafana links a spike to its sample
         "--enable-feature=exemplar-storage",

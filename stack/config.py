@@ -70,6 +70,12 @@ class StackConfig:
     repeat_interval: str | None = None  # None: the generated routes' own
     es_url: str = ""
     es_api_key: str = ""
+    # notification links: the stack's rules link its own runbooks (the on-call receiver serves
+    # them) and this Grafana's dashboards
+    grafana_url: str = mixin.GRAFANA_URL
+    watchdog_interval: str = mixin.AM_WATCHDOG_INTERVAL  # how often the Watchdog arrives
+    # an Alertmanager config to run instead of the generated local one (real receivers)
+    alertmanager_config: Path | None = None
     start_timeout_s: float = 300.0
     # GatewaySettings fields (canary weight, context window, poll pace, ...), as the gateway's env
     gateway: Mapping[str, Any] = field(default_factory=dict)

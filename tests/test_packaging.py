@@ -53,7 +53,7 @@ COMPONENTS: dict[str, Component] = {
     "gateway": Component("gateway", ("gateway",), loads=(SINK.partition(":")[0],)),
     "exporter": Component("exporter", ("exporter",)),
     "shipper": Component("shipper", ("shipper", "es", "samples")),
-    "oncall": Component(None, ("oncall-receiver",)),
+    "oncall": Component("oncall", ("oncall-receiver", "alertmanager-check")),
     "monitoring": Component("monitoring", ("dashboards", "grafana")),
     "all": Component("all", ("up", "build", "loadtest", "rollout", "drill", "soak")),  # stack layer
 }

@@ -14,7 +14,10 @@ speaks the same wire contract as Grafana 11 (`docs/sources/developers/http_api/`
   or, for an existing uid, needs `overwrite: true` or the stored `version`, else 412
   `{"status": "version-mismatch"}`; answers `{"id", "uid", "url", "status", "version", "slug"}`;
 - `POST /api/annotations` `{"dashboardUID", "panelId", "time", "timeEnd", "tags", "text"}`: 200
-  `{"id", "message": "Annotation added"}`; `time` must be epoch milliseconds.
+  `{"id", "message": "Annotation added"}`; `time` must be epoch milliseconds;
+- `GET /d/{uid}[/{slug}]?viewPanel=&from=&to=` (the link a notification carries): 200 for a stored
+  dashboard that has the panel, with `from`/`to` epoch milliseconds when given; else 404 (stricter
+  than Grafana, whose page answers 200 and shows "not found" inside it).
 
 Other paths answer 404 `{"message": "Not found"}`. Tests read and change `state` while it runs.
 """
@@ -28,6 +31,7 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs
 
 # epoch ms of 2001-09-09; anything smaller is seconds sent by mistake
 _MIN_EPOCH_MS = 1_000_000_000_000
@@ -111,7 +115,24 @@ def _route(state: GrafanaState, method: str, path: str, body: dict[str, Any]) ->
         return _save_dashboard(state, body)
     if path == "/api/annotations" and method == "POST":
         return _add_annotation(state, body)
+    if (m := re.fullmatch(r"/d/([\w-]+)(?:/[\w-]*)?(?:\?(.*))?", path)) and method == "GET":
+        return _view(state, m.group(1), parse_qs(m.group(2) or ""))
     return 404, {"message": "Not found"}
+
+
+def _view(state: GrafanaState, uid: str, query: dict[str, list[str]]) -> tuple[int, Any]:
+    stored = state.dashboards.get(uid)
+    if stored is None:
+        return 404, {"message": "Dashboard not found"}
+    panels = {str(p.get("id")) for p in stored["dashboard"].get("panels", [])}
+    for panel in query.get("viewPanel", []):
+        if panel not in panels:
+            return 404, {"message": "Panel not found"}
+    for bound in ("from", "to"):
+        for value in query.get(bound, []):
+            if not value.isdigit() or int(value) < _MIN_EPOCH_MS:
+                return 400, {"message": f"{bound} must be epoch milliseconds"}
+    return 200, {"uid": uid, "title": stored["dashboard"].get("title", "")}
 
 
 def _create_folder(state: GrafanaState, body: dict[str, Any]) -> tuple[int, Any]:

@@ -1,8 +1,14 @@
 """Alertmanager config from the mixin: severity routing, grouping, inhibition, receivers.
 
 critical pages (PagerDuty + webhook), warning goes to chat (Slack) or, for SLO ticket tiers, to a
-ticket webhook, info notifies nobody. Secrets are read from files. The local variant points every
-receiver at the local on-call receiver, one path per receiver.
+ticket webhook, info notifies nobody. The monitoring's own alerts route apart, so a broken pager
+cannot hide itself: the always-firing `Watchdog` to a dead man's switch (re-sent every
+config.AM_WATCHDOG_INTERVAL; its silence is the alarm), the meta-alerts (`meta="true"`) to a
+webhook that needs no secret. Secrets are read from files (`tokenpulse alertmanager-check`
+refuses a config whose files are missing). Every notification carries the summary with model,
+version and severity, the runbook, the alert's dashboard panel and its sample search, both
+around the alert's start. The local variant points every receiver at the local on-call receiver,
+one path per receiver.
 """
 
 from __future__ import annotations
@@ -13,14 +19,25 @@ import yaml
 
 from monitoring.mixin import config as c
 from monitoring.mixin.alerts import Alert, all_alerts, slo_alerts
-from monitoring.mixin.promql import NORMAL
+from monitoring.mixin.promql import NORMAL, seconds
+from tokenpulse.samples import DATA_VIEW_ID
 
 SECRETS = "/etc/alertmanager/secrets"
 TICKET_URL = "http://ticket-bridge:9096/tickets"  # the team's ticket bridge (no secret in the URL)
+# Dead man's switch: wants the Watchdog every AM_WATCHDOG_INTERVAL and alarms when it stops
+# (the compose on-call receiver records it: GET /watchdog; a deployment points this at its
+# heartbeat service, e.g. healthchecks.io or an Opsgenie heartbeat).
+WATCHDOG_URL = "http://oncall-receiver:9096/watchdog"
+# The monitoring's own alerts: a webhook with no secret file, so a pager or chat receiver whose
+# secret is missing cannot hide the alert that says so. Point it at a second channel.
+META_URL = "http://oncall-receiver:9096/meta"
 CHAT_CHANNEL = "#tokenpulse-alerts"
+WATCHDOG = "Watchdog"
 
 # receiver -> route matchers, in route order (first match wins)
 ROUTES: list[tuple[str, list[str]]] = [
+    ("watchdog", [f'alertname="{WATCHDOG}"']),
+    ("meta", ['meta="true"']),
     ("null", ['severity="info"']),
     ("pager", ['severity="critical"']),
     ("ticket", ['severity="warning"', 'slo=~".+"']),
@@ -81,19 +98,78 @@ def inhibit_rules() -> list[dict[str, Any]]:
     ]
 
 
-def _route_tree() -> dict[str, Any]:
+def _watchdog_timing(interval: str) -> dict[str, str]:
+    # sent at once, then every `interval`: repeat_interval only counts at group_interval ticks
+    return {"group_wait": "0s", "group_interval": interval, "repeat_interval": interval}
+
+
+def _route_tree(watchdog_interval: str = c.AM_WATCHDOG_INTERVAL) -> dict[str, Any]:
+    routes: list[dict[str, Any]] = []
+    for receiver, matchers in ROUTES:
+        route: dict[str, Any] = {"receiver": receiver, "matchers": matchers}
+        if receiver == "watchdog":
+            route.update(_watchdog_timing(watchdog_interval))
+        routes.append(route)
     return {
         "receiver": "chat",  # anything without a known severity still reaches people
         "group_by": list(c.AM_GROUP_BY),
         "group_wait": c.AM_GROUP_WAIT,
         "group_interval": c.AM_GROUP_INTERVAL,
         "repeat_interval": c.AM_REPEAT_INTERVAL,
-        "routes": [{"receiver": r, "matchers": m} for r, m in ROUTES],
+        "routes": routes,
     }
+
+
+# Notification text (Go templates, Alertmanager's data). `from`/`to` are config.LINK_WINDOW
+# around each alert's start; time.Duration arguments are nanoseconds.
+_NS = int(seconds(c.LINK_WINDOW)) * 1_000_000_000
+_FROM, _TO = f"(.StartsAt.Add -{_NS})", f"(.StartsAt.Add {_NS})"
+_ISO = '.UTC.Format "2006-01-02T15:04:05Z"'
+TITLE = (
+    "[{{ .Status | toUpper }}] {{ .CommonLabels.severity }} {{ .CommonLabels.alertname }}: "
+    '{{ .CommonAnnotations.summary }} (model {{ or .CommonLabels.model "-" }}, version '
+    '{{ or .CommonLabels.version "-" }}, severity {{ or .CommonLabels.severity "-" }})'
+)
+DASHBOARD = (
+    f"{{{{ .Annotations.dashboard_url }}}}&from={{{{ {_FROM}.UnixMilli }}}}"
+    f"&to={{{{ {_TO}.UnixMilli }}}}"
+)
+_QUERY = (
+    "{{ if .Labels.model }}genai_sample.model:{{ .Labels.model | urlquery }}{{ end }}"
+    "{{ if .Labels.version }}%20AND%20genai_sample.version:{{ .Labels.version | urlquery }}"
+    "{{ end }}"
+)
+SAMPLES = (
+    f"{c.KIBANA_URL}/app/discover#/?_g=(time:(from:'{{{{ {_FROM}{_ISO} }}}}',"
+    f"to:'{{{{ {_TO}{_ISO} }}}}'))&_a=(index:'{DATA_VIEW_ID}',"
+    f"query:(language:lucene,query:'{_QUERY}'))"
+)
+ALERT_TEXT = (
+    "{{ range .Alerts }}[{{ .Status | toUpper }}] {{ .Labels.severity }} {{ .Labels.alertname }}"
+    " model={{ .Labels.model }} version={{ .Labels.version }}\n"
+    "{{ .Annotations.description }}\n"
+    "runbook: {{ .Annotations.runbook_url }}\n"
+    f"dashboard: {DASHBOARD}\n"
+    f"samples: {SAMPLES}\n"
+    "source: {{ .GeneratorURL }}\n{{ end }}"
+)
+_FIRST = "{{ with index .Alerts 0 }}"
+
+
+def _pager_links() -> list[dict[str, str]]:
+    """PagerDuty links of the first alert of the group (alerts of a group share alertname and
+    model); the details hold every alert's."""
+    return [
+        {"href": f"{_FIRST}{{{{ .Annotations.runbook_url }}}}{{{{ end }}}}", "text": "Runbook"},
+        {"href": f"{_FIRST}{DASHBOARD}{{{{ end }}}}", "text": "Dashboard panel"},
+        {"href": f"{_FIRST}{SAMPLES}{{{{ end }}}}", "text": "Sample search"},
+    ]
 
 
 def _receivers() -> list[dict[str, Any]]:
     return [
+        {"name": "watchdog", "webhook_configs": [{"url": WATCHDOG_URL, "send_resolved": False}]},
+        {"name": "meta", "webhook_configs": [{"url": META_URL, "send_resolved": True}]},
         {"name": "null"},
         {
             "name": "pager",
@@ -102,7 +178,9 @@ def _receivers() -> list[dict[str, Any]]:
                     "routing_key_file": f"{SECRETS}/pagerduty-routing-key",
                     "severity": "critical",
                     "send_resolved": True,
-                    "description": '{{ template "pagerduty.default.description" . }}',
+                    "description": TITLE,
+                    "details": {"alerts": ALERT_TEXT},
+                    "links": _pager_links(),
                 }
             ],
         },
@@ -114,9 +192,8 @@ def _receivers() -> list[dict[str, Any]]:
                     "api_url_file": f"{SECRETS}/slack-webhook-url",
                     "channel": CHAT_CHANNEL,
                     "send_resolved": True,  # Slack's default is false
-                    "title": "[{{ .Status | toUpper }}] {{ .CommonLabels.alertname }}",
-                    "text": "{{ range .Alerts }}{{ .Annotations.description }}\n"
-                    "runbook: {{ .Annotations.runbook_url }}\n{{ end }}",
+                    "title": TITLE,
+                    "text": ALERT_TEXT,
                 }
             ],
         },
@@ -147,16 +224,22 @@ def render_local(
     group_wait: str = c.AM_GROUP_WAIT,
     group_interval: str = c.AM_GROUP_INTERVAL,
     repeat_interval: str = c.AM_REPEAT_INTERVAL,
+    watchdog_interval: str = c.AM_WATCHDOG_INTERVAL,
 ) -> str:
     """The same routes and inhibitions, every receiver a webhook to the local on-call receiver."""
-    route = _route_tree()
+    route = _route_tree(watchdog_interval)
     route.update(
         group_wait=group_wait, group_interval=group_interval, repeat_interval=repeat_interval
     )
-    receivers: list[dict[str, Any]] = [{"name": "null"}]
-    for name in ("pager", "ticket", "chat"):
+    receivers: list[dict[str, Any]] = []
+    for name in ("watchdog", "meta", "null", "pager", "ticket", "chat"):
+        if name == "null":
+            receivers.append({"name": name})
+            continue
         url = f"{receiver_url.rstrip('/')}/{name}"
-        receivers.append({"name": name, "webhook_configs": [{"url": url, "send_resolved": True}]})
+        resolved = name != "watchdog"  # it never resolves while Prometheus runs
+        hook = {"url": url, "send_resolved": resolved}
+        receivers.append({"name": name, "webhook_configs": [hook]})
     doc = {
         "global": {"resolve_timeout": c.AM_RESOLVE_TIMEOUT},
         "route": route,

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tokenpulse import ports
+
 
 @dataclass(frozen=True)
 class Jobs:
@@ -237,11 +239,54 @@ COMPRESSION_FACTOR = 60
 # ... but never below this many seconds: a `for` of one scrape would fire on a single slow scrape.
 COMPRESSED_MIN_SECONDS = 5
 
-# Where each alert's runbook lives; {alertname} is replaced. Change when the repository moves or
-# runbooks are published elsewhere.
-RUNBOOK_URL_PATTERN = (
-    "https://github.com/tokenpulse/tokenpulse/blob/main/alerts/runbooks/{alertname}.md"
-)
+# Where each alert's runbook lives (kubernetes-mixin's runbookURLPattern); {alertname} is
+# replaced. The default is the deployment's own runbooks, which its on-call receiver serves
+# rendered (GET /runbooks/<alert>): the compose receiver published on the host's loopback, the
+# local stack's on its port (9095 both by default; `up` points its rules at its own). Change it
+# where runbooks are published elsewhere (a wiki, an internal site); keep one page per alert.
+RUNBOOK_URL_PATTERN = f"http://127.0.0.1:{ports.ONCALL}/runbooks/{{alertname}}"
+
+# Grafana as the on-call engineer's browser reaches it: each notification links the dashboard
+# panel of its alert there. The default is the compose Grafana's published address (loopback,
+# GRAFANA_PUBLISH, 3000 by default); change it where Grafana is published elsewhere.
+GRAFANA_URL = "http://127.0.0.1:3000"
+# A notification's dashboard and sample-search links cover this long before and after the
+# alert's start.
+LINK_WINDOW = "1h"
+# The dashboard panel a notification links, by alert name (after ALERT_PREFIX), else by component
+# prefix: (DASHBOARD_UIDS key, panel title). Titles, not ids: ids are renumbered as panels are
+# added; a title that no dashboard has fails `tokenpulse build`.
+ALERT_PANELS: dict[str, tuple[str, str]] = {
+    "Gateway": ("slo", "Requests/s by code"),
+    "GatewayAvailabilityBudgetBurn": ("slo", "Errors by code"),
+    "GatewayLatencyBudgetBurn": ("slo", "Latency percentiles"),
+    "GatewayTokenLatencyBudgetBurn": ("slo", "Time per output token"),
+    "GatewayCircuitBreakerOpen": ("slo", "Circuit breaker"),
+    "GatewayThroughputDrop": ("slo", "Tokens/s"),
+    "Quality": ("quality", "Outputs per version (gateway)"),
+    "QualityEmptyOutputs": ("quality", "Empty outputs"),
+    "QualityTruncation": ("quality", "Truncation"),
+    "QualityRepetition": ("quality", "Repetition"),
+    "QualityNllDrift": ("quality", "NLL drift from the mean"),
+    "QualityNegativeFeedback": ("quality", "Negative feedback"),
+    "Canary": ("quality", "Canary success and match"),
+    "CanaryWorseThanStable": ("quality", "Canary NLL: answers vs golden"),
+    "TfServing": ("serving", "Available versions"),
+    "TfServingBatchQueueSlow": ("serving", "Batch queueing latency"),
+    "TfServingBatchingIneffective": ("serving", "Batch size"),
+    "Exporter": ("pipeline", "Collector success"),
+    "ExporterDown": ("pipeline", "Scrape targets up"),
+    "Gpu": ("gpu", "GPUs seen"),
+    "GpuThrottled": ("gpu", "Throttle reasons"),
+    "GpuCriticalXid": ("gpu", "XID errors"),
+    "GpuEccErrors": ("gpu", "ECC errors"),
+    "GpuLost": ("gpu", "GPUs lost"),
+    "GpuMemoryNearlyFull": ("gpu", "Memory"),
+    "Shipper": ("pipeline", "Backlog age"),
+    "Pipeline": ("pipeline", "Dropped and dead-lettered"),
+}
+# Any other alert (the monitoring's own) links the scrape targets.
+DEFAULT_PANEL = ("pipeline", "Scrape targets up")
 
 # Every alert name starts with this (component prefix in the name itself follows it).
 ALERT_PREFIX = "TokenPulse"
@@ -263,3 +308,6 @@ AM_GROUP_WAIT = "30s"
 AM_GROUP_INTERVAL = "5m"
 AM_REPEAT_INTERVAL = "4h"
 AM_RESOLVE_TIMEOUT = "5m"
+# The Watchdog (always firing) reaches the dead man's switch this often: the switch alarms when it
+# has not arrived for a few of these. Shorter: faster alarm, more notifications.
+AM_WATCHDOG_INTERVAL = "1m"

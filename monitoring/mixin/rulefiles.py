@@ -6,7 +6,7 @@ from typing import Any
 
 import yaml
 
-from monitoring.mixin import config
+from monitoring.mixin import config, links
 from monitoring.mixin.alerts import all_alerts
 from monitoring.mixin.promql import COMPRESSED, NORMAL, Timing
 from monitoring.mixin.rules import recording_groups
@@ -21,7 +21,9 @@ def alert_groups(t: Timing) -> list[dict[str, Any]]:
     """Alerting-rule groups, one per component prefix."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for alert in all_alerts(t):
-        groups.setdefault(alert.component, []).append(alert.rule(t))
+        rule = alert.rule(t)
+        rule["annotations"]["dashboard_url"] = links.dashboard_url(alert.alertname)
+        groups.setdefault(alert.component, []).append(rule)
     return [{"name": f"tokenpulse-{k.lower()}.alerts", "rules": v} for k, v in groups.items()]
 
 

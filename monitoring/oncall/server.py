@@ -1,13 +1,21 @@
-"""A small Alertmanager webhook receiver for the local stack and tests.
+"""A small Alertmanager webhook receiver for the local stack, the compose deployment and tests.
 
 Every POST (any path; the path names the receiver, e.g. /pager, /chat) must carry Alertmanager's
-webhook JSON. Each notification is appended as one line to a JSON-lines file before the answer, and
-each alert in it becomes one readable line for whoever watches the terminal. GET /healthz answers
-200; GET /notifications returns what the file holds (for tests and curious humans).
+webhook JSON, checked field by field first (a 400 names the first wrong field; nothing is recorded).
+Each notification is appended as one line to a JSON-lines file before the answer, with the links of
+each alert (runbook, dashboard panel and sample search around its start, its Prometheus source),
+and each alert becomes one readable line for whoever watches the terminal. The Watchdog, on its own
+path, is recorded without a line; GET /watchdog says when it last arrived, so a dead man's switch
+(or a drill) sees it stop.
+
+GET /healthz answers 200; GET /notifications returns what the file holds (for tests and curious
+humans); GET /runbooks/<alert> the alert's runbook as HTML (GET /runbooks: the list); GET
+/samples?model=&version=&since=&until= how to search the samples of that window.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import threading
 from collections.abc import Callable
@@ -15,13 +23,19 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from tokenpulse import ports
+from monitoring.oncall import runbooks
+from monitoring.oncall.links import WATCHDOG, alert_links, samples_command
+from monitoring.oncall.payload import BadNotification, parse_notification
+from tokenpulse import paths, ports
 from tokenpulse.logging import get_logger
 from tokenpulse.threaded_http import CappedHTTPServer
+
+__all__ = ["BadNotification", "NotificationLog", "OncallSettings", "parse_notification", "serve"]
 
 log = get_logger(__name__)
 
@@ -44,24 +58,13 @@ class OncallSettings(BaseSettings):
     max_connections: int = Field(
         64, ge=1, description="connections served at once; more get 503 and are closed"
     )
-
-
-class BadNotification(ValueError):
-    """The body is not an Alertmanager webhook notification."""
-
-
-def parse_notification(body: bytes) -> dict[str, Any]:
-    """The webhook document, checked for the fields a notification always has."""
-    try:
-        doc = json.loads(body)
-    except (ValueError, RecursionError) as exc:  # RecursionError: nested past Python's limit
-        raise BadNotification("body is not JSON") from exc
-    if not isinstance(doc, dict):
-        raise BadNotification("body must be a JSON object")
-    alerts = doc.get("alerts")
-    if not isinstance(alerts, list) or not all(isinstance(a, dict) for a in alerts):
-        raise BadNotification("'alerts' must be a list of objects")
-    return doc
+    runbooks_dir: Path = Field(
+        paths.ALERTS / "runbooks", description="the runbooks served at /runbooks/<alert>"
+    )
+    public_url: str = Field(
+        f"http://127.0.0.1:{ports.ONCALL}",
+        description="this receiver as a browser reaches it (the sample-search links point here)",
+    )
 
 
 def alert_line(receiver: str, alert: dict[str, Any]) -> str:
@@ -96,15 +99,35 @@ class NotificationLog:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.touch(mode=0o600)  # alert texts and labels: private, as the keys file
 
-    def record(self, receiver: str, doc: dict[str, Any]) -> None:
-        """Append, then announce each alert."""
-        entry = {"received_at": datetime.now(UTC).isoformat(), "receiver": receiver, **doc}
+        self.watchdog: datetime | None = None  # when the Watchdog last arrived
+        self.watchdog_count = 0
+
+    def record(self, receiver: str, doc: dict[str, Any], public_url: str = "") -> None:
+        """Append with each alert's links, then announce each alert but the Watchdog."""
+        now = datetime.now(UTC)
+        external = str(doc.get("externalURL", ""))
+        links = [alert_links(a, external, public_url, now) for a in doc["alerts"]]
+        entry = {"received_at": now.isoformat(), "receiver": receiver, **doc, "links": links}
         line = json.dumps(entry, sort_keys=True) + "\n"
         with self._lock, open(self.path, "a", encoding="utf-8") as fh:
             fh.write(line)
             fh.flush()
+            if any(a["labels"].get("alertname") == WATCHDOG for a in doc["alerts"]):
+                self.watchdog, self.watchdog_count = now, self.watchdog_count + 1
         for alert in doc["alerts"]:
-            self._on_alert(alert_line(receiver, alert))
+            if alert["labels"].get("alertname") != WATCHDOG:
+                self._on_alert(alert_line(receiver, alert))
+
+    def watchdog_state(self) -> dict[str, Any]:
+        """When the Watchdog last arrived (None: not since start), how long ago, how often."""
+        with self._lock:
+            last, count = self.watchdog, self.watchdog_count
+        age = (datetime.now(UTC) - last).total_seconds() if last else None
+        return {
+            "last_received_at": last.isoformat() if last else None,
+            "age_s": age,
+            "count": count,
+        }
 
     def read(self) -> list[dict[str, Any]]:
         """Every notification so far."""
@@ -113,12 +136,28 @@ class NotificationLog:
         return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-def make_handler(store: NotificationLog, timeout_s: float) -> type[BaseHTTPRequestHandler]:
-    """A request handler class bound to one notification log."""
+def samples_page(query: str) -> str:
+    """The sample search of a window: the command for the local store, and its parameters."""
+    args = {k: v[0] for k, v in parse_qs(query).items() if k in SAMPLE_PARAMS and v}
+    command = html.escape(samples_command(args))
+    rows = "".join(f"<li>{html.escape(k)}: {html.escape(v)}</li>" for k, v in args.items())
+    body = (
+        f"<h1>Samples of the alert's window</h1><ul>{rows}</ul>"
+        f"<p>On the machine that runs the stack:</p><pre><code>{command}</code></pre>"
+        "<p>Add <code>--es-url</code> to search Elasticsearch instead of the local store.</p>"
+    )
+    return runbooks.PAGE.format(title="Sample search", body=body)
+
+
+SAMPLE_PARAMS = ("model", "version", "since", "until")
+
+
+def make_handler(store: NotificationLog, settings: OncallSettings) -> type[BaseHTTPRequestHandler]:
+    """A request handler class bound to one notification log and the receiver's settings."""
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "tokenpulse-oncall"
-        timeout = timeout_s  # an idle or trickling connection is closed, its thread freed
+        timeout = settings.timeout_s  # an idle or trickling connection is closed, its thread freed
 
         def _answer(self, status: int, doc: object) -> None:
             body = json.dumps(doc).encode()
@@ -128,11 +167,34 @@ def make_handler(store: NotificationLog, timeout_s: float) -> type[BaseHTTPReque
             self.end_headers()
             self.wfile.write(body)
 
+        def _html(self, status: int, text: str) -> None:
+            body = text.encode("utf-8")
+            self.send_response(status)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
         def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-            if self.path == "/healthz":
+            url = urlsplit(self.path)
+            path = url.path.rstrip("/") or "/"
+            if path == "/healthz":
                 self._answer(200, {"status": "ok"})
-            elif self.path == "/notifications":
+            elif path == "/notifications":
                 self._answer(200, store.read())
+            elif path == "/watchdog":
+                self._answer(200, store.watchdog_state())
+            elif path == "/runbooks":
+                self._html(200, runbooks.index(settings.runbooks_dir))
+            elif path.startswith("/runbooks/"):
+                try:
+                    page = runbooks.render(settings.runbooks_dir, path.removeprefix("/runbooks/"))
+                except runbooks.RunbookNotFound:
+                    self._html(404, runbooks.PAGE.format(title="Not found", body="no runbook"))
+                    return
+                self._html(200, page)
+            elif path == "/samples":
+                self._html(200, samples_page(url.query))
             else:
                 self._answer(404, {"error": "not found"})
 
@@ -151,7 +213,7 @@ def make_handler(store: NotificationLog, timeout_s: float) -> type[BaseHTTPReque
                 self._answer(400, {"error": str(exc)})
                 return
             receiver = self.path.strip("/") or str(doc.get("receiver", "default"))
-            store.record(receiver, doc)
+            store.record(receiver, doc, settings.public_url)
             self._answer(200, {"status": "recorded", "alerts": len(doc["alerts"])})
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
@@ -163,5 +225,5 @@ def make_handler(store: NotificationLog, timeout_s: float) -> type[BaseHTTPReque
 def serve(settings: OncallSettings, on_alert: Callable[[str], None]) -> ThreadingHTTPServer:
     """A bound server (not yet serving); call serve_forever() on it."""
     store = NotificationLog(settings.file, on_alert)
-    handler = make_handler(store, settings.timeout_s)
+    handler = make_handler(store, settings)
     return CappedHTTPServer((settings.host, settings.port), handler, settings.max_connections)

@@ -14,6 +14,7 @@ import argparse
 import os
 import time
 
+from monitoring.alertmanager_check import problem_line
 from stack.components import MissingBinary
 from stack.launch import LaunchError
 from stack.supervise import Stack, Stopped, stop_on_signals
@@ -39,6 +40,20 @@ def _say(message: str) -> None:
     print(message, flush=True)
 
 
+class SecretMissing(RuntimeError):
+    """The Alertmanager config names a secret file that is not there (the message says which)."""
+
+
+def check_alertmanager_config(settings: UpSettings) -> None:
+    """A given Alertmanager config must have every receiver's secret file: Alertmanager reads them
+    only when it sends, so a missing one would fail every page silently."""
+    if settings.alertmanager_config is None:
+        return  # the generated local config: webhooks to the on-call receiver, no secrets
+    line = problem_line(settings.alertmanager_config)
+    if line:
+        raise SecretMissing(f"alertmanager_config {settings.alertmanager_config}: {line}")
+
+
 def run(settings: UpSettings) -> int:
     """Check ports, prepare files, start and supervise the stack until asked to stop."""
     started = time.monotonic()
@@ -46,6 +61,7 @@ def run(settings: UpSettings) -> int:
     with stop_on_signals():
         try:
             check_ports(settings)
+            check_alertmanager_config(settings)
             make_run_dir(settings)
             ensure_models(settings, _say)
             write_models_config(settings)
@@ -67,7 +83,7 @@ def run(settings: UpSettings) -> int:
                 time.sleep(0.5)
         except Stopped as why:
             _say(f"{why} received: stopping the stack ...")
-        except (PortError, MissingBinary, BuildFailed, EsSetupFailed) as exc:
+        except (PortError, MissingBinary, BuildFailed, EsSetupFailed, SecretMissing) as exc:
             _say(f"tokenpulse up: error: {exc}")
             return 2
         except LaunchError as exc:

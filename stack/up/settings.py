@@ -81,6 +81,16 @@ class UpSettings(BaseSettings):
         validation_alias=AliasChoices("es_api_key", "TOKENPULSE_UP_ES_API_KEY", "ES_API_KEY"),
         description="Elasticsearch API key (prefer the env var ES_API_KEY); empty: none",
     )
+    grafana_url: str = Field(
+        mixin.GRAFANA_URL,
+        description="Grafana as your browser reaches it: each notification links its alert's "
+        "dashboard panel there (runbooks: the on-call receiver serves them)",
+    )
+    alertmanager_config: Path | None = Field(
+        None,
+        description="run Alertmanager with this config (real pager/chat receivers) instead of "
+        "the generated local one; up refuses to start when a receiver's secret file is missing",
+    )
     rules: Literal["normal", "compressed"] = Field(
         "normal", description="alert rules: normal, or compressed (windows /60, for drills)"
     )

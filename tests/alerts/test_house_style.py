@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from monitoring.mixin import config
+from monitoring.mixin import config, links
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = yaml.safe_load((ROOT / "alerts" / "alerts.rules.yml").read_text())
@@ -29,10 +29,12 @@ def test_alert_follows_house_style(rule: dict) -> None:
     assert rule.get("for"), "every alert has a for"
     assert rule["labels"]["severity"] in ("critical", "warning", "info")
     notes = rule["annotations"]
-    assert set(notes) == {"summary", "description", "runbook_url"}
+    assert set(notes) == {"summary", "description", "runbook_url", "dashboard_url"}
     assert notes["summary"] and "{{" not in notes["summary"], "summary is static"
     assert "{{ $labels." in notes["description"] or "{{ $value" in notes["description"]
     assert notes["runbook_url"] == config.RUNBOOK_URL_PATTERN.format(alertname=rule["alert"])
+    # the panel that shows the alert's signal (a notification adds the time range)
+    assert notes["dashboard_url"] == links.dashboard_url(rule["alert"])
 
 
 @pytest.mark.parametrize("name", sorted({r["alert"] for r in ALERTS}))

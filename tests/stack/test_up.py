@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from monitoring.mixin import alertmanager
 from stack import components
 from stack.config import StackConfig
 from stack.launch import Launched, running_process
@@ -27,6 +28,7 @@ from stack.up import files, plan
 from stack.up.ports import PortError, check_ports
 from stack.up.settings import PORT_FIELDS, UpSettings
 from tests.support.up import up_config, up_settings
+from tokenpulse.procs import free_port
 from tokenpulse.tfserving.config import parse_model_server_config
 
 
@@ -141,7 +143,13 @@ def test_prometheus_scrapes_every_component_and_alertmanager_calls_the_receiver(
     ports = {getattr(s, f) for f in PORT_FIELDS} - {s.grpc_port, s.oncall_port}
     assert scraped == {f"127.0.0.1:{p}" for p in ports}
     assert prom["global"]["scrape_interval"] == "2s"
-    assert all("/compressed/" in f and Path(f).is_file() for f in prom["rule_files"])
+    sources = [Path(f).read_text().splitlines()[1] for f in prom["rule_files"]]
+    assert len(sources) == 2 and all("/compressed/" in line for line in sources)
+    # the stack's copies link its own runbooks, served by its on-call receiver (issue 17 B)
+    alerts = yaml.safe_load(Path(prom["rule_files"][1]).read_text())["groups"][0]["rules"][0]
+    runbook = f"http://127.0.0.1:{s.oncall_port}/runbooks/{alerts['alert']}"
+    assert alerts["annotations"]["runbook_url"] == runbook
+    assert alerts["annotations"]["dashboard_url"].startswith(f"{s.grafana_url}/d/tokenpulse-")
     assert prom["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == [
         f"127.0.0.1:{s.alertmanager_port}"
     ]
@@ -151,6 +159,23 @@ def test_prometheus_scrapes_every_component_and_alertmanager_calls_the_receiver(
     assert hooks and all(h.startswith(f"http://127.0.0.1:{s.oncall_port}/") for h in hooks)
     assert all(f"127.0.0.1:{getattr(s, f)}" in " ".join(a) for a, f in
                zip(started, ("prometheus_port", "alertmanager_port"), strict=True))  # fmt: skip
+    for argv, field in zip(started, ("prometheus_port", "alertmanager_port"), strict=True):
+        assert f"--web.external-url=http://127.0.0.1:{getattr(s, field)}/" in argv
+
+
+def test_a_missing_receiver_secret_stops_up_in_one_line_before_anything_starts(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "alertmanager.yml"  # the deployment's routes, its secrets not in place
+    secrets = tmp_path / "secrets"
+    config.write_text(alertmanager.render().replace(alertmanager.SECRETS, str(secrets)))
+    ports = [f"--{f.replace('_', '-')}={free_port()}" for f in PORT_FIELDS]
+    done = _up(tmp_path, *ports, f"--alertmanager-config={config}", f"--run-dir={tmp_path / 'run'}")
+    assert done.returncode == 2, done.stdout + done.stderr
+    (line,) = done.stdout.splitlines()
+    assert line.startswith(f"tokenpulse up: error: alertmanager_config {config}: receiver 'pager'")
+    assert f"{secrets}/pagerduty-routing-key does not exist" in line
+    assert not (tmp_path / "run").exists()  # nothing was prepared, nothing started
 
 
 def test_banner_lists_every_component_and_what_to_do_next(tmp_path: Path) -> None:

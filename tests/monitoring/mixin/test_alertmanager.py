@@ -23,6 +23,11 @@ amtool = pytest.mark.skipif(shutil.which("amtool") is None, reason="amtool not i
 
 # (labels of an alert, the receiver it must reach): one case per route, plus the root fallback
 ROUTE_CASES = [
+    (["alertname=Watchdog", "severity=none"], "watchdog"),
+    (["alertname=Watchdog", "severity=none", "meta=true"], "watchdog"),
+    # the monitoring's own alerts: never behind the pager or chat secrets they may report
+    (["alertname=AlertmanagerFailedToSendAlerts", "severity=critical", "meta=true"], "meta"),
+    (["alertname=PrometheusRuleFailures", "severity=warning", "meta=true"], "meta"),
     (["severity=info", "alertname=TokenPulseQualityNllDrift", "model=gen"], "null"),
     (["severity=critical", "alertname=TokenPulseTfServingDown"], "pager"),
     (
@@ -207,6 +212,28 @@ def test_local_variant_points_every_receiver_at_the_oncall_receiver() -> None:
     urls = {
         r["name"]: r["webhook_configs"][0]["url"] for r in doc["receivers"] if r["name"] != "null"
     }
-    assert urls == {n: f"http://127.0.0.1:1234/{n}" for n in ("pager", "ticket", "chat")}
+    names = ("watchdog", "meta", "pager", "ticket", "chat")
+    assert urls == {n: f"http://127.0.0.1:1234/{n}" for n in names}
     assert doc["route"]["group_wait"] == "1s"
     assert doc["inhibit_rules"] == yaml.safe_load(FILES[0].read_text())["inhibit_rules"]
+
+
+def test_watchdog_route_repeats_on_its_own_short_interval() -> None:
+    """A dead man's switch must hear it every interval, whatever the pages' 4 h repeat."""
+    for doc in (
+        yaml.safe_load(FILES[0].read_text()),
+        yaml.safe_load(alertmanager.render_local("http://x", watchdog_interval="5s")),
+    ):
+        (route,) = [r for r in doc["route"]["routes"] if r["receiver"] == "watchdog"]
+        local = doc["receivers"][0]["webhook_configs"][0]["url"] == "http://x/watchdog"
+        want = "5s" if local else "1m"
+        assert route["repeat_interval"] == route["group_interval"] == want
+        assert route["group_wait"] == "0s"
+        (hook,) = doc["receivers"][0]["webhook_configs"]
+        assert doc["receivers"][0]["name"] == "watchdog" and hook["send_resolved"] is False
+
+
+def test_meta_receiver_needs_no_secret_file() -> None:
+    receivers = {r["name"]: r for r in yaml.safe_load(FILES[0].read_text())["receivers"]}
+    assert list(receivers["meta"]) == ["name", "webhook_configs"]
+    assert "_file" not in str(receivers["meta"]) and "_file" not in str(receivers["watchdog"])
