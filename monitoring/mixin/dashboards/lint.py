@@ -8,7 +8,10 @@ the rules and runbooks, against the stack's metric catalogue (monitoring.mixin.r
 Dead selectors and legends, as far as the JSON shows them: a variable the dashboard does not
 define (Grafana sends `$version` literally, which matches nothing); a multi-value variable matched
 with `=` (its All value `.*` is then a literal); a legend naming a label that the query's
-aggregations drop (every series gets the same empty legend).
+aggregations drop (every series gets the same empty legend). `label_problems` also needs the
+labels each metric carries (the caller gathers them from the components): a selector on a label
+its metric lacks, such as `$version` on the version-less queue wait, matches nothing once a
+value is chosen.
 """
 
 from __future__ import annotations
@@ -147,4 +150,32 @@ def lint(models: Mapping[str, Mapping[str, Any]]) -> list[str]:
         problems.extend(_dead_problems(uid, model))
         for panel in model.get("panels", []):
             problems.extend(_panel_problems(uid, panel))
+    return problems
+
+
+_SELECTOR = re.compile(r"([a-zA-Z_:][\w:]*)\s*\{([^}]*)\}")
+_MATCHER = re.compile(r'(\w+)\s*(=~|!~|!=|=)\s*"')
+
+
+def label_problems(
+    models: Mapping[str, Mapping[str, Any]], labels: Mapping[str, set[str]], target_labels: set[str]
+) -> list[str]:
+    """Selectors that match on a label their metric never carries: with any value chosen (a
+    model, a version) they match nothing. `labels` maps a series name to its labels as the
+    component declares them; Prometheus adds `target_labels` to every scraped series. Series
+    `labels` does not know (recorded, Prometheus' own) are left alone."""
+    problems = []
+    for model in models.values():
+        for panel in model.get("panels", []):
+            for target in panel.get("targets", []):
+                for metric, matchers in _SELECTOR.findall(target.get("expr", "")):
+                    if metric not in labels:
+                        continue
+                    carried = labels[metric] | target_labels
+                    for label, op in _MATCHER.findall(matchers):
+                        if op in ("=", "=~") and label not in carried:
+                            problems.append(
+                                f"{model.get('uid')} / {panel.get('title')}: {metric} has no "
+                                f"label {label}: the selector matches nothing once one is chosen"
+                            )
     return problems
