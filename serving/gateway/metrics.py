@@ -241,11 +241,11 @@ class GatewayMetrics:
             self.breaker_rejected.labels(model, s.route).inc()
         if s.queue_wait_s > 0 or s.upstream_s > 0:
             queue_wait.observe(s.queue_wait_s)
+        if s.disconnected:  # also before any chunk came back: its own outcome, always counted
+            self._children(model, s.version, s.route).client_disconnects.inc()
         if s.upstream_s <= 0 and not s.outputs:
             return
         c = self._children(model, s.version, s.route)
-        if s.disconnected:
-            c.client_disconnects.inc()
         if s.upstream_s > 0:
             c.upstream_duration.observe(s.upstream_s)
         tpot = s.time_per_output_token_s

@@ -165,6 +165,13 @@ def test_a_disconnect_is_counted_as_its_own_outcome() -> None:
     assert get("tokenpulse_gateway_requests_total", {**out, "code": "499"}) == 1
 
 
+def test_a_disconnect_before_the_first_chunk_is_counted_too() -> None:
+    m = GatewayMetrics(models=["gen"])
+    m.observe(_stats(mode="stream", status=499, disconnected=True, upstream_s=0.0, outputs=[]))
+    out = {"model": "gen", "version": "2", "route": "completions"}
+    assert m.registry.get_sample_value("tokenpulse_gateway_client_disconnects_total", out) == 1
+
+
 def test_exemplars_carry_the_request_id_in_openmetrics_only() -> None:
     m = GatewayMetrics(models=["gen"])
     m.observe(_stats(request_id="abc123", mode="stream", time_to_first_token_s=0.05))

@@ -272,3 +272,16 @@ def test_deadlines_apply_per_stream_with_unary_status_codes(served, fake) -> Non
     fake.state.delay_s = 1.5
     late = httpx.post(f"{gw.url}/v1/completions", headers=headers, json=body, timeout=10)
     assert late.status_code == 504 and late.json()["error"]["code"] == "deadline_exceeded"
+
+
+def test_a_disconnect_before_the_first_chunk_is_counted_and_cancels_it(served, fake) -> None:
+    gw, _, keys = served
+    fake.state.delay_s = 0.6
+    before = metric_value(gw.url, "tokenpulse_gateway_client_disconnects_total")
+    cancelled = fake.cancelled
+    body = {"model": "gen", "prompt": "p", "max_tokens": 16, "stream": True}
+    with pytest.raises(httpx.ReadTimeout):  # hangs up while the first chunk runs
+        httpx.post(f"{gw.url}/v1/completions", headers=auth(keys["demo"]), json=body, timeout=0.2)
+    time.sleep(1.0)
+    assert fake.cancelled == cancelled + 1
+    assert metric_value(gw.url, "tokenpulse_gateway_client_disconnects_total") == before + 1
