@@ -5,6 +5,7 @@
     tokenpulse rollout rollback                  # stable back to the version it had before
     tokenpulse rollout canary-weight 25          # 25 % of callers to the canary; 0 stops it
     tokenpulse rollout serve 1 2                 # load version 2 beside 1, then label it canary
+    tokenpulse rollout progressive 5 25 50 100   # steps judged on Prometheus; rolls back itself
     tokenpulse rollout rollback --deployment compose
 
 Labels live in the models.config both the model server (TF Serving's config poll: ours or the
@@ -17,28 +18,18 @@ are AVAILABLE and confirms the label it routes by.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
-import urllib.error
-import urllib.request
 from typing import Any
 
-from serving.gateway.admin import (
-    CanaryWeightFileError,
-    parse_canary_weight,
-    write_canary_weight,
-)
-from stack.rollout.labels import ModelsConfig, RolloutError
+from stack.rollout.actions import PROG, canary_weight, move_label, rollback, serve, status
+from stack.rollout.labels import RolloutError
+from stack.rollout.progressive import ProgressiveSettings, progressive
 from stack.rollout.settings import RolloutSettings
 from tokenpulse.settings_cli import KEBAB, add_settings_arguments, settings_from_args
-
-PROG = "tokenpulse rollout"
+from tokenpulse.tfserving.config import LABEL_RE
 
 
 def _label(text: str) -> str:
-    from tokenpulse.tfserving.config import LABEL_RE
-
     if not LABEL_RE.match(text):
         raise argparse.ArgumentTypeError("version labels use [a-zA-Z0-9_]+")
     return text
@@ -74,10 +65,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     serve.add_argument("versions", type=_version, nargs="+", help="every version to serve")
     for action in (status, label, rollback, weight, serve):
         add_settings_arguments(action, RolloutSettings, style=KEBAB)
+    steps = sub.add_parser(
+        "progressive", help="raise the canary weight in steps while it holds; roll back if not"
+    )
+    steps.add_argument("steps", type=_percent, nargs="+", help="weights in percent, e.g. 5 25 50")
+    add_settings_arguments(steps, ProgressiveSettings, style=KEBAB)
 
 
 def main(args: argparse.Namespace) -> int:
     """Run the action; a refusal or failure is one line on stderr and exit 1."""
+    if args.rollout_command == "progressive":
+        progressive_settings = settings_from_args(ProgressiveSettings, args)
+        try:
+            progressive(progressive_settings, args.steps, lambda line: print(line, flush=True))
+        except RolloutError as exc:
+            print(f"{PROG}: error: {exc}", file=sys.stderr)
+            return 1
+        return 0
     settings = settings_from_args(RolloutSettings, args)
     try:
         for line in run(settings, args.rollout_command, vars(args)):
@@ -101,159 +105,3 @@ def run(settings: RolloutSettings, action: str, args: dict[str, Any]) -> list[st
     if action == "serve":
         return serve(settings, args["versions"])
     raise RolloutError(f"unknown action {action!r}")
-
-
-# ---- the gateway's view ------------------------------------------------------------------------
-
-
-def gateway_view(settings: RolloutSettings) -> tuple[list[int], dict[str, int]]:
-    """(AVAILABLE versions, labels it routes by) of the model, from the gateway's /readyz."""
-    url = f"{settings.gateway_url.rstrip('/')}/readyz"
-    try:
-        with urllib.request.urlopen(url, timeout=5) as resp:
-            body = resp.read()
-    except urllib.error.HTTPError as exc:  # 503 not ready: the body still says what it knows
-        body = exc.read()
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise RolloutError(f"cannot reach the gateway at {url}: {reason}") from exc
-    try:
-        model = json.loads(body)["models"][settings.model]
-        versions = sorted(int(v) for v in model["available_versions"])
-        return versions, {str(k): int(v) for k, v in model["labels"].items()}
-    except (ValueError, KeyError, TypeError) as exc:
-        raise RolloutError(f"the gateway at {url} does not serve model {settings.model!r}") from exc
-
-
-def _require_available(settings: RolloutSettings, version: int) -> None:
-    available, _ = gateway_view(settings)
-    if version not in available:
-        shown = ", ".join(map(str, available)) or "none"
-        raise RolloutError(
-            f"version {version} of model {settings.model!r} is not AVAILABLE (AVAILABLE: "
-            f"{shown}); TF Serving refuses a label on it, so the label stays where it is"
-        )
-
-
-def _wait_routed(settings: RolloutSettings, label: str, version: int, path: Any) -> None:
-    deadline = time.monotonic() + settings.wait_s
-    while True:
-        seen = gateway_view(settings)[1].get(label)
-        if seen == version:
-            return
-        if time.monotonic() >= deadline:
-            raise RolloutError(
-                f"wrote {path}, but after {settings.wait_s:g}s the gateway at "
-                f"{settings.gateway_url} routes {label} to {seen}: does it read this file "
-                "(gateway --model-config-file)?"
-            )
-        time.sleep(0.5)
-
-
-# ---- actions -----------------------------------------------------------------------------------
-
-
-def move_label(settings: RolloutSettings, label: str, version: int) -> list[str]:
-    """Point `label` at `version`, refused unless that version is AVAILABLE."""
-    config = ModelsConfig.read(settings.models_config)
-    _require_available(settings, version)
-    old = config.move(settings.model, label, version)
-    if old == version:
-        return [f"{label} is already version {version} of {settings.model}; nothing to do"]
-    config.write()
-    _wait_routed(settings, label, version, settings.models_config)
-    was = "new label" if old is None else f"was version {old}"
-    return [
-        f"{settings.model}: {label} -> version {version} ({was}); the gateway routes by it now",
-        f"the model server applies {settings.models_config} at its next config poll",
-    ]
-
-
-def rollback(settings: RolloutSettings) -> list[str]:
-    """The stable label back to the version it pointed at before its last move."""
-    label, path = settings.stable_label, settings.models_config
-    config = ModelsConfig.read(path)
-    earlier = config.earlier(settings.model, label)
-    if not earlier:
-        raise RolloutError(
-            f"no earlier {label} version of {settings.model} is recorded in {path}: nothing "
-            f"to roll back to (`{PROG} label {label} <version>` moves it by hand)"
-        )
-    target = earlier[-1]
-    _require_available(settings, target)
-    old = config.move(settings.model, label, target, remember=False)
-    config.forget_last(settings.model, label)
-    config.write()
-    _wait_routed(settings, label, target, path)
-    return [
-        f"{settings.model}: rolled {label} back to version {target} (from {old}); "
-        "the gateway routes by it now",
-        f"the model server applies {path} at its next config poll",
-    ]
-
-
-def serve(settings: RolloutSettings, versions: list[int]) -> list[str]:
-    """Serve exactly these versions (a new one loads next to the old, ready to be labelled)."""
-    path = settings.models_config
-    config = ModelsConfig.read(path)
-    config.serve(settings.model, versions)
-    config.write()
-    deadline = time.monotonic() + settings.wait_s
-    while True:
-        missing = sorted(set(versions) - set(gateway_view(settings)[0]))
-        if not missing or time.monotonic() >= deadline:
-            break
-        time.sleep(0.5)
-    shown = ", ".join(map(str, sorted(set(versions))))
-    lines = [f"{settings.model}: serving versions {shown} ({path})"]
-    if missing:
-        lines.append(
-            "not AVAILABLE yet: " + ", ".join(map(str, missing)) + "; the model server loads "
-            f"them at its next config poll (`{PROG} status` shows when)"
-        )
-    return lines
-
-
-def canary_weight(settings: RolloutSettings, percent: float) -> list[str]:
-    """Write the gateway's canary weight file."""
-    path = settings.canary_weight_path
-    try:
-        write_canary_weight(path, percent / 100)
-    except (OSError, CanaryWeightFileError) as exc:
-        raise RolloutError(f"cannot write {path}: {exc}") from exc
-    return [f"canary weight {percent:g}% written to {path}; the gateway applies it within 1 s"]
-
-
-def status(settings: RolloutSettings) -> list[str]:
-    """What the gateway routes by, what the file says, where stable was, the canary weight."""
-    config = ModelsConfig.read(settings.models_config)
-    available, routed = gateway_view(settings)
-    filed = config.labels(settings.model)
-    lines = [
-        f"model {settings.model} at {settings.gateway_url} (models config "
-        f"{settings.models_config})",
-        "AVAILABLE versions: " + (", ".join(map(str, available)) or "none"),
-        "labels the gateway routes by: " + _labels(routed),
-    ]
-    if filed != routed:
-        lines.append("labels in the file (not applied yet): " + _labels(filed))
-    earlier = config.earlier(settings.model, settings.stable_label)
-    lines.append(
-        f"{settings.stable_label} before: " + (", ".join(map(str, earlier)) or "not recorded")
-    )
-    lines.append("canary weight: " + _weight(settings))
-    return lines
-
-
-def _labels(labels: dict[str, int]) -> str:
-    return ", ".join(f"{k} -> {v}" for k, v in sorted(labels.items())) or "none"
-
-
-def _weight(settings: RolloutSettings) -> str:
-    path = settings.canary_weight_path
-    try:
-        return f"{parse_canary_weight(path.read_text(encoding='utf-8')) * 100:g}% ({path})"
-    except FileNotFoundError:
-        return f"the gateway's start-up setting (no {path})"
-    except (OSError, CanaryWeightFileError) as exc:
-        return f"unreadable {path}: {exc}"
