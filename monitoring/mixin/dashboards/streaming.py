@@ -3,7 +3,7 @@ requests and client disconnects (the gateway's vLLM-style stream metrics)."""
 
 from __future__ import annotations
 
-from grafana_foundation_sdk.builders import dashboard
+from grafana_foundation_sdk.builders import dashboard, timeseries
 
 from monitoring.mixin import config as cfg
 from monitoring.mixin.alerts import SLO_NAMES
@@ -28,7 +28,7 @@ def _quantiles(metric: str, quantiles: tuple[float, ...] = QUANTILES) -> list[Q]
     ]
 
 
-def _ttft_panel() -> dashboard.Panel:
+def _ttft_panel() -> timeseries.Panel:
     slo = next((s for s in cfg.SLOS if s.name == "ttft"), None)
     alert = SLO_NAMES.get("ttft")
     return ts_panel(
