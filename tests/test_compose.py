@@ -13,12 +13,16 @@ import pytest
 import yaml
 from pydantic_settings import BaseSettings
 
+from monitoring.mixin import config as mixin_config
 from stack.cli import build_parser
 from tokenpulse.tfserving import config as tfs_config
 
 ROOT = Path(__file__).resolve().parents[1]
-ONE_SHOTS = {"model-build", "setup", "es-users"}
-PROJECT_SERVICES = {"model-build", "gateway", "exporter", "shipper", "setup", "oncall-receiver"}
+ONE_SHOTS = {"model-build", "setup", "es-users", "alertmanager-check"}
+PROJECT_SERVICES = {
+    "model-build", "gateway", "exporter", "shipper", "setup", "oncall-receiver",
+    "alertmanager-check",
+}  # fmt: skip
 
 
 def _mounts(service: dict) -> list[dict]:
@@ -254,6 +258,45 @@ def test_alertmanager_ticket_webhook_resolves_to_a_service(compose: dict) -> Non
         for hook in r.get("webhook_configs", []):
             host, _, rest = hook["url"].removeprefix("http://").partition(":")
             assert host in names and rest.startswith(str(port)), hook["url"]
+
+
+def test_alertmanager_starts_only_once_its_receivers_secret_files_are_checked(
+    compose: dict,
+) -> None:
+    """Alertmanager reads them only when it sends: without the check a fresh deployment would
+    start clean and fail every page (issue 17 A3)."""
+    services = compose["services"]
+    check, manager = services["alertmanager-check"], services["alertmanager"]
+    depends = manager["depends_on"]["alertmanager-check"]
+    assert depends["condition"] == "service_completed_successfully"
+    config = _listen_flag(check["command"], "--config-file")
+    assert f"--config.file={config}" in manager["command"]
+    # the check sees what Alertmanager sees: the same config and secrets at the same paths
+    seen = {m["target"]: m["source"] for m in _mounts(check)}
+    for mount in _mounts(manager):
+        if mount["target"] in (config, "/etc/alertmanager/secrets"):
+            assert seen[mount["target"]] == mount["source"], mount
+
+
+def _listen_flag(command: list[str], flag: str) -> str:
+    return command[command.index(flag) + 1]
+
+
+def test_links_in_notifications_point_at_published_addresses(compose: dict) -> None:
+    """generatorURL, the Alertmanager link and every runbook_url open from the operator's host."""
+    services = compose["services"]
+    for name, port in (("prometheus", 9090), ("alertmanager", 9093)):
+        (published,) = [p for p in services[name]["ports"] if p.endswith(f":{port}/tcp")]
+        host = published.rsplit(":", 1)[0]  # docker-compose writes host:published:target/tcp
+        assert f"--web.external-url=http://{host}/" in services[name]["command"], name
+    receiver = services["oncall-receiver"]
+    (published,) = receiver["ports"]
+    host, _, inside = published.removesuffix("/tcp").rpartition(":")
+    assert inside == str(_listen_port(receiver["command"], "--port"))
+    assert mixin_config.RUNBOOK_URL_PATTERN.startswith(f"http://{host}/runbooks/")
+    runbooks = {m["target"]: Path(m["source"]) for m in _mounts(receiver)}
+    folder = runbooks[_listen_flag(receiver["command"], "--runbooks-dir")]
+    assert folder == ROOT / "alerts" / "runbooks" and list(folder.glob("TokenPulse*.md"))
 
 
 def test_tf_serving_flags_are_ones_the_local_server_accepts_too(compose: dict) -> None:
