@@ -84,9 +84,14 @@ CONTINUE_OUTPUTS: dict[str, str] = {
 FINISH_NONE = ""  # `continue` only: the row has budget left and has not stopped
 
 # Tokens per `continue` call when a client streams: each call re-prefills the prompt and the
-# bytes so far, so a small chunk costs prefill work and a large one delays the next tokens and
-# the chance to join a batch. Chosen from `tokenpulse bench continuation` (provisional).
-DEFAULT_STREAM_CHUNK = 8
+# bytes so far, so a small chunk costs throughput and a large one delays the first tokens.
+# `tokenpulse bench continuation` (default-preset model, 64 new tokens, batching on, 2 shared
+# cores; ranges over four runs, two for 32): against unary, tokens/s at c=32 and first tokens
+# at c=1 were 8: 0.42-0.46x, 0.21-0.22x; 16: 0.55-0.73x, 0.31-0.35x; 32: 0.96-1.02x,
+# 0.57-0.60x. 16 is the closest to both of issue 19's targets (>= 0.8x tokens/s, <= 0.3x
+# first-token latency); a chunk that grows per call (8, 32, ...) did worse under load: a batch
+# runs as many steps as its longest chunk. Rows of one batch should ask for the same chunk.
+DEFAULT_STREAM_CHUNK = 16
 
 
 def continue_row(

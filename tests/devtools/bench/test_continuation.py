@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from devtools.bench.continuation import TARGET_RATIO, Mode, choose_chunk
+from devtools.bench.continuation import TARGET_RATIO, TTFT_TARGET, Mode, choose_chunk
 
 
 def test_quick_run_reports_every_mode_side_by_side(model_base: Path) -> None:
@@ -33,21 +33,33 @@ def test_quick_run_reports_every_mode_side_by_side(model_base: Path) -> None:
     assert doc["chosen_chunk"]["chunk"] == 4 and doc["chosen_chunk"]["concurrency"] == 4
 
 
-def row(chunk: int, conc: int, ratio: float, growth: int = 1) -> dict:
-    name = f"chunk {chunk}x{growth}" if growth > 1 else f"chunk {chunk}"
+def row(chunk: int, conc: int, tput: float, first: float, growth: int = 1) -> dict:
+    name = "unary" if not chunk else f"chunk {chunk}" + (f"x{growth}" if growth > 1 else "")
     return {"mode": name, "chunk": chunk, "growth": growth, "concurrency": conc,
-            "tokens_per_s_vs_unary": ratio}  # fmt: skip
+            "tokens_per_s_vs_unary": tput, "first_p50_vs_unary": first}  # fmt: skip
 
 
-def test_the_chunk_rule_takes_the_smallest_fast_enough_at_the_top_level() -> None:
-    rows = [row(0, 32, 1.0), row(4, 32, 0.6), row(8, 32, TARGET_RATIO), row(16, 32, 0.95)]
-    rows += [row(4, 8, 0.9)]  # a lower level does not decide
-    assert choose_chunk(rows)["chunk"] == 8
-    growing = [*rows, row(8, 32, 0.9, growth=2), row(4, 32, 0.85, growth=2)]
-    assert choose_chunk(growing)["mode"] == "chunk 4x2"
-    slow = [row(0, 32, 1.0), row(4, 32, 0.5), row(8, 32, 0.7), row(16, 32, 0.6)]
-    assert choose_chunk(slow)["chunk"] == 8 and "none reached" in choose_chunk(slow)["rule"]
-    assert choose_chunk([row(0, 1, 1.0)]) is None
+def level(conc: int, *modes: tuple[int, float, float]) -> list[dict]:
+    return [row(0, conc, 1.0, 1.0)] + [row(k, conc, tput, first) for k, tput, first in modes]
+
+
+def test_the_rule_takes_the_smallest_chunk_meeting_both_targets() -> None:
+    ok = TARGET_RATIO + 0.01
+    rows = level(1, (4, 0.5, 0.1), (8, 0.7, 0.2), (16, 0.9, 0.25))
+    rows += level(32, (4, 0.4, 0.3), (8, ok, 0.5), (16, 0.95, 0.6))  # first tokens: c=1 counts
+    assert choose_chunk(rows)["mode"] == "chunk 8"
+
+
+def test_without_a_winner_the_rule_weighs_both_shortfalls_alike() -> None:
+    # chunk 8 meets the first-token target but loses half the throughput; 32 the reverse
+    rows = level(1, (8, 0.5, 0.2), (16, 0.7, 0.33), (32, 0.9, 0.6))
+    rows += level(8, (8, 0.5, 0.3), (16, 0.7, 0.4), (32, 0.9, 0.6))
+    rows += level(32, (8, 0.45, 0.3), (16, 0.7, 0.4), (32, 1.0, 0.6))
+    chosen = choose_chunk(rows)
+    assert chosen["mode"] == "chunk 16"
+    assert (chosen["concurrency"], chosen["first_concurrency"]) == (32, 1)
+    assert chosen["shortfall"] == pytest.approx(max(0.1 / 0.8, 0.03 / TTFT_TARGET), abs=1e-3)
+    assert choose_chunk(level(1)) is None
 
 
 def test_chunk_specs_name_fixed_and_growing_streams() -> None:
