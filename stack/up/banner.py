@@ -92,6 +92,9 @@ def banner(s: UpSettings, config: StackConfig, key: str, pids: dict[str, int]) -
         "",
         f"Notifications land in {s.path('oncall.jsonl')} (one JSON line each) and, readable,",
         f"in {s.path('logs/oncall.log')}: tail -f it. {_drill(config, pids, s.restart_delay_s)}",
+        f"Every page links its runbook ({config.url('oncall_port', '/runbooks')}), dashboard panel"
+        f" ({s.grafana_url}) and sample search; the Watchdog (dead man's switch, every "
+        f"{config.watchdog_interval}) last arrived: {config.url('oncall_port', '/watchdog')}",
         "",
         "Preview the dashboards as PNGs from this Prometheus:",
         f"  .venv/bin/tokenpulse dashboards preview --prometheus {prometheus}"

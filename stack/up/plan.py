@@ -53,6 +53,7 @@ def stack_config(s: UpSettings) -> StackConfig:
         es_url=s.es_url,
         es_api_key=s.es_api_key,
         grafana_url=s.grafana_url,
+        watchdog_interval=s.watchdog_interval,
         alertmanager_config=s.alertmanager_config.resolve() if s.alertmanager_config else None,
         start_timeout_s=s.start_timeout_s,
         replica_ports=replica_ports(s.rest_port, s.grpc_port, s.model_server_replicas),

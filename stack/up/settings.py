@@ -86,6 +86,12 @@ class UpSettings(BaseSettings):
         description="Grafana as your browser reaches it: each notification links its alert's "
         "dashboard panel there (runbooks: the on-call receiver serves them)",
     )
+    watchdog_interval: str = Field(
+        mixin.AM_WATCHDOG_INTERVAL,
+        pattern=DURATION,
+        description="how often the always-firing Watchdog reaches the on-call receiver (GET "
+        "/watchdog: its last arrival), so a stopped Prometheus shows as its silence",
+    )
     alertmanager_config: Path | None = Field(
         None,
         description="run Alertmanager with this config (real pager/chat receivers) instead of "

@@ -189,6 +189,8 @@ def test_banner_lists_every_component_and_what_to_do_next(tmp_path: Path) -> Non
     assert "curl -sS" in text and "from openai import OpenAI" in text and "tp-demo" in text
     assert "tokenpulse samples search" in text and "tokenpulse dashboards preview" in text
     assert str(s.path("oncall.jsonl")) in text and "tensorboard --logdir" in text
+    assert f"http://127.0.0.1:{s.oncall_port}/runbooks" in text
+    assert f"http://127.0.0.1:{s.oncall_port}/watchdog" in text
     assert text.rstrip().endswith(up_banner.READY_LINE)
     links = [line.split(": ", 1)[1] for line in text.splitlines() if "/graph?" in line]
     assert len(links) == len(up_banner.KEY_GRAPHS)
