@@ -33,6 +33,20 @@ PROMETHEUS_SERIES = frozenset(
         "scrape_series_added",
     }
 )
+# Prometheus's and Alertmanager's own series (both are scraped: jobs "prometheus" and
+# "alertmanager"), those the meta-alerts read; names as of Prometheus 2.42 and Alertmanager 0.25.
+MONITORING_SERIES = frozenset(
+    {
+        "prometheus_rule_evaluation_failures_total",
+        "prometheus_rule_group_iterations_missed_total",
+        "prometheus_notifications_alertmanagers_discovered",
+        "prometheus_notifications_errors_total",
+        "prometheus_notifications_sent_total",
+        "alertmanager_notifications_failed_total",
+        "alertmanager_notifications_total",
+        "alertmanager_config_last_reload_successful",
+    }
+)
 # family type -> the suffixes of its series (prometheus_client family names carry none)
 _SUFFIXES = {
     "counter": ("_total",),
@@ -85,5 +99,12 @@ def exporter() -> set[str]:
 
 
 def declared_metrics() -> set[str]:
-    """Every series name the model server, gateway, exporter, log pipeline and Prometheus expose."""
-    return set(PROMETHEUS_SERIES) | gateway() | modelserver() | exporter() | log_pipeline()
+    """Every series name the model server, gateway, exporter, log pipeline, Prometheus and
+    Alertmanager expose."""
+    return (
+        set(PROMETHEUS_SERIES | MONITORING_SERIES)
+        | gateway()
+        | modelserver()
+        | exporter()
+        | log_pipeline()
+    )

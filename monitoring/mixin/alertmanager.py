@@ -50,45 +50,59 @@ def _names(alerts: list[Alert]) -> str:
 
 
 def inhibit_rules() -> list[dict[str, Any]]:
-    """A down upstream silences what it explains; a page silences its own ticket tier.
+    """A cause firing now silences what it explains; after a TfServingDown page, only windowed
+    symptoms stay silenced; a page silences its own ticket tier.
 
-    Scoped by replica: a replica that is down silences only alerts about that replica (equal on
-    config.REPLICA_LABEL); fleet-wide symptoms (SLO burn, breaker, quality) are silenced only
-    while every replica is or was just down. So one bad replica hides neither another replica's
-    alerts nor the fleet's. With one replica and no label, absent equals absent: as before.
+    State alerts (versions, canaries, the breaker, collectors) are silenced only while their
+    cause fires: a model server that comes back with no AVAILABLE version pages at once. Windowed
+    symptoms (burn rates, quality, traffic) keep the outage in their windows after it ends, so a
+    TfServingDown page that was sent keeps them silenced for config.RECOVERY_WINDOW: a crash loop
+    too short to page as TfServingDown silences nothing, and its burn pages. Every inhibition is
+    scoped by `equal`: config.REPLICA_LABEL (one replica explains only its own alerts; the fleet
+    alerts have no replica label, so only a whole-fleet page, which has none either, explains
+    them; with one replica and no label, absent equals absent), and `model` where the cause is
+    one model's. The gateway's outage explains every model's SLO alerts: it has no narrower scope.
     """
     alerts = all_alerts(NORMAL)
     symptoms = [a for a in alerts if a.symptom]
-    replica_symptoms = [a for a in symptoms if a.per_replica]
+    windowed = [a for a in symptoms if a.windowed]
     p, replica = c.ALERT_PREFIX, c.REPLICA_LABEL
     no_version = f"{p}TfServingNoAvailableVersion"
-    # one replica's outage, and the recovery window after it (info: notifies nobody)
-    down = f'alertname=~"{p}TfServingDown|{p}TfServingRecentlyDown"'
-    # every replica at once, now or within the recovery window (info)
-    fleet_down = f'alertname="{p}TfServingFleetRecentlyDown"'
     collectors = [f'alertname="{p}ExporterCollectorFailing"', 'collector=~"tfserving|canary"']
+    gateway_windowed = [a for a in windowed if not a.per_replica and a.component == "Gateway"]
+    recently = f"{p}TfServingRecentlyDown|{p}TfServingFleetRecentlyDown"
     return [
         {
-            # the whole fleet down explains every model's symptoms, wherever they show
-            "source_matchers": [fleet_down],
+            # down now: everything it explains on that replica (or everything, with one)
+            "source_matchers": [f'alertname="{p}TfServingDown"'],
             "target_matchers": [f'alertname=~"{_names(symptoms)}|{no_version}"'],
-        },
-        {"source_matchers": [fleet_down], "target_matchers": collectors},
-        {
-            # one replica down explains only what is about that replica
-            "source_matchers": [down],
-            "target_matchers": [f'alertname=~"{_names(replica_symptoms)}|{no_version}"'],
             "equal": [replica],
         },
-        {"source_matchers": [down], "target_matchers": collectors, "equal": [replica]},
+        {
+            "source_matchers": [f'alertname="{p}TfServingDown"'],
+            "target_matchers": collectors,
+            "equal": [replica],
+        },
+        {
+            # paged down within the recovery window: only what its outage still fills
+            "source_matchers": [f'alertname=~"{recently}"'],
+            "target_matchers": [f'alertname=~"{_names(windowed)}"'],
+            "equal": [replica],
+        },
         {
             "source_matchers": [f'alertname="{no_version}"'],
             "target_matchers": [f'alertname=~"{_names(symptoms)}"'],
             "equal": ["model", replica],
         },
         {
+            # a GPU out of memory is why its model server answers RESOURCE_EXHAUSTED
+            "source_matchers": [f'alertname="{p}GpuMemoryNearlyFull"'],
+            "target_matchers": [f'alertname="{p}TfServingResourceExhausted"'],
+            "equal": [replica],
+        },
+        {
             "source_matchers": [f'alertname="{p}GatewayDown"'],
-            "target_matchers": [f'alertname=~"{_names(slo_alerts(NORMAL))}"'],
+            "target_matchers": [f'alertname=~"{_names(slo_alerts(NORMAL) + gateway_windowed)}"'],
         },
         {
             "source_matchers": ['severity="critical"'],

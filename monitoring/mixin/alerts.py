@@ -8,21 +8,39 @@ with no AVAILABLE version) explains, which Alertmanager then inhibits.
 from __future__ import annotations
 
 from monitoring.mixin import config as c
-from monitoring.mixin.health import health_alerts
-from monitoring.mixin.model import GATEWAY_PREFIX, Alert, baseline, quality_current, sli_name
+from monitoring.mixin.health import health_alerts, in_flight_per_replica
+from monitoring.mixin.meta import meta_alerts
+from monitoring.mixin.model import (
+    GATEWAY_PREFIX,
+    TRAFFIC_RATE,
+    Alert,
+    baseline,
+    quality_current,
+    sli_name,
+)
 from monitoring.mixin.promql import Timing, number, sel
+from tokenpulse.tfserving.signature import FINISH_LENGTH
 
 SLO_NAMES = {
     "availability": ("GatewayAvailabilityBudgetBurn", "answering with server errors"),
     "latency": ("GatewayLatencyBudgetBurn", "answering too slowly end to end"),
     "tpot": ("GatewayTokenLatencyBudgetBurn", "generating too slowly per output token"),
+    "ttft": ("GatewayTtftBudgetBurn", "slow to stream the first token"),
 }
+# The events each SLO counts, for its traffic guard: TTFT is observed for streams only.
+SLO_EVENTS = {"ttft": "time_to_first_token_seconds_count"}
 
 
 def _traffic(window: str, metric: str = "requests_total") -> str:
-    """The minimum-traffic guard: the model had requests in the window."""
+    """The minimum-traffic guard: the model had enough requests in the window."""
     rate = f"rate({GATEWAY_PREFIX}{metric}{sel('gateway')}[{window}])"
-    return f"sum by (model) ({rate}) > {c.MIN_REQUEST_RATE}"
+    return f"sum by (model) ({rate}) > {number(c.MIN_REQUEST_RATE)}"
+
+
+def _min_events(metric: str, window: str, count: int, extra: str = "") -> str:
+    """At least `count` events of a counter in the window, per model."""
+    s = sel("gateway", extra) if extra else sel("gateway")
+    return f"sum by (model) (increase({GATEWAY_PREFIX}{metric}{s}[{window}])) >= {count}"
 
 
 def _feedback_traffic(window: str) -> str:
@@ -37,12 +55,16 @@ def slo_alerts(t: Timing) -> list[Alert]:
     out = []
     for slo in c.SLOS:
         name, what = SLO_NAMES[slo.name]
+        events = SLO_EVENTS.get(slo.name, "requests_total")
         for tier in c.BURN_TIERS:
             thr = number(tier.factor * (1 - slo.objective))
+            # the guard holds on both windows: a burst of errors after a quiet hour must be
+            # more than a handful of requests in the short window as well
             expr = (
                 f"max without (window) ({sli_name(slo.name, tier.long)} > {thr})\n"
                 f"and max without (window) ({sli_name(slo.name, tier.short)} > {thr})\n"
-                f"and on (model) {_traffic(t(tier.long))}"
+                f"and on (model) {_traffic(t(tier.long), events)}\n"
+                f"and on (model) {_traffic(t(tier.short), events)}"
             )
             out.append(
                 Alert(
@@ -56,6 +78,7 @@ def slo_alerts(t: Timing) -> list[Alert]:
                     f"{number(slo.objective * 100)}%) over {tier.long} and {tier.short}: the "
                     f"{c.SLO_PERIOD} budget burns {number(tier.factor)}x too fast.",
                     symptom=True,
+                    windowed=True,
                     labels={"slo": slo.name, "long_window": tier.long},
                 )
             )
@@ -77,13 +100,22 @@ def quality_alerts(t: Timing) -> list[Alert]:
         "truncation": ("QualityTruncation", "outputs cut by max_new_tokens", "truncated share"),
         "repetition": ("QualityRepetition", "repetitive outputs", "mean repetition ratio"),
     }
+    # the bad events a share counts: a share needs at least min_events of them
+    bad = {
+        "empty_output": ("empty_outputs_total", ""),
+        "truncation": ("finish_reason_total", f'finish_reason="{FINISH_LENGTH}"'),
+    }
     for d in c.DEGRADATIONS:
         name, what, measure = meta[d.name]
+        expr = _degraded(d.name, d.factor, d.floor)
+        expr += f"and on (model) {_traffic(t(d.window), outputs)}"
+        if d.min_events:
+            metric, extra = bad[d.name]
+            expr += f"\nand on (model) {_min_events(metric, t(d.window), d.min_events, extra)}"
         out.append(
             Alert(
                 name,
-                _degraded(d.name, d.factor, d.floor)
-                + f"and on (model) {_traffic(t(d.window), outputs)}",
+                expr,
                 d.for_,
                 "warning",
                 f"A model produces more {what} than usual.",
@@ -92,6 +124,7 @@ def quality_alerts(t: Timing) -> list[Alert]:
                 f"{number(d.factor)}x its {c.BASELINE_WINDOW} baseline "
                 f"(ending {c.BASELINE_OFFSET} ago) and above {number(d.floor)}.",
                 symptom=True,
+                windowed=True,
             )
         )
     cur, avg, std = quality_current("nll"), baseline("nll"), baseline("nll", "stddev")
@@ -102,12 +135,13 @@ def quality_alerts(t: Timing) -> list[Alert]:
             f"and {cur} - {avg} > {number(c.NLL_MIN_DELTA)}\n"
             f"and on (model) {_traffic(t(c.NLL_WINDOW), outputs)}",
             c.NLL_FOR,
-            "info",
+            c.NLL_SEVERITY,
             "A model's mean per-token NLL drifted up from its baseline.",
             f"Model {{{{ $labels.model }}}}: mean NLL per output token is "
             f"{{{{ $value | humanize }}}} standard deviations above its {c.BASELINE_WINDOW} "
             f"baseline: the model is less sure of what it writes.",
             symptom=True,
+            windowed=True,
         )
     )
     out.append(
@@ -123,6 +157,7 @@ def quality_alerts(t: Timing) -> list[Alert]:
             f"{c.BASELINE_WINDOW} baseline (ending {c.BASELINE_OFFSET} ago) and above "
             f"{number(c.FEEDBACK_FLOOR)}.",
             symptom=True,
+            windowed=True,
         )
     )
     speed = quality_current("speed")
@@ -138,6 +173,7 @@ def quality_alerts(t: Timing) -> list[Alert]:
             f"second of upstream time, under {number(c.TOKENS_DROP_SHARE * 100)}% of its "
             f"{c.BASELINE_WINDOW} baseline.",
             symptom=True,
+            windowed=True,
         )
     )
     return out
@@ -183,20 +219,20 @@ def canary_alerts() -> list[Alert]:
 
 
 def batching_alerts(t: Timing) -> list[Alert]:
-    """TF Serving's batcher: batches of about one while requests queue (fleet: the gateway's queue
-    feeds every replica); a slow batch queue (per replica: one saturated replica would hide in
-    the fleet's quantile)."""
-    queued = f"avg_over_time({GATEWAY_PREFIX}queued_requests{sel('gateway')}[{t(c.BATCH_WINDOW)}])"
+    """TF Serving's batcher: batches of about one while calls are in flight to batch (fleet);
+    a slow batch queue (per replica: one saturated replica would hide in the fleet's quantile)."""
     return [
         Alert(
             "TfServingBatchingIneffective",
             f"job:tfserving_batch_size:mean10m < {number(c.BATCH_SIZE_MIN)}\n"
-            f"and on () sum({queued}) >= {number(c.BATCH_QUEUED_MIN)}",
+            f"and on () {in_flight_per_replica(t(c.BATCH_WINDOW))}"
+            f" >= {number(c.BATCH_IN_FLIGHT_MIN)}",
             c.BATCH_FOR,
             "warning",
-            "TF Serving runs batches of about one request while requests queue.",
+            "TF Serving runs batches of about one request while several are in flight.",
             "Mean processed batch size is {{ $value | humanize }} over "
-            f"{c.BATCH_WINDOW} while the gateway queues requests: batching is not helping.",
+            f"{c.BATCH_WINDOW} while the gateway keeps at least {c.BATCH_IN_FLIGHT_MIN} predict "
+            "calls in flight per replica: batching is not combining them.",
         ),
         Alert(
             "TfServingBatchQueueSlow",
@@ -213,12 +249,61 @@ def batching_alerts(t: Timing) -> list[Alert]:
     ]
 
 
+def traffic_alerts(t: Timing) -> list[Alert]:
+    """Traffic collapse against the same window a day and a week ago; gateway saturation."""
+    day, week = t("1d"), t("7d")
+    w = t(c.SATURATION_WINDOW)
+    g = sel("gateway")
+    share = number(c.TRAFFIC_COLLAPSE_SHARE)
+
+    def rate(metric: str) -> str:
+        return f"rate({GATEWAY_PREFIX}{metric}{g}[{w}])"
+
+    shed = f"sum by (model) ({rate('shed_total')}) / sum by (model) ({rate('requests_total')})"
+    wait = f"sum({rate('queue_wait_seconds_sum')}) / sum({rate('queue_wait_seconds_count')})"
+    refused = sel("gateway", 'reason="max_connections"')
+    refused_rate = f"rate({GATEWAY_PREFIX}connections_rejected_total{refused}[{w}])"
+    return [
+        Alert(
+            "GatewayTrafficCollapse",
+            f"{TRAFFIC_RATE} < {share} * ({TRAFFIC_RATE} offset {day})\n"
+            f"and {TRAFFIC_RATE} < {share} * ({TRAFFIC_RATE} offset {week})\n"
+            f"and ({TRAFFIC_RATE} offset {day}) > {number(c.MIN_REQUEST_RATE)}\n"
+            f"and ({TRAFFIC_RATE} offset {week}) > {number(c.MIN_REQUEST_RATE)}",
+            c.TRAFFIC_COLLAPSE_FOR,
+            "warning",
+            "A model gets far fewer requests than a day and a week ago.",
+            'Model {{ $labels.model }}: {{ $value | printf "%.2g" }} requests/s over '
+            f"{c.TRAFFIC_WINDOW}, under {number(c.TRAFFIC_COLLAPSE_SHARE * 100)}% of the same "
+            "window a day and a week ago: callers may not reach the gateway.",
+            symptom=True,
+            windowed=True,
+        ),
+        Alert(
+            "GatewaySaturated",
+            f"({shed}) > {number(c.SHED_SHARE)}\n"
+            f"or on () {wait} > {number(c.QUEUE_WAIT_S)}\n"
+            f"or on () sum({refused_rate}) > {number(c.REJECTED_CONNECTIONS_RATE)}",
+            c.SATURATION_FOR,
+            "warning",
+            "The gateway is saturated: it sheds requests, queues deeply or refuses connections.",
+            "Over {{ with $labels.model }}model {{ . }}: {{ end }}the last "
+            f"{c.SATURATION_WINDOW} the gateway shed over {number(c.SHED_SHARE * 100)}% of "
+            f"requests, made them wait over {number(c.QUEUE_WAIT_S)} s on average for a "
+            "concurrency slot or refused connections at max_connections (value "
+            '{{ $value | printf "%.2g" }}).',
+        ),
+    ]
+
+
 def all_alerts(t: Timing) -> list[Alert]:
     """Every alert, in file order."""
     return [
         *slo_alerts(t),
         *quality_alerts(t),
+        *traffic_alerts(t),
         *canary_alerts(),
         *batching_alerts(t),
         *health_alerts(t),
+        *meta_alerts(t),
     ]

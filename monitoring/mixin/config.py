@@ -79,6 +79,10 @@ SLOS = (
     # 99% of requests under 100 ms per output token (10 tokens/s streamed is the readability
     # floor). Change when the model or the hardware changes class.
     Slo("tpot", 0.99, "requests generating faster than 100 ms per output token", "0.1"),
+    # 99% of streams show their first token within 1 s: a chat reader waits about that long
+    # before a reply feels stuck (counted over streamed requests only: a unary caller sees no
+    # first token). Change with the streaming chunk size or when prefill gets slower.
+    Slo("ttft", 0.99, "streams sending their first token within 1 s", "1.0"),
 )
 
 # Gateway status codes that count against availability: server errors only. 429 (rate limited,
@@ -108,9 +112,12 @@ BURN_TIERS = (
     BurnTier("warning", "3d", "6h", 1.0, "3h"),
 )
 
-# Minimum traffic before any gateway SLO or quality alert may fire, requests per second over the
-# alert's window: with fewer requests one error is a large ratio. Raise for noisier models.
-MIN_REQUEST_RATE = 0.01
+# Minimum traffic before any gateway SLO or quality alert may fire, requests per second over
+# each of the alert's windows (a burn tier checks its long and its short window): with fewer
+# requests a handful of errors is a large ratio. 0.05/s is 180 requests an hour, so the 1h page
+# tier (7.2% bad) needs at least 13 bad requests, never the 3 that paged at 0.01/s. Raise for
+# noisier models; lower only with a lower objective.
+MIN_REQUEST_RATE = 0.05
 
 
 @dataclass(frozen=True)
@@ -122,6 +129,9 @@ class Degradation:
     factor: float  # current > factor * baseline; raise when the alert flaps on noise
     floor: float  # and current > floor: an absolute level below which nobody cares
     for_: str  # how long it must hold
+    # and at least this many bad events (empty, truncated outputs) in the window: one empty
+    # answer among few is a large share, not an incident. 0: the signal is a mean, not a count.
+    min_events: int = 0
 
 
 # Baseline: the same signal over BASELINE_WINDOW ending BASELINE_OFFSET ago, so an ongoing
@@ -134,11 +144,11 @@ BASELINE_MIN_SHARE = 0.5
 
 DEGRADATIONS = (
     # Empty outputs: 3x the usual share and above 2% of outputs.
-    Degradation("empty_output", "30m", 3.0, 0.02, "15m"),
+    Degradation("empty_output", "30m", 3.0, 0.02, "15m", min_events=5),
     # Truncation: outputs stopped by max_new_tokens rather than a stop token; a model that stops
     # ending its sentences shows here first. Long-form callers have a high normal share: the
     # factor is relative to that.
-    Degradation("truncation", "30m", 1.5, 0.5, "30m"),
+    Degradation("truncation", "30m", 1.5, 0.5, "30m", min_events=5),
     # Repetition: mean share of repeated word 3-grams per output (degenerate loops).
     Degradation("repetition", "30m", 2.0, 0.15, "15m"),
 )
@@ -161,6 +171,8 @@ NLL_Z = 3.0
 # And at least this many nats above the baseline mean (a tiny stddev makes tiny drifts huge z).
 NLL_MIN_DELTA = 0.25
 NLL_FOR = "30m"
+# A drift is a ticket (warning): NLL is what moves first when a model or its inputs change.
+NLL_SEVERITY = "warning"
 
 # Throughput drop: generation speed (output tokens per second of upstream time, so a quiet hour
 # is not a drop) below this share of its baseline. Lower it if batching mixes vary a lot.
@@ -177,10 +189,12 @@ CANARY_FOR = "5m"
 CANARY_NLL_MARGIN = 0.5
 CANARY_WORSE_FOR = "15m"
 
-# Batching ineffective: mean processed batch size below this while requests queue in the gateway
-# (`queued_requests` above BATCH_QUEUED_MIN). Change with max_batch_size.
+# Batching ineffective: mean processed batch size below this while, on average, at least
+# BATCH_IN_FLIGHT_MIN predict calls per model-server replica are in flight from the gateway, so
+# there were requests to batch. (The gateway's own queue is no witness: it only fills once every
+# concurrency slot is taken upstream, when batches are full.) Change with max_batch_size.
 BATCH_SIZE_MIN = 1.5
-BATCH_QUEUED_MIN = 1
+BATCH_IN_FLIGHT_MIN = 4
 BATCH_WINDOW = "10m"
 BATCH_FOR = "15m"
 # p99 time a request waits in TF Serving's batch queue. Change with batch_timeout_micros (the
@@ -203,17 +217,45 @@ DOWN_FOR = "1m"  # a scrape target is unreachable
 # rates, breaker, canaries) for up to the longest such window. An info alert holds them silenced
 # this long so the outage pages once; lengthen it with the page tiers' short windows.
 RECOVERY_WINDOW = "30m"
+# Crash loop: a model-server target whose `up` changed this often within the window went down
+# and came back at least twice, even when no outage lasted DOWN_FOR (so TfServingDown never
+# fired). Pages: every down spell fails requests.
+FLAP_WINDOW = "15m"
+FLAP_CHANGES = 4
+FLAP_FOR = "1m"
+# Requests TF Serving refused with RESOURCE_EXHAUSTED (out of memory, a full batch queue),
+# per second over the window, per replica. Any sustained rate is a ticket.
+RESOURCE_EXHAUSTED_WINDOW = "10m"
+RESOURCE_EXHAUSTED_RATE = 0.01
+RESOURCE_EXHAUSTED_FOR = "5m"
 NO_VERSION_FOR = "1m"  # a model has no AVAILABLE version
 LOAD_FAILURE_FOR = "5m"  # a version's status is an error after loading
 BREAKER_FOR = "1m"  # the gateway's upstream circuit breaker is open
 COLLECTOR_FOR = "10m"  # an exporter collector keeps failing
 
-# GPU thresholds. Memory: TF reserves most memory up front, so only a very full GPU matters.
+# GPU thresholds. Memory: TensorFlow reserves most of the GPU's memory up front, so "used" sits
+# near 100% on a healthy GPU and means nothing alone. Pressure is the allocator failing: TF
+# Serving answering RESOURCE_EXHAUSTED (on the same replica) while the GPU is this full.
 GPU_MEMORY_FULL = 0.95
-GPU_MEMORY_FOR = "15m"
+GPU_MEMORY_FOR = "5m"
 # Throttle reasons that mean heat or power trouble (not idle or application clocks).
-GPU_THROTTLE_REASONS = "hw_slowdown|sw_thermal_slowdown|hw_thermal_slowdown|hw_power_brake_slowdown"
+# Throttled: share of the window the clocks were held down by heat (the driver's thermal policy
+# counter, throttle_seconds_total) or by a hardware slowdown or power brake (the share of samples
+# with that reason active): intermittent throttling adds up instead of resetting a `for`. The
+# power policy (the software power cap) is normal under load and does not count.
+GPU_THROTTLE_POLICY = "thermal"
+GPU_THROTTLE_HW_REASONS = "hw_slowdown|hw_thermal_slowdown|hw_power_brake_slowdown"
+GPU_THROTTLE_WINDOW = "15m"
+GPU_THROTTLE_SHARE = 0.25
 GPU_THROTTLE_FOR = "10m"
+# Core temperature: datacenter GPUs slow down from about 85-90 C; warn before.
+GPU_TEMPERATURE_C = 85
+GPU_TEMPERATURE_FOR = "10m"
+# GPU idle while requests wait: utilization under this while the gateway queues or holds
+# BATCH_IN_FLIGHT_MIN calls in flight per replica. The model server is stuck or on the CPU.
+GPU_IDLE_UTILIZATION = 0.05
+GPU_IDLE_WINDOW = "10m"
+GPU_IDLE_FOR = "10m"
 # XID codes that mean a GPU needs attention (NVIDIA's list of critical XIDs: ECC page retirement,
 # GPU fallen off the bus, NVLink, row remap failures). Add codes from the driver release notes.
 GPU_CRITICAL_XIDS = "48|61|62|63|64|74|79|92|94|95|119|120"
@@ -230,6 +272,41 @@ SPOOL_BACKLOG_FOR = "10m"
 # Any dead-lettered (permanently rejected) or dropped sample in the window.
 PIPELINE_LOSS_WINDOW = "15m"
 PIPELINE_LOSS_FOR = "5m"
+# Dropped samples: a sustained rate, not one drop (a full sink queue in a burst is by design).
+SAMPLES_DROPPED_RATE = 0.01  # per second over PIPELINE_LOSS_WINDOW: 9 in 15 minutes
+SAMPLES_DROPPED_FOR = "15m"
+# The spool's disk cap (`cap_bytes`): past it new samples are dropped. Warn at this share.
+SPOOL_FULL_SHARE = 0.8
+SPOOL_FULL_FOR = "10m"
+
+# Traffic collapse: a model's request rate over TRAFFIC_WINDOW under this share of the same
+# window a day and a week earlier (both: a quiet Sunday is compared with last Sunday too), when
+# those had at least MIN_REQUEST_RATE. Clients that cannot reach the gateway send no errors.
+TRAFFIC_WINDOW = "30m"
+TRAFFIC_COLLAPSE_SHARE = 0.3
+TRAFFIC_COLLAPSE_FOR = "15m"
+
+# Gateway saturation over SATURATION_WINDOW: requests shed (503, no concurrency slot) above this
+# share of requests, a mean wait for a concurrency slot above QUEUE_WAIT_S, or connections
+# refused at max_connections at a sustained rate. Shed requests burn the availability budget
+# too; this warns while the queue fills, before they do.
+SATURATION_WINDOW = "10m"
+SHED_SHARE = 0.01
+QUEUE_WAIT_S = 0.5
+REJECTED_CONNECTIONS_RATE = 0.1
+SATURATION_FOR = "10m"
+
+# Monitoring the monitoring (kube-prometheus's meta-alerts). They carry META_LABELS so that
+# Alertmanager routes them apart from the receivers they may be reporting broken; the Watchdog
+# (always firing, severity "none") has a route of its own to a dead man's switch.
+META_LABELS = {"meta": "true", "team": "monitoring"}
+WATCHDOG_NAME = "Watchdog"
+META_WINDOW = "5m"
+META_FOR = "15m"
+# Alertmanager notifications failing above this share, per integration.
+AM_FAILED_SHARE = 0.01
+# Prometheus failing to send alerts above this share to every Alertmanager it knows.
+PROM_SEND_ERROR_SHARE = 0.01
 SHIPPER_STALLED_FOR = "5m"  # an output held by a config error (401/403/404) this long pages
 
 # The generated time-compressed rule set divides every window, offset and `for` by this factor,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from monitoring.mixin import config as c
-from monitoring.mixin.model import Alert
+from monitoring.mixin.model import GATEWAY_PREFIX, Alert
 from monitoring.mixin.promql import Timing, number, sel
 
 # names the replica where the series has the label (nothing where it has not: one replica)
@@ -26,12 +26,34 @@ def _down(component: str, name: str, severity: str, what: str, replica: str = ""
     )
 
 
+def in_flight_per_replica(window: str) -> str:
+    """Mean predict calls in flight from the gateway per model-server replica that is up."""
+    in_flight = f"{GATEWAY_PREFIX}upstream_in_flight_requests{sel('gateway')}"
+    replicas = f"count(up{sel('modelserver')} == 1)"
+    return f"sum(avg_over_time({in_flight}[{window}])) / {replicas}"
+
+
+def _exhausted(t: Timing) -> str:
+    """Requests/s TF Serving answered RESOURCE_EXHAUSTED, per target and model."""
+    status = sel("modelserver", 'status="RESOURCE_EXHAUSTED"')
+    w = t(c.RESOURCE_EXHAUSTED_WINDOW)
+    return f"rate(:tensorflow:serving:request_count{status}[{w}])"
+
+
 def component_alerts(t: Timing) -> list[Alert]:
-    """Scrape targets down; model versions; the gateway's breaker."""
+    """Scrape targets down, flapping; model versions; the gateway's breaker."""
     tfs_down = f"up{sel('modelserver')} == 0"
     ex = sel("exporter")
-    # every replica at once: subquery over the fleet's best target, not each target's worst
-    fleet_up = f"max by (job) (up{sel('modelserver')})"
+    recovery = t(c.RECOVERY_WINDOW)
+    # "recently down" is a TfServingDown page actually sent (firing), not any dip of `up`: a
+    # crash loop whose outages are each shorter than DOWN_FOR pages nobody about the outage, so
+    # it must not silence the burn it causes either
+    paged = f'ALERTS{{alertname="{c.ALERT_PREFIX}TfServingDown",alertstate="firing"}}'
+    replica_by = f"job, instance, {c.REPLICA_LABEL}"
+    # the whole fleet: every model-server target had that page firing at once. No labels, like
+    # the fleet-wide symptoms it explains (they have no replica label either)
+    fleet_paged = f"count({paged}) >= count(up{sel('modelserver')})"
+    exhausted = _exhausted(t)
     return [
         _down("modelserver", "TfServing", "critical", "The model server (TF Serving)", REPLICA),
         _down("gateway", "Gateway", "critical", "The gateway"),
@@ -39,24 +61,49 @@ def component_alerts(t: Timing) -> list[Alert]:
         _down("shipper", "Shipper", "warning", "The sample shipper"),
         Alert(
             "TfServingRecentlyDown",
-            f"min_over_time(up{sel('modelserver')}[{t(c.RECOVERY_WINDOW)}]) == 0",
-            c.DOWN_FOR,
+            f"max by ({replica_by}) (max_over_time({paged}[{recovery}]))",
+            # fires in the evaluation that sends the page, so the page's symptoms never race it
+            "0s",
             "info",
-            "TF Serving was down within the recovery window; its symptoms stay silenced.",
-            "TF Serving at {{ $labels.instance }} was unreachable in the last "
-            f"{c.RECOVERY_WINDOW}: alerts it explains are inhibited until its effects age out "
-            "of their windows.",
+            "TF Serving was paged down within the recovery window; its windowed symptoms stay "
+            "silenced.",
+            "TokenPulseTfServingDown fired for {{ $labels.instance }} in the last "
+            f"{c.RECOVERY_WINDOW}: windowed alerts it explains are inhibited until its effects "
+            "age out of their windows.",
             per_replica=True,
         ),
         Alert(
             "TfServingFleetRecentlyDown",
-            f"min_over_time({fleet_up}[{t(c.RECOVERY_WINDOW)}:]) == 0",
-            c.DOWN_FOR,
+            f"max_over_time(({fleet_paged})[{recovery}:])",
+            "0s",
             "info",
-            "Every TF Serving replica was down at once within the recovery window.",
-            "No TF Serving replica of job {{ $labels.job }} could be scraped at some point in "
-            f"the last {c.RECOVERY_WINDOW}: the fleet-wide symptoms it explains (SLO burn, "
-            "breaker, quality) are inhibited until its effects age out of their windows.",
+            "Every TF Serving replica was paged down at once within the recovery window.",
+            "TokenPulseTfServingDown fired for every replica ({{ $value }}) at once in the last "
+            f"{c.RECOVERY_WINDOW}: the fleet-wide windowed symptoms it explains (SLO burn, "
+            "quality, traffic) are inhibited until its effects age out of their windows.",
+        ),
+        Alert(
+            "TfServingFlapping",
+            f"changes(up{sel('modelserver')}[{t(c.FLAP_WINDOW)}]) >= {c.FLAP_CHANGES}",
+            c.FLAP_FOR,
+            "critical",
+            "TF Serving keeps going down and coming back: a crash loop.",
+            "TF Serving at {{ $labels.instance }} changed between up and down "
+            f"{{{{ $value }}}} times in {c.FLAP_WINDOW}: every down spell fails requests, "
+            "even those too short to page as TokenPulseTfServingDown.",
+            per_replica=True,
+        ),
+        Alert(
+            "TfServingResourceExhausted",
+            f"sum by ({replica_by}, model_name) ({exhausted})"
+            f" > {number(c.RESOURCE_EXHAUSTED_RATE)}",
+            c.RESOURCE_EXHAUSTED_FOR,
+            "warning",
+            "TF Serving refuses requests with RESOURCE_EXHAUSTED.",
+            'TF Serving at {{ $labels.instance }} answers {{ $value | printf "%.2g" }} '
+            "requests/s for model {{ $labels.model_name }} with RESOURCE_EXHAUSTED (out of memory "
+            f"or a full batch queue) over {c.RESOURCE_EXHAUSTED_WINDOW}.",
+            per_replica=True,
         ),
         Alert(
             "TfServingNoAvailableVersion",
@@ -105,30 +152,75 @@ def component_alerts(t: Timing) -> list[Alert]:
 
 
 def gpu_alerts(t: Timing) -> list[Alert]:
-    """GPU memory, throttling, XIDs, ECC, lost GPUs (exporter's nvml collector)."""
+    """GPU memory pressure, throttling, heat, row remaps, idling, XIDs, ECC, lost GPUs (exporter's
+    nvml collector). The exporter is the model server's sidecar: its series carry the same
+    config.REPLICA_LABEL, which joins a GPU to the model server on it (absent = absent with one)."""
     ex = sel("exporter")
-    reasons = sel("exporter", f'reason=~"{c.GPU_THROTTLE_REASONS}"')
     xids = sel("exporter", f'xid=~"{c.GPU_CRITICAL_XIDS}"')
     ecc = sel("exporter", 'type="uncorrected"')
+    tw = t(c.GPU_THROTTLE_WINDOW)
+    policy = sel("exporter", f'policy="{c.GPU_THROTTLE_POLICY}"')
+    hw = sel("exporter", f'reason=~"{c.GPU_THROTTLE_HW_REASONS}"')
+    gpu = "job, instance, gpu, uuid"
+    r = c.REPLICA_LABEL
+    exhausted = f"sum by ({r}) ({_exhausted(t)}) > 0"
     return [
         Alert(
             "GpuMemoryNearlyFull",
+            # "used" alone is always near full (TF reserves memory up front): pressure is the
+            # allocator failing on the model server that uses this GPU
             f"tokenpulse_gpu_memory_used_bytes{ex} / tokenpulse_gpu_memory_total_bytes{ex}"
-            f" > {number(c.GPU_MEMORY_FULL)}",
+            f" > {number(c.GPU_MEMORY_FULL)}\nand on ({r}) ({exhausted})",
             c.GPU_MEMORY_FOR,
             "warning",
-            "A GPU's memory is nearly full.",
+            "A GPU's memory is exhausted: the model server's allocations fail.",
             "GPU {{ $labels.gpu }} ({{ $labels.uuid }}) uses {{ $value | humanizePercentage }} "
-            "of its memory.",
+            "of its memory while TF Serving on it answers RESOURCE_EXHAUSTED.",
         ),
         Alert(
             "GpuThrottled",
-            f"tokenpulse_gpu_throttle_reason_active{reasons} == 1",
+            f"max by ({gpu}, {r}) (rate(tokenpulse_gpu_throttle_seconds_total{policy}[{tw}]))"
+            f" > {number(c.GPU_THROTTLE_SHARE)}\n"
+            f"or max by ({gpu}, {r}) (avg_over_time(tokenpulse_gpu_throttle_reason_active{hw}"
+            f"[{tw}])) > {number(c.GPU_THROTTLE_SHARE)}",
             c.GPU_THROTTLE_FOR,
             "warning",
-            "A GPU is throttled by heat or power.",
-            "GPU {{ $labels.gpu }} ({{ $labels.uuid }}) clocks are held down by "
-            "{{ $labels.reason }}.",
+            "A GPU is throttled by heat or a hardware slowdown much of the time.",
+            "GPU {{ $labels.gpu }} ({{ $labels.uuid }}) clocks were held down by heat or a "
+            "hardware slowdown {{ $value | humanizePercentage }} of the last "
+            f"{c.GPU_THROTTLE_WINDOW}.",
+        ),
+        Alert(
+            "GpuTemperatureHigh",
+            f"tokenpulse_gpu_temperature_celsius{ex} > {c.GPU_TEMPERATURE_C}",
+            c.GPU_TEMPERATURE_FOR,
+            "warning",
+            "A GPU runs hot: it will throttle soon.",
+            "GPU {{ $labels.gpu }} ({{ $labels.uuid }}) is at {{ $value }} C (threshold "
+            f"{c.GPU_TEMPERATURE_C} C).",
+        ),
+        Alert(
+            "GpuRowRemapFailed",
+            f"tokenpulse_gpu_row_remap_failed{ex} == 1",
+            c.GPU_EVENT_FOR,
+            "critical",
+            "A GPU failed to remap a bad memory row: it needs service.",
+            "GPU {{ $labels.gpu }} ({{ $labels.uuid }}) on {{ $labels.instance }} reports a "
+            "failed row remap (value {{ $value }}): its memory can corrupt results.",
+        ),
+        Alert(
+            "GpuIdleWhileQueued",
+            f"max by ({gpu}, {r}) (avg_over_time(tokenpulse_gpu_utilization_ratio{ex}"
+            f"[{t(c.GPU_IDLE_WINDOW)}])) < {number(c.GPU_IDLE_UTILIZATION)}\n"
+            f"and on () ({in_flight_per_replica(t(c.GPU_IDLE_WINDOW))}"
+            f" >= {number(c.BATCH_IN_FLIGHT_MIN)})",
+            c.GPU_IDLE_FOR,
+            "warning",
+            "A GPU idles while requests wait for the model server.",
+            "GPU {{ $labels.gpu }} ({{ $labels.uuid }}) is busy {{ $value | humanizePercentage }} "
+            f"of the time over {c.GPU_IDLE_WINDOW} while the gateway keeps at least "
+            f"{c.BATCH_IN_FLIGHT_MIN} calls in flight per model server: the model runs "
+            "elsewhere (CPU) or is stuck.",
         ),
         Alert(
             "GpuCriticalXid",
@@ -205,14 +297,26 @@ def pipeline_alerts(t: Timing) -> list[Alert]:
         ),
         Alert(
             "PipelineSamplesDropped",
-            f"sum by (job, instance) (increase(tokenpulse_spool_records_dropped_total{gw}[{w}]))"
-            f" > 0\nor sum by (job, instance)"
-            f" (increase(tokenpulse_gateway_samples_dropped_total{gw}[{w}])) > 0",
-            c.PIPELINE_LOSS_FOR,
+            # a sustained rate: a burst that fills the sink queue for a moment drops by design
+            f"sum by (job, instance) (rate(tokenpulse_spool_records_dropped_total{gw}[{w}])"
+            f" or rate(tokenpulse_gateway_samples_dropped_total{gw}[{w}]))"
+            f" > {number(c.SAMPLES_DROPPED_RATE)}",
+            c.SAMPLES_DROPPED_FOR,
             "warning",
-            "The gateway dropped sampled generations before they reached the spool.",
-            "The gateway at {{ $labels.instance }} dropped {{ $value | humanize }} samples in "
-            f"{c.PIPELINE_LOSS_WINDOW} (sink queue full, spool at its cap or write errors).",
+            "The gateway keeps dropping sampled generations before they reach the spool.",
+            'The gateway at {{ $labels.instance }} drops {{ $value | printf "%.2g" }} samples/s '
+            f"over {c.PIPELINE_LOSS_WINDOW} (sink queue full, spool at its cap or write errors).",
+        ),
+        Alert(
+            "PipelineSpoolNearlyFull",
+            f"max by (job, instance) (tokenpulse_spool_size_bytes{gw}"
+            f" / tokenpulse_spool_capacity_bytes{gw}) > {number(c.SPOOL_FULL_SHARE)}",
+            c.SPOOL_FULL_FOR,
+            "warning",
+            "The sample spool's disk use nears its cap: new samples will be dropped.",
+            "The spool of the gateway at {{ $labels.instance }} holds "
+            "{{ $value | humanizePercentage }} of its cap (cap_bytes); past it new samples are "
+            "dropped.",
         ),
     ]
 

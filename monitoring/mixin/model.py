@@ -21,7 +21,10 @@ GATEWAY_PREFIX = "tokenpulse_gateway_"
 TFSERVING_PREFIX = ":tensorflow:serving:"
 
 # Component prefixes an alert name may start with (after TokenPulse), in group order.
-COMPONENTS = ("Gateway", "Quality", "Canary", "TfServing", "Exporter", "Gpu", "Shipper", "Pipeline")
+COMPONENTS = (
+    "Gateway", "Quality", "Canary", "TfServing", "Exporter", "Gpu", "Shipper", "Pipeline",
+    "Prometheus", "Alertmanager", c.WATCHDOG_NAME,
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -34,7 +37,13 @@ class Alert:
     severity: str  # critical pages, warning goes to chat/tickets, info notifies nobody
     summary: str
     description: str
+    # a symptom that a down model server (or a model with no AVAILABLE version) explains:
+    # Alertmanager inhibits it while that cause fires
     symptom: bool = False
+    # ... and a symptom read over a window, which the outage keeps filling after it ends: also
+    # inhibited for config.RECOVERY_WINDOW after a TfServingDown page was sent. State alerts
+    # (versions, canaries, the breaker) are never held past their cause: they show the present.
+    windowed: bool = False
     labels: dict[str, str] = field(default_factory=dict)
     # its series carry config.REPLICA_LABEL (one model-server replica's, or its exporter's):
     # inhibitions between such alerts hold that label equal
@@ -42,8 +51,8 @@ class Alert:
 
     @property
     def alertname(self) -> str:
-        """The full alert name."""
-        return c.ALERT_PREFIX + self.name
+        """The full alert name (the Watchdog keeps the name dead man's switches expect)."""
+        return self.name if self.name == c.WATCHDOG_NAME else c.ALERT_PREFIX + self.name
 
     @property
     def component(self) -> str:
@@ -73,7 +82,12 @@ def slo_windows() -> list[str]:
 
 def sli_name(slo: str, window: str) -> str:
     """Recorded error ratio of one SLO over one (uncompressed) window."""
-    what = {"availability": "errors", "latency": "slow_requests", "tpot": "slow_tokens"}[slo]
+    what = {
+        "availability": "errors",
+        "latency": "slow_requests",
+        "tpot": "slow_tokens",
+        "ttft": "slow_first_tokens",
+    }[slo]
     return f"model:gateway_{what}:ratio_rate{window}"
 
 
@@ -92,3 +106,7 @@ def quality_current(name: str) -> str:
 def baseline(name: str, op: str = "avg") -> str:
     """Recorded baseline (avg or stddev over the baseline window, a day ago) of a signal."""
     return f"{quality_current(name)}_{op}_over_time7d_offset1d"
+
+
+# A model's request rate over config.TRAFFIC_WINDOW (0 when idle: a collapse is the point).
+TRAFFIC_RATE = "model:gateway_requests:rate30m"

@@ -17,6 +17,7 @@ from monitoring.mixin import config
 from monitoring.mixin.model import (
     GATEWAY_PREFIX,
     TFSERVING_PREFIX,
+    TRAFFIC_RATE,
     Rule,
     baseline,
     quality_current,
@@ -111,6 +112,16 @@ def quality_rules(t: Timing) -> list[Rule]:
 
     outputs = "request_output_tokens_count"
     truncated = f'finish_reason="{FINISH_LENGTH}"'
+    # the events each signal is a share or mean of: at zero traffic it is recorded as nothing
+    # (`> 0`), not NaN, so an idle half-hour is a gap that avg_over_time and stddev_over_time
+    # skip instead of a NaN that poisons the 7-day baselines for a week
+    events = {
+        "empty_output": rate(outputs, by_name["empty_output"].window),
+        "truncation": rate("finish_reason_total", by_name["truncation"].window),
+        "repetition": rate("repetition_ratio_count", by_name["repetition"].window),
+        "nll": rate("mean_nll_nats_count", config.NLL_WINDOW),
+        "speed": rate("upstream_duration_seconds_sum", config.TOKENS_WINDOW),
+    }
     current = {
         "empty_output": share(
             rate("empty_outputs_total", by_name["empty_output"].window),
@@ -133,6 +144,7 @@ def quality_rules(t: Timing) -> list[Rule]:
     feedback = rate("feedback_total", config.FEEDBACK_WINDOW, known)
     negative = rate("feedback_total", config.FEEDBACK_WINDOW, f'{known},score_class="negative"')
     negatives = f"({BY_MODEL} ({negative}) or {BY_MODEL} ({feedback}) * 0)"
+    current = {n: f"{e}\nand on (model) ({BY_MODEL} ({events[n]}) > 0)" for n, e in current.items()}
     current["negative_feedback"] = f"{negatives}\n/ ({BY_MODEL} ({feedback}) > 0)"
     window, offset = t(config.BASELINE_WINDOW), t(config.BASELINE_OFFSET)
     rules: list[Rule] = [{"record": quality_current(n), "expr": e} for n, e in current.items()]
@@ -152,22 +164,42 @@ def quality_rules(t: Timing) -> list[Rule]:
     return rules
 
 
+def traffic_rules(t: Timing) -> list[Rule]:
+    """Each model's request rate, zero when idle (the traffic-collapse alert compares it)."""
+    requests = f"rate({GATEWAY_PREFIX}requests_total{sel('gateway')}[{t(config.TRAFFIC_WINDOW)}])"
+    return [{"record": TRAFFIC_RATE, "expr": f"{BY_MODEL} ({requests})"}]
+
+
 def canary_rules() -> list[Rule]:
     """Golden-prompt mean NLL of the versions behind the stable and canary labels, per model.
 
-    count_values turns the label's version number into a `version` label to join on.
+    count_values turns the label's version number into a `version` label to join on. A model
+    whose config has no such label (the shipped configs have none: a rollout there is
+    `latest { num_versions: 2 }`) falls back to what a rollout means without labels: with two or
+    more AVAILABLE versions, the one that became AVAILABLE last is the canary and the one that
+    did first is stable (the gateway sends unlabelled traffic to the newest).
     """
+    ex = sel("exporter")
+    state = sel("exporter", 'state="AVAILABLE"')
+    available = f"tokenpulse_tfserving_model_version_state{state} == 1"
+    since = (
+        f"tokenpulse_tfserving_model_version_state_change_timestamp_seconds{ex}\n"
+        f"  and on (model, version) ({available})\n"
+        f"  and on (model) (count by (model) ({available}) >= 2)"
+    )
+    pick = {"stable": "bottomk", "canary": "topk"}
     out = []
     for label in ("stable", "canary"):
         which = sel("exporter", f'label="{label}"')
         versions = (
             f'count_values by (model) ("version", tokenpulse_tfserving_model_label_version{which})'
         )
+        fallback = f"{pick[label]} by (model) (1,\n  {since}\n)"
         out.append(
             {
                 "record": f"model:canary_mean_nll_nats:{label}",
-                "expr": f"max by (model) (tokenpulse_canary_mean_nll_nats{sel('exporter')}"
-                f" and on (model, version) {versions})",
+                "expr": f"max by (model) (\n  tokenpulse_canary_mean_nll_nats{ex}\n"
+                f"  and on (model, version) ({versions}\n  or on (model) {fallback})\n)",
             }
         )
     return out
@@ -178,6 +210,6 @@ def recording_groups(t: Timing) -> list[dict[str, Any]]:
     return [
         {"name": "tokenpulse-tfserving.rules", "rules": tfserving_rules(t)},
         {"name": "tokenpulse-slis.rules", "rules": sli_rules(t)},
-        {"name": "tokenpulse-quality.rules", "rules": quality_rules(t)},
+        {"name": "tokenpulse-quality.rules", "rules": quality_rules(t) + traffic_rules(t)},
         {"name": "tokenpulse-canary.rules", "rules": canary_rules()},
     ]

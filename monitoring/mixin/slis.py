@@ -9,6 +9,7 @@ from monitoring.mixin.model import GATEWAY_PREFIX
 REQUESTS = f"{GATEWAY_PREFIX}requests_total"
 DURATION = f"{GATEWAY_PREFIX}request_duration_seconds"
 TPOT = f"{GATEWAY_PREFIX}time_per_output_token_seconds"
+TTFT = f"{GATEWAY_PREFIX}time_to_first_token_seconds"  # observed for streams only
 # a latency SLI counts answered requests only: an error is the availability SLI's business
 ANSWERED = 'code=~"2.."'
 
@@ -48,4 +49,6 @@ def error_ratio(slo: config.Slo, window: str, matchers: str, by: str = "model") 
         return _slow_share(DURATION, slo.threshold_le, _sel(matchers, ANSWERED)[1:-1], window, by)
     if slo.name == "tpot":
         return _slow_share(TPOT, slo.threshold_le, matchers, window, by)
+    if slo.name == "ttft":
+        return _slow_share(TTFT, slo.threshold_le, matchers, window, by)
     raise KeyError(f"no SLI for SLO {slo.name!r}")

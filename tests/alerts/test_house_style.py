@@ -16,18 +16,24 @@ RULES = yaml.safe_load((ROOT / "alerts" / "alerts.rules.yml").read_text())
 ALERTS = [r for g in RULES["groups"] for r in g["rules"]]
 RUNBOOKS = ROOT / "alerts" / "runbooks"
 NAME = re.compile(
-    r"^TokenPulse(Gateway|Quality|Canary|TfServing|Exporter|Gpu|Shipper|Pipeline)([A-Z][a-z0-9]+)+$"
+    r"^TokenPulse(Gateway|Quality|Canary|TfServing|Exporter|Gpu|Shipper|Pipeline|Prometheus"
+    r"|Alertmanager)([A-Z][a-z0-9]+)+$"
 )
 SECTIONS = ["## Meaning", "## Impact", "## Diagnosis", "## Mitigation"]
+# the on-call shape: after Mitigation, how to silence, whom to escalate to, how to see it is over
+ON_CALL = ["## Silence", "## Escalate", "## Check it recovered"]
 
 
 @pytest.mark.parametrize(
     "rule", ALERTS, ids=lambda r: f"{r['alert']}-{r['labels'].get('long_window', '')}"
 )
 def test_alert_follows_house_style(rule: dict) -> None:
-    assert NAME.match(rule["alert"]), "CamelCase with a component prefix"
+    if rule["alert"] == config.WATCHDOG_NAME:  # the name dead man's switches expect
+        assert rule["labels"] == {"severity": "none"}, "the Watchdog notifies nobody by severity"
+    else:
+        assert NAME.match(rule["alert"]), "CamelCase with a component prefix"
+        assert rule["labels"]["severity"] in ("critical", "warning", "info")
     assert rule.get("for"), "every alert has a for"
-    assert rule["labels"]["severity"] in ("critical", "warning", "info")
     notes = rule["annotations"]
     assert set(notes) == {"summary", "description", "runbook_url", "dashboard_url"}
     assert notes["summary"] and "{{" not in notes["summary"], "summary is static"
@@ -54,6 +60,26 @@ def test_runbook_has_four_sections_with_their_content(name: str) -> None:
     assert uids and set(uids) <= set(config.DASHBOARD_UIDS.values()), "a dashboard panel"
     assert "Saved sample search:" in diagnosis and "tokenpulse samples search" in diagnosis
     assert "```sh\n" in mitigation, "mitigation gives the commands"
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in sorted(RUNBOOKS.glob("*.md")) if "\n## Silence\n" in p.read_text()],
+    ids=lambda p: p.stem,
+)  # fmt: skip
+def test_on_call_sections_follow_mitigation_in_order(path: Path) -> None:
+    text = path.read_text()
+    positions = [text.find(s + "\n") for s in ["## Mitigation", *ON_CALL]]
+    assert -1 not in positions and positions == sorted(positions), "Silence/Escalate/Recovered"
+    silence = text[positions[1] : positions[2]]
+    assert re.search(r"amtool .*silence add", silence) or "Never silence" in silence
+
+
+def test_meta_alerts_are_labelled_for_their_own_route() -> None:
+    meta = [r for r in ALERTS if re.match(r"^TokenPulse(Prometheus|Alertmanager)", r["alert"])]
+    assert len(meta) >= 8
+    for rule in meta:
+        assert {k: rule["labels"][k] for k in config.META_LABELS} == config.META_LABELS
+    assert [r for r in ALERTS if r["alert"] == config.WATCHDOG_NAME], "a Watchdog"
 
 
 def _panel_titles(panels: list[dict]) -> set[str]:

@@ -113,22 +113,26 @@ def _targets(rule: dict) -> set[str]:
 
 def test_model_server_down_silences_every_symptom_but_not_itself() -> None:
     symptoms = {a.alertname for a in all_alerts(NORMAL) if a.symptom}
-    (rule, collectors) = _inhibit('alertname="TokenPulseTfServingFleetRecentlyDown"')
+    (rule, collectors) = _inhibit('alertname="TokenPulseTfServingDown"')
     targets = _targets(rule)
     assert symptoms | {"TokenPulseTfServingNoAvailableVersion"} == targets
     assert {"TokenPulseTfServingDown", "TokenPulseTfServingRecentlyDown"}.isdisjoint(targets)
     for name in ("GatewayAvailabilityBudgetBurn", "QualityEmptyOutputs", "CanaryFailing"):
         assert f"TokenPulse{name}" in targets
+    assert rule["equal"] == collectors["equal"] == ["replica"]
     assert collectors["target_matchers"][1] == 'collector=~"tfserving|canary"'
 
 
-def test_one_replica_down_silences_only_alerts_about_that_replica() -> None:
-    down = 'alertname=~"TokenPulseTfServingDown|TokenPulseTfServingRecentlyDown"'
-    (rule, collectors) = _inhibit(down)
-    assert rule["equal"] == collectors["equal"] == ["replica"]
+def test_after_a_down_page_only_windowed_symptoms_stay_silenced() -> None:
+    recently = 'alertname=~"TokenPulseTfServingRecentlyDown|TokenPulseTfServingFleetRecentlyDown"'
+    (rule,) = _inhibit(recently)
+    assert rule["equal"] == ["replica"]
     targets = _targets(rule)
-    assert {"TokenPulseCanaryFailing", "TokenPulseTfServingNoAvailableVersion"} <= targets
-    assert "TokenPulseGatewayAvailabilityBudgetBurn" not in targets  # a fleet symptom
+    assert targets == {a.alertname for a in all_alerts(NORMAL) if a.windowed}
+    assert "TokenPulseGatewayAvailabilityBudgetBurn" in targets
+    # state alerts show the present: a bad restart pages at once
+    for state in ("TfServingNoAvailableVersion", "CanaryFailing", "GatewayCircuitBreakerOpen"):
+        assert f"TokenPulse{state}" not in targets
 
 
 def test_no_available_version_silences_symptoms_of_the_same_model() -> None:
@@ -168,31 +172,43 @@ def test_inhibitions_are_scoped_by_replica(replicas: int) -> None:
     one = {"replica": "1"} if replicas == 2 else {}
     other = {"replica": "0"} if replicas == 2 else {}
     down = [
-        _alert("TfServingDown", "critical", **one),
-        _alert("TfServingRecentlyDown", "info", **one),
+        _alert("TfServingDown", "critical", job="tfserving", **one),
+        _alert("TfServingRecentlyDown", "info", job="tfserving", **one),
     ]
     if replicas == 1:  # the only replica down is the whole fleet down
-        down.append(_alert("TfServingFleetRecentlyDown", "info", job="tfserving"))
+        down.append(_alert("TfServingFleetRecentlyDown", "info"))
     slo = _alert("GatewayAvailabilityBudgetBurn", "critical", model="gen", slo="availability")
     canary_here = _alert("CanaryFailing", "warning", model="gen", version="1", **one)
     canary_there = _alert("CanaryFailing", "warning", model="gen", version="1", **other)
     collector = _alert("ExporterCollectorFailing", "warning", collector="tfserving", **one)
-    other_down = _alert("TfServingDown", "critical", **other)
+    other_down = _alert("TfServingDown", "critical", job="tfserving", **other)
     assert _inhibited(canary_here, down) and _inhibited(collector, down)
     # with two replicas, replica 1 down hides neither replica 0's alerts nor the fleet's
     assert _inhibited(slo, down) is (replicas == 1)
     assert _inhibited(canary_there, down) is (replicas == 1)
     assert not _inhibited(other_down, down)
-    fleet_down = down + [_alert("TfServingFleetRecentlyDown", "info", job="tfserving")]
-    assert _inhibited(slo, fleet_down) and _inhibited(canary_there, fleet_down)
+    # every replica paged down: the fleet's windowed symptoms are silenced; a state alert of a
+    # replica only while that replica's own page fires
+    fleet_down = down + [_alert("TfServingFleetRecentlyDown", "info")]
+    assert _inhibited(slo, fleet_down)
+    assert _inhibited(canary_there, fleet_down) is (replicas == 1)
+    assert _inhibited(canary_there, fleet_down + [other_down])
+    # back up (the pages resolved), inside the recovery window: the burn stays silenced, a
+    # canary that still fails does not
+    recovering = [_alert("TfServingRecentlyDown", "info", job="tfserving", **one)]
+    recovering.append(_alert("TfServingFleetRecentlyDown", "info"))
+    assert _inhibited(slo, recovering) and not _inhibited(canary_here, recovering)
 
 
-def test_gateway_down_silences_only_gateway_slo_alerts() -> None:
+def test_gateway_down_silences_only_gateway_windowed_alerts() -> None:
     (rule,) = _inhibit('alertname="TokenPulseGatewayDown"')
     assert _targets(rule) == {
         "TokenPulseGatewayAvailabilityBudgetBurn",
         "TokenPulseGatewayLatencyBudgetBurn",
         "TokenPulseGatewayTokenLatencyBudgetBurn",
+        "TokenPulseGatewayTtftBudgetBurn",
+        "TokenPulseGatewayThroughputDrop",
+        "TokenPulseGatewayTrafficCollapse",
     }
 
 

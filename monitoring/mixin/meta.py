@@ -1,0 +1,109 @@
+"""Alerts on the monitoring itself (kube-prometheus's meta-alerts) and the Watchdog.
+
+Prometheus and Alertmanager are scraped as jobs config.JOBS.prometheus and .alertmanager. Each
+meta-alert carries config.META_LABELS, so Alertmanager can route it apart from the receivers it
+may be reporting broken (a pager whose secret is missing cannot page about itself). The
+Watchdog always fires: a dead man's switch outside the stack pages when it stops arriving, which
+is how a stopped Prometheus or Alertmanager is noticed at all.
+"""
+
+from __future__ import annotations
+
+from monitoring.mixin import config as c
+from monitoring.mixin.model import Alert
+from monitoring.mixin.promql import Timing, number, sel
+
+
+def _meta(name: str, expr: str, for_: str, severity: str, summary: str, desc: str) -> Alert:
+    return Alert(name, expr, for_, severity, summary, desc, labels=dict(c.META_LABELS))
+
+
+def _down(component: str, name: str, what: str) -> Alert:
+    return _meta(
+        f"{name}Down",
+        f"up{sel(component)} == 0",
+        c.DOWN_FOR,
+        "critical",
+        f"{what} cannot be scraped.",
+        f"Prometheus cannot scrape {what[0].lower()}{what[1:]} at {{{{ $labels.instance }}}} "
+        "(job {{ $labels.job }}): alerts may not be evaluated or delivered.",
+    )
+
+
+def meta_alerts(t: Timing) -> list[Alert]:
+    """The Watchdog and the alerts on Prometheus and Alertmanager."""
+    w = t(c.META_WINDOW)
+    prom, am = sel("prometheus"), sel("alertmanager")
+    errors = f"rate(prometheus_notifications_errors_total{prom}[{w}])"
+    sent = f"rate(prometheus_notifications_sent_total{prom}[{w}])"
+    failed = f"rate(alertmanager_notifications_failed_total{am}[{w}])"
+    total = f"rate(alertmanager_notifications_total{am}[{w}])"
+    return [
+        Alert(
+            c.WATCHDOG_NAME,
+            "vector(1)",
+            "1m",
+            "none",
+            "Always firing: the alerting pipeline is alive.",
+            "Prometheus evaluates rules and Alertmanager delivers (value {{ $value }}). A dead "
+            "man's switch outside the stack pages when this stops arriving.",
+        ),
+        _down("prometheus", "Prometheus", "Prometheus"),
+        _down("alertmanager", "Alertmanager", "Alertmanager"),
+        _meta(
+            "PrometheusRuleFailures",
+            f"increase(prometheus_rule_evaluation_failures_total{prom}[{w}]) > 0",
+            c.META_FOR,
+            "critical",
+            "Prometheus fails to evaluate rules: alerts may be missing.",
+            "Prometheus at {{ $labels.instance }} failed {{ $value | humanize }} evaluations "
+            f"of rule group {{{{ $labels.rule_group }}}} in {c.META_WINDOW}.",
+        ),
+        _meta(
+            "PrometheusMissingRuleEvaluations",
+            f"increase(prometheus_rule_group_iterations_missed_total{prom}[{w}]) > 0",
+            c.META_FOR,
+            "warning",
+            "Prometheus skips rule evaluations: it is too slow to keep up.",
+            "Prometheus at {{ $labels.instance }} missed {{ $value | humanize }} evaluations "
+            f"of rule group {{{{ $labels.rule_group }}}} in {c.META_WINDOW}.",
+        ),
+        _meta(
+            "PrometheusNotConnectedToAlertmanagers",
+            f"max_over_time(prometheus_notifications_alertmanagers_discovered{prom}[{w}]) < 1",
+            c.META_FOR,
+            "critical",
+            "Prometheus knows no Alertmanager: no alert reaches anyone.",
+            "Prometheus at {{ $labels.instance }} has discovered {{ $value }} Alertmanagers "
+            f"for {c.META_WINDOW}.",
+        ),
+        _meta(
+            "PrometheusErrorSendingAlertsToAnyAlertmanager",
+            f"min without (alertmanager) ({errors} / {sent}) > {number(c.PROM_SEND_ERROR_SHARE)}",
+            c.META_FOR,
+            "critical",
+            "Prometheus fails to send alerts to every Alertmanager.",
+            "Prometheus at {{ $labels.instance }} failed to send "
+            "{{ $value | humanizePercentage }} of its alerts to every Alertmanager over "
+            f"{c.META_WINDOW}.",
+        ),
+        _meta(
+            "AlertmanagerFailedToSendAlerts",
+            f"{failed} / {total} > {number(c.AM_FAILED_SHARE)}",
+            c.META_FOR,
+            "critical",
+            "Alertmanager fails to deliver notifications to an integration.",
+            "Alertmanager at {{ $labels.instance }} failed to send "
+            "{{ $value | humanizePercentage }} of notifications to {{ $labels.integration }} "
+            f"over {c.META_WINDOW} (a missing secret file fails here, not at start-up).",
+        ),
+        _meta(
+            "AlertmanagerFailedReload",
+            f"max_over_time(alertmanager_config_last_reload_successful{am}[{w}]) == 0",
+            c.META_FOR,
+            "critical",
+            "Alertmanager failed to load its configuration.",
+            "Alertmanager at {{ $labels.instance }} runs an old configuration: its last reload "
+            "failed (value {{ $value }}).",
+        ),
+    ]

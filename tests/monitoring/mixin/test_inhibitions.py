@@ -1,0 +1,158 @@
+"""The generated inhibit rules, run by the real Alertmanager: what a cause silences, and what not.
+
+promtool cannot test inhibition, so each case posts firing alerts (labelled as the rules label
+them) to a real `prometheus-alertmanager` loaded with the generated local config and reads back
+which ones it suppresses. The receivers point nowhere: only the inhibitor's verdict is read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import shutil
+import socket
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from monitoring.mixin import alertmanager
+from stack.launch import http_ok, running_process
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("prometheus-alertmanager") is None, reason="needs prometheus-alertmanager"
+)
+
+P = "TokenPulse"
+DOWN = {"alertname": f"{P}TfServingDown", "severity": "critical", "job": "tfserving"}
+RECENTLY = {"alertname": f"{P}TfServingRecentlyDown", "severity": "info", "job": "tfserving"}
+FLEET = {"alertname": f"{P}TfServingFleetRecentlyDown", "severity": "info"}
+NO_VERSION = {
+    "alertname": f"{P}TfServingNoAvailableVersion", "severity": "critical",
+    "job": "tokenpulse-exporter", "model": "gen",
+}  # fmt: skip
+BURN = {
+    "alertname": f"{P}GatewayAvailabilityBudgetBurn", "severity": "critical", "model": "gen",
+    "slo": "availability", "long_window": "1h",
+}  # fmt: skip
+MISMATCH = {
+    "alertname": f"{P}CanaryMismatch", "severity": "warning", "job": "tokenpulse-exporter",
+    "model": "gen", "version": "2",
+}  # fmt: skip
+FLAPPING = {"alertname": f"{P}TfServingFlapping", "severity": "critical", "job": "tfserving"}
+GPU_FULL = {"alertname": f"{P}GpuMemoryNearlyFull", "severity": "warning", "gpu": "0"}
+EXHAUSTED = {"alertname": f"{P}TfServingResourceExhausted", "severity": "warning"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def _alertmanager(tmp: Path) -> Iterator[str]:
+    config = tmp / "alertmanager.yml"
+    config.write_text(alertmanager.render_local("http://127.0.0.1:9/"))
+    url = f"http://127.0.0.1:{_free_port()}"
+    argv = [
+        "prometheus-alertmanager", f"--config.file={config}", f"--storage.path={tmp}",
+        f"--web.listen-address={url.removeprefix('http://')}", "--cluster.listen-address=",
+        "--log.level=error",
+    ]  # fmt: skip
+    with running_process(argv, lambda: http_ok(f"{url}/-/ready"), what="alertmanager"):
+        yield url
+
+
+@pytest.fixture(scope="module")
+def am_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with _alertmanager(tmp_path_factory.mktemp("am")) as url:
+        yield url
+
+
+def _post(am_url: str, alerts: list[dict[str, str]], ends_in_s: float) -> None:
+    now = datetime.datetime.now(datetime.UTC)
+    start = now - datetime.timedelta(minutes=1)  # before endsAt, also when resolving
+    body = [
+        {
+            "labels": a,
+            "startsAt": start.isoformat(),
+            "endsAt": (now + datetime.timedelta(seconds=ends_in_s)).isoformat(),
+        }
+        for a in alerts
+    ]
+    post = urllib.request.Request(
+        f"{am_url}/api/v2/alerts", data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"}, method="POST",
+    )  # fmt: skip
+    with urllib.request.urlopen(post, timeout=10) as resp:
+        assert resp.status == 200
+
+
+def _suppressed(am_url: str, *alerts: dict[str, str]) -> set[str]:
+    """Post `alerts` as firing; the names Alertmanager suppresses. Then resolve them, so that no
+    alert of one case is a source for the next (a `case` label tells the cases apart)."""
+    case = f"c{next(_CASES)}"
+    labelled = [{**a, "case": case} for a in alerts]
+    _post(am_url, labelled, 600)
+    try:
+        query = f"{am_url}/api/v2/alerts?filter=case%3D%22{case}%22"
+        with urllib.request.urlopen(query, timeout=10) as resp:
+            doc = json.load(resp)
+        assert len(doc) == len(alerts)
+        return {a["labels"]["alertname"] for a in doc if a["status"]["state"] == "suppressed"}
+    finally:
+        _post(am_url, labelled, -1)
+
+
+_CASES = iter(range(10_000))
+
+
+def test_every_inhibition_is_scoped_or_says_why_not() -> None:
+    rules = alertmanager.inhibit_rules()
+    unscoped = [r for r in rules if not r.get("equal")]
+    # the gateway serves every model: its outage has no narrower scope
+    assert [r["source_matchers"] for r in unscoped] == [[f'alertname="{P}GatewayDown"']]
+
+
+def test_state_alerts_are_never_targets_of_the_recovery_window() -> None:
+    (recovery,) = [r for r in alertmanager.inhibit_rules() if "RecentlyDown" in str(r)]
+    targets = recovery["target_matchers"][0]
+    for state in ("NoAvailableVersion", "CanaryMismatch", "CanaryFailing", "CircuitBreakerOpen"):
+        assert state not in targets
+    assert f"{P}GatewayAvailabilityBudgetBurn" in targets and f"{P}QualityEmptyOutputs" in targets
+
+
+def test_bad_restart_pages_no_available_version_during_the_recovery_window(am_url: str) -> None:
+    # TF Serving back (TfServingDown resolved) with no AVAILABLE version
+    assert _suppressed(am_url, RECENTLY, NO_VERSION) == set()
+
+
+def test_recovery_window_silences_a_burn_but_not_a_state_alert(am_url: str) -> None:
+    assert _suppressed(am_url, RECENTLY, BURN, MISMATCH) == {BURN["alertname"]}
+
+
+def test_a_crash_loop_with_no_down_page_hides_nothing(am_url: str) -> None:
+    assert _suppressed(am_url, FLAPPING, BURN) == set()
+
+
+def test_down_now_silences_state_symptoms_of_its_replica_only(am_url: str) -> None:
+    down = {**DOWN, "replica": "1"}
+    assert _suppressed(am_url, down, {**MISMATCH, "replica": "1"}) == {MISMATCH["alertname"]}
+    assert _suppressed(am_url, down, {**MISMATCH, "replica": "0"}) == set()
+
+
+def test_one_replica_recently_down_does_not_hide_the_fleet_burn(am_url: str) -> None:
+    assert _suppressed(am_url, {**RECENTLY, "replica": "1"}, BURN) == set()
+
+
+def test_the_whole_fleet_recently_down_hides_the_fleet_burn(am_url: str) -> None:
+    assert _suppressed(am_url, FLEET, BURN) == {BURN["alertname"]}
+
+
+def test_gpu_memory_exhaustion_explains_resource_exhausted_on_its_replica(am_url: str) -> None:
+    full = {**GPU_FULL, "replica": "0"}
+    assert _suppressed(am_url, full, {**EXHAUSTED, "replica": "0"}) == {EXHAUSTED["alertname"]}
+    assert _suppressed(am_url, full, {**EXHAUSTED, "replica": "1"}) == set()
