@@ -67,8 +67,9 @@ class OncallSettings(BaseSettings):
     )
 
 
-def alert_line(receiver: str, alert: dict[str, Any]) -> str:
-    """One readable line: status, severity, name, labels that matter, summary, runbook."""
+def alert_line(receiver: str, alert: dict[str, Any], links: dict[str, str] | None = None) -> str:
+    """One readable line: status, severity, name, labels that matter (model, version, ...),
+    summary, runbook, then the dashboard panel and sample search of the alert's window."""
     labels = alert.get("labels") or {}
     notes = alert.get("annotations") or {}
     skip = {"alertname", "severity"}
@@ -84,6 +85,7 @@ def alert_line(receiver: str, alert: dict[str, Any]) -> str:
         f"({notes.get('runbook_url', 'no runbook')})",
         f"-> {receiver}",
     ]
+    parts += [f"{k}: {(links or {})[k]}" for k in ("dashboard", "samples") if k in (links or {})]
     # printable whatever the sender put in a label (a lone surrogate cannot be written as UTF-8)
     line = " ".join(p for p in parts if p)
     return line.encode("utf-8", "backslashreplace").decode("utf-8")
@@ -114,9 +116,9 @@ class NotificationLog:
             fh.flush()
             if any(a["labels"].get("alertname") == WATCHDOG for a in doc["alerts"]):
                 self.watchdog, self.watchdog_count = now, self.watchdog_count + 1
-        for alert in doc["alerts"]:
+        for alert, its_links in zip(doc["alerts"], links, strict=True):
             if alert["labels"].get("alertname") != WATCHDOG:
-                self._on_alert(alert_line(receiver, alert))
+                self._on_alert(alert_line(receiver, alert, its_links))
 
     def watchdog_state(self) -> dict[str, Any]:
         """When the Watchdog last arrived (None: not since start), how long ago, how often."""

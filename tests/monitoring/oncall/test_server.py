@@ -69,10 +69,12 @@ def test_notification_is_appended_and_announced(receiver: tuple[str, Path, list[
     )
     (entry,) = [json.loads(x) for x in path.read_text().splitlines()]
     assert entry["receiver"] == "pager" and entry["alerts"] == NOTE["alerts"]
-    assert lines == [
+    (line,) = lines
+    assert line.startswith(
         "[FIRING] critical TokenPulseTfServingDown instance=tfs:8501 - The model server cannot be "
-        "scraped. (https://x/TokenPulseTfServingDown.md) -> pager"
-    ]
+        "scraped. (https://x/TokenPulseTfServingDown.md) -> pager samples: http://127.0.0.1:9095/"
+        "samples?since="
+    )
     with urllib.request.urlopen(f"{url}/notifications", timeout=5) as resp:
         assert [n["receiver"] for n in json.loads(resp.read())] == ["pager"]
 
@@ -251,6 +253,9 @@ def test_recorded_notification_carries_each_alerts_links(tmp_path: Path) -> None
         server.shutdown()
         server.server_close()
     (links,) = entry["links"]
+    assert alert_line("pager", alert, links).endswith(
+        f"-> pager dashboard: {links['dashboard']} samples: {links['samples']}"
+    )
     start_ms = 1767265200123  # 2026-01-01T11:00:00.123Z
     assert links == {
         "runbook": "https://x/TokenPulseTfServingDown.md",
