@@ -47,6 +47,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--chunk", type=int, default=DEFAULT_STREAM_CHUNK, help="the gateway's stream_chunk_tokens"
     )
     parser.add_argument(
+        "--stream-batch-rows",
+        type=int,
+        default=None,
+        help="the gateway's stream_batch_rows (default: the gateway's; 0: no coalescing)",
+    )
+    parser.add_argument(
         "--quick", action="store_true", help="a few seconds: c=1 and 4, 8 tokens (tests)"
     )
     parser.add_argument("--json", action="store_true", help="print one JSON document")
@@ -209,6 +215,7 @@ def report(results: list[Result], args: argparse.Namespace) -> dict[str, Any]:
     }
     return {
         "chunk": args.chunk,
+        "stream_batch_rows": args.stream_batch_rows,
         "max_new_tokens": args.max_new_tokens,
         "low": args.low,
         "high": args.high,
@@ -268,10 +275,13 @@ def main(args: argparse.Namespace) -> int:
     ):  # fmt: skip
         keys = Path(tmp) / "keys.json"
         key = add_key(keys, "bench", requests_per_minute=1e9, tokens_per_minute=1e12)
+        coalesce = {}
+        if args.stream_batch_rows is not None:
+            coalesce["stream_batch_rows"] = args.stream_batch_rows
         with running_gateway(
             server.rest_url, keys, models=[args.model_name], stream_chunk_tokens=args.chunk,
             max_concurrency=max(64, 2 * args.high), access_log=False,
-            max_new_tokens_limit=max(512, args.max_new_tokens),
+            max_new_tokens_limit=max(512, args.max_new_tokens), **coalesce,
         ) as gw:  # fmt: skip
             results = measure(f"{gw.url}/v1/generate", key, server.metrics_url, args)
     doc = report(results, args)

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from serving.gateway import admin, chat, feedback, models, native, openai_compat, sse
 from serving.gateway.admission import Admission
 from serving.gateway.breaker import CircuitBreaker
+from serving.gateway.chunkbatch import ChunkBatcher
 from serving.gateway.errors import GatewayError, PayloadTooLarge, dump, native_body, openai_body
 from serving.gateway.jobs import Job, Limits
 from serving.gateway.keys import KeysFileError, KeyStore
@@ -97,6 +98,14 @@ class Gateway:
             settings, self.router, self.upstreams, self.breaker, self.admission,
             RateLimiter(), self.refresh,
         )  # fmt: skip
+        self.chunks = (
+            ChunkBatcher(
+                self.upstreams.continue_, settings.stream_batch_rows,
+                parallel=len(settings.upstream_urls),
+            )
+            if settings.stream_batch_rows
+            else None
+        )  # fmt: skip
         self.samples = SampleDispatcher(
             sink if sink is not None else load_sink(settings.sample_sink, self.metrics.registry),
             settings.sample_queue_size,
@@ -135,6 +144,8 @@ class Gateway:
         await cancel_quietly(self._poller)
         await cancel_quietly(self._keys_watcher)
         await self.samples.stop()
+        if self.chunks is not None:
+            await self.chunks.close()
         await self.upstreams.close()
 
     async def refresh(self, model: str) -> None:
@@ -294,6 +305,7 @@ class Gateway:
                     self.pipeline, job, key, deadline, stats,
                     chunk_tokens=self.settings.stream_chunk_tokens, arrived=start,
                     gone=lambda: request.transport is None or request.transport.is_closing(),
+                    call=self.chunks.continue_ if self.chunks else None,
                 )  # fmt: skip
                 return await self._stream(request, run, streamer(job, stats), headers, arrival)
             texts = await self.pipeline.run(job, key, deadline, stats)

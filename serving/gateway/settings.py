@@ -49,6 +49,14 @@ class GatewaySettings(BaseSettings):
         description="tokens per `continue` call when streaming (SSE): smaller sends text sooner, "
         "larger re-reads the prompt less often",
     )
+    stream_batch_rows: int = Field(
+        32,
+        ge=0,
+        le=4096,
+        description="rows one coalesced `continue` call carries: the streams of a version share "
+        "one call in flight per replica, so they reach the model server as one batch (at most "
+        "its max_batch_size); 0: each stream calls on its own",
+    )
     header_timeout_s: float = Field(
         10.0, gt=0, description="seconds a client may take to send a complete request head"
     )

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from serving.gateway.admission import Shed
+from serving.gateway.chunkbatch import ContinueCall
 from serving.gateway.errors import (
     BadRequest,
     CircuitOpen,
@@ -89,6 +90,7 @@ class StreamRun:
         chunk_tokens: int,
         arrived: float,
         gone: Callable[[], bool] = lambda: False,
+        call: ContinueCall | None = None,
     ) -> None:
         self.p = pipeline
         self.job = job
@@ -98,6 +100,7 @@ class StreamRun:
         self.chunk_tokens = chunk_tokens
         self._arrived = arrived  # perf_counter() at arrival: TTFT counts from there
         self._gone = gone
+        self._continue = call or pipeline.client.continue_  # coalesced, or a call of its own
         self.rows = [Row(prompt, TextStream(job.stop)) for prompt in job.prompts]
         self._reservation: Reservation | None = None
         self._holds_slot = False
@@ -223,7 +226,7 @@ class StreamRun:
         started = time.perf_counter()
         try:
             chunks, _seconds = await self._watch(
-                self.p.client.continue_(route.model, route.version, self._rows(), remaining)
+                self._continue(route.model, route.version, self._rows(), remaining)
             )
         except UpstreamError as exc:
             self.stats.upstream_s += time.perf_counter() - started
