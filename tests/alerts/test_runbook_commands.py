@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
+import yaml
 
 from devtools.stack import Stack
 from stack.config import Ports
@@ -123,6 +125,32 @@ def runner(shared_stack: Stack) -> Iterator[Runner]:
         models_config.write_bytes(before)
         if not had_weight:
             weight.unlink(missing_ok=True)
+
+
+def _expected_labels() -> dict[str, set[str]]:
+    """alertname -> the labels its promtool tests expect on it (alerts/tests/*.yml)."""
+    out: dict[str, set[str]] = {}
+    for path in (ROOT / "alerts" / "tests").glob("*.yml"):
+        for test in yaml.safe_load(path.read_text()).get("tests", []):
+            for case in test.get("alert_rule_test", []):
+                for alert in case.get("exp_alerts") or []:
+                    got = out.setdefault(case["alertname"], set())
+                    got |= set(alert.get("exp_labels", {}))
+    return out
+
+
+def test_silence_matchers_are_labels_the_alert_carries() -> None:
+    carried = _expected_labels()
+    bad = []
+    for command in COMMANDS:
+        words = shlex.split(fill(command.line))
+        if "silence" not in words or "add" not in words:
+            continue
+        matchers = dict(w.split("=", 1) for w in words if re.fullmatch(r"[a-z_]+=.+", w))
+        assert matchers.get("alertname") == command.runbook, command.line
+        unknown = set(matchers) - {"alertname"} - carried.get(command.runbook, set())
+        bad += [f"{command.runbook}: no label {name}" for name in sorted(unknown)]
+    assert bad == []
 
 
 def test_every_runbook_has_commands_the_test_runs() -> None:

@@ -25,6 +25,9 @@ PLACEHOLDER = re.compile(r"<([a-z][a-z _-]*)>")
 PLACEHOLDERS = {
     "version": "1",
     "model": "gen",
+    "uuid": "GPU-00000000-0000-0000-0000-000000000000",
+    "output": "elasticsearch",
+    "collector": "nvml",
     "who": "runbook-test",
     "ticket or incident": "runbook test",
 }
