@@ -221,6 +221,9 @@ def _receiver(receiver: Doc) -> Doc:
     for cfg in receiver.get("pagerduty_configs", []):
         pd = {"routingKey": _secret(secret_key(cfg["routing_key_file"]))}
         pd.update(_camel_fields(cfg, {"severity", "send_resolved", "description"}))
+        if cfg.get("details"):  # each alert's runbook, dashboard and samples links as text: the
+            # vendored AlertmanagerConfig schema has no PagerDuty link configs
+            pd["details"] = [{"key": k, "value": v} for k, v in cfg["details"].items()]
         out.setdefault("pagerdutyConfigs", []).append(pd)
     for cfg in receiver.get("slack_configs", []):
         slack = {"apiURL": _secret(secret_key(cfg["api_url_file"]))}

@@ -97,6 +97,11 @@ def test_alertmanager_config_has_the_same_routes_inhibitions_and_receivers() -> 
         assert [_matcher_text(m) for m in mine["targetMatch"]] == theirs["target_matchers"]
         assert mine.get("equal", []) == theirs.get("equal", [])
     assert [r["name"] for r in spec["receivers"]] == [r["name"] for r in am["receivers"]]
+    # a page carries its links in Kubernetes too (issue 17 B): the same text as the details
+    (pager,) = [r for r in spec["receivers"] if r["name"] == "pager"]
+    (pd,) = pager["pagerdutyConfigs"]
+    assert pd["description"] == alertmanager.TITLE
+    assert pd["details"] == [{"key": "alerts", "value": alertmanager.ALERT_TEXT}]
 
 
 def test_receiver_secrets_are_keys_named_after_the_secret_files() -> None:
@@ -107,7 +112,8 @@ def test_receiver_secrets_are_keys_named_after_the_secret_files() -> None:
                 files |= {Path(v).name for k, v in cfg.items() if k.endswith("_file")}
     keys = set(operator.receiver_secret_keys())
     assert files and files <= keys
-    assert keys - files == {"ticket-webhook-url"}  # the webhook's in-cluster address
+    # the webhooks' addresses: the ticket bridge, the dead man's switch, the meta channel
+    assert keys - files == {"ticket-webhook-url", "watchdog-webhook-url", "meta-webhook-url"}
 
 
 @pytest.mark.parametrize(
