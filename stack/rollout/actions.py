@@ -46,6 +46,7 @@ def gateway_view(settings: RolloutSettings) -> tuple[list[int], dict[str, int]]:
 
 
 def require_available(settings: RolloutSettings, version: int) -> None:
+    """RolloutError unless the gateway sees `version` AVAILABLE (TF Serving's own condition)."""
     available, _ = gateway_view(settings)
     if version not in available:
         shown = ", ".join(map(str, available)) or "none"

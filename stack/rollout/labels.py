@@ -115,12 +115,15 @@ class ModelsConfig:
         if history:
             header += f"{HISTORY_PREFIX}{json.dumps(history, sort_keys=True)}\n"
         text = render(self.config, header)
-        mode = self.path.stat().st_mode & 0o777
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, self.path)
+        try:
+            mode = self.path.stat().st_mode & 0o777
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.chmod(tmp, mode)
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            raise RolloutError(f"cannot write {self.path}: {exc.strerror}") from exc
 
     def _model(self, model: str) -> ModelConfig:
         for m in self.config.models:

@@ -20,6 +20,7 @@ from serving.gateway.admin import parse_canary_weight
 from serving.gateway.keys import add_key
 from stack.cli import main
 from stack.config import StackConfig
+from stack.rollout.labels import ModelsConfig, RolloutError
 from stack.rollout.progressive import Health, ProgressiveSettings, verdict
 from stack.rollout.settings import CANARY_WEIGHT_FILE
 from stack.supervise import Stack as Supervisor
@@ -294,3 +295,15 @@ def test_a_canary_within_the_bars_is_promoted_after_the_last_step(
     assert weight(running) == 0.0
     status = rollout(running, capsys, "status")[1]
     assert "canary -> 2, stable -> 2" in status and "stable before: 1" in status
+
+
+def test_a_models_config_that_cannot_be_written_is_one_error(tmp_path: Path) -> None:
+    path = tmp_path / "gone" / "models.config"
+    path.parent.mkdir()
+    path.write_text(render_models_config(MODEL, "/models/gen", (1,), {"stable": 1}))
+    config = ModelsConfig.read(path)
+    config.move(MODEL, "canary", 1)
+    path.unlink()
+    path.parent.rmdir()  # e.g. the bind mount went away
+    with pytest.raises(RolloutError, match=r"^cannot write .*models.config: "):
+        config.write()
