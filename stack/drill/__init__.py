@@ -4,8 +4,8 @@ Start the stack with the compressed rules and the drill options, then drill it f
 terminal:
 
     tokenpulse up --rules compressed --scrape-interval 2s --evaluation-interval 1s \\
-        --group-wait 10s --group-interval 3s --gpu-backend fake --restart-delay-s 30 \\
-        --fault-proxy-port 8511 --fast-polls
+        --group-wait 5s --group-interval 1s --watchdog-interval 5s --gpu-backend fake \\
+        --restart-delay-s 20 --fault-proxy-port 8511 --fast-polls
     tokenpulse drill all
 
 Each scenario applies a fault under steady traffic and reads the on-call receiver: the expected

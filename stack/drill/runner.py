@@ -169,9 +169,15 @@ def _secs(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}s"
 
 
+def _marks(r: Result) -> str:
+    # the scenario's own marks, seconds after its start (fault on/off are in the columns)
+    marks = {k: v for k, v in r.timings.items() if k not in ("fault_on", "fault_off")}
+    return " ".join(f"{k.removesuffix('_s')}={v:g}s" for k, v in marks.items())
+
+
 def table(results: Sequence[Result]) -> str:
     """The pass/fail table: one row per expected page, problems under a failed scenario."""
-    head = ("scenario", "result", "expected page -> route", "fired", "resolved", "took")
+    head = ("scenario", "result", "expected page -> route", "fired", "resolved", "took", "marks")
     rows: list[tuple[str, ...]] = []
     for r in results:
         verdict = "PASS" if r.passed else "FAIL"
@@ -186,10 +192,11 @@ def table(results: Sequence[Result]) -> str:
                     _secs(o.fired_after_s),
                     _secs(o.resolved_after_s),
                     f"{r.took_s:.0f}s" if i == 0 else "",
-                )  # fmt: skip
+                    _marks(r) if i == 0 else "",
+                )
             )
         for problem in [*r.problems, *(f"unexpected page: {p}" for p in r.unexpected_pages)]:
-            rows.append(("", "", f"  ! {problem}", "", "", ""))
+            rows.append(("", "", f"  ! {problem}", "", "", "", ""))
     widths = [max(len(row[i]) for row in [head, *rows]) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
              for row in [head, *rows]]  # fmt: skip

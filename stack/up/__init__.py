@@ -71,9 +71,9 @@ def run(settings: UpSettings) -> int:
             config = stack_config(settings)
             stack = Stack(config, _say, restart_delay_s=settings.restart_delay_s)
             stack.start_all()
-            _say(up_banner.banner(settings, config, key, stack.pids()))
             pids = stack.pids()
-            write_state(stack_state(settings, pids))
+            write_state(stack_state(settings, pids))  # before the banner says it is ready
+            _say(up_banner.banner(settings, config, key, pids))
             _say(f"ready in {time.monotonic() - started:.1f} s")
             while not settings.exit_after_ready:
                 stack.watch_once()

@@ -17,7 +17,12 @@ from tests.support.models import install_version
 from tokenpulse.procs import free_port
 
 # both versions healthy (the e2e up test's degraded canary would fire canary alerts all along)
-DRILL_FLAGS = ("--preset=tiny", "--restart-delay-s=30", "--fast-polls")
+# group interval 1 s: a failing receiver fails every second, which the compressed 5 s rate sees;
+# the Watchdog every 5 s, so its silence shows in seconds. Later flags win over STACK_FLAGS.
+DRILL_FLAGS = (
+    "--preset=tiny", "--restart-delay-s=20", "--fast-polls", "--group-wait=5s",
+    "--group-interval=1s", "--watchdog-interval=5s",
+)  # fmt: skip
 
 
 @pytest.fixture(scope="session")

@@ -28,8 +28,11 @@ from tests.e2e.upstack import UpStack
 from tests.support.binaries import needs_prometheus
 from tokenpulse.procs import free_port
 
-# The scenarios the suite drills. Not here: see README's drill table for why each one is not.
-SUITE_SCENARIOS = ("model-server-killed", "slow-upstream", "error-burst")
+# The scenarios the suite drills: every one `tokenpulse drill all` runs.
+SUITE_SCENARIOS = (
+    "model-server-killed", "crash-loop", "slow-upstream", "error-burst", "idle-then-traffic",
+    "alertmanager-secret-missing", "prometheus-stopped",
+)  # fmt: skip
 
 
 class _Upstream(http.server.BaseHTTPRequestHandler):
