@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from monitoring.mixin import alertmanager
-from stack import components
+from stack import components, up
 from stack.config import StackConfig
 from stack.launch import Launched, running_process
 from stack.supervise import Stack
@@ -176,6 +176,26 @@ def test_a_missing_receiver_secret_stops_up_in_one_line_before_anything_starts(
     assert line.startswith(f"tokenpulse up: error: alertmanager_config {config}: receiver 'pager'")
     assert f"{secrets}/pagerduty-routing-key does not exist" in line
     assert not (tmp_path / "run").exists()  # nothing was prepared, nothing started
+
+
+def test_a_given_alertmanager_config_runs_as_written(tmp_path: Path, monkeypatch) -> None:
+    secrets = tmp_path / "secrets"
+    secrets.mkdir()
+    for name in ("pagerduty-routing-key", "slack-webhook-url"):
+        (secrets / name).write_text("x\n")
+    config = tmp_path / "alertmanager.yml"
+    text = alertmanager.render().replace(alertmanager.SECRETS, str(secrets))
+    config.write_text(text)
+    s = up_settings(tmp_path, alertmanager_config=config)
+    s.run_dir.mkdir(parents=True)
+    started: list[list[str]] = []
+    monkeypatch.setattr(
+        components, "_process", lambda c, name, argv, url, env=None: started.append(argv)
+    )
+    up.check_alertmanager_config(s)  # every secret in place: no refusal
+    components.by_name("alertmanager").start(up_config(s))
+    assert f"--config.file={config}" in started[0]
+    assert config.read_text() == text and not s.path("alertmanager.yml").exists()
 
 
 def test_banner_lists_every_component_and_what_to_do_next(tmp_path: Path) -> None:
