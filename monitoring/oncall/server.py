@@ -91,6 +91,10 @@ def alert_line(receiver: str, alert: dict[str, Any], links: dict[str, str] | Non
     return line.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+def _has_watchdog(alerts: list[dict[str, Any]]) -> bool:
+    return any(a.get("labels", {}).get("alertname") == WATCHDOG for a in alerts)
+
+
 class NotificationLog:
     """Appends notifications to the JSON-lines file, one writer at a time."""
 
@@ -100,9 +104,12 @@ class NotificationLog:
         self._lock = threading.Lock()
         path.parent.mkdir(parents=True, exist_ok=True)
         path.touch(mode=0o600)  # alert texts and labels: private, as the keys file
-
         self.watchdog: datetime | None = None  # when the Watchdog last arrived
         self.watchdog_count = 0
+        for entry in self.read():  # a restarted receiver still knows (a drill may restart it)
+            if _has_watchdog(entry.get("alerts", [])):
+                self.watchdog = datetime.fromisoformat(entry["received_at"])
+                self.watchdog_count += 1
 
     def record(self, receiver: str, doc: dict[str, Any], public_url: str = "") -> None:
         """Append with each alert's links, then announce each alert but the Watchdog."""
@@ -114,7 +121,7 @@ class NotificationLog:
         with self._lock, open(self.path, "a", encoding="utf-8") as fh:
             fh.write(line)
             fh.flush()
-            if any(a["labels"].get("alertname") == WATCHDOG for a in doc["alerts"]):
+            if _has_watchdog(doc["alerts"]):
                 self.watchdog, self.watchdog_count = now, self.watchdog_count + 1
         for alert, its_links in zip(doc["alerts"], links, strict=True):
             if alert["labels"].get("alertname") != WATCHDOG:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from monitoring.oncall.server import OncallSettings, alert_line, serve
+from monitoring.oncall.server import NotificationLog, OncallSettings, alert_line, serve
 
 NOTE = {
     "version": "4",
@@ -206,6 +206,9 @@ def test_watchdog_arrival_is_kept_and_not_announced(
     assert len(path.read_text().splitlines()) == 2  # but the file keeps them
     _post(f"{url}/pager", json.dumps(NOTE).encode())
     assert json.loads(_get(f"{url}/watchdog")[2])["count"] == 2 and len(lines) == 1
+    # a restarted receiver reads it back from its file
+    restarted = NotificationLog(path, lines.append).watchdog_state()
+    assert restarted["count"] == 2 and restarted["last_received_at"] == state["last_received_at"]
 
 
 def test_runbooks_are_served_as_html(receiver: tuple[str, Path, list[str]]) -> None:
