@@ -1,7 +1,8 @@
 """`tokenpulse bench streaming`: streamed (SSE) against unary generation through the gateway.
 
 One model server with batching on and one gateway in front of it (streams call `continue` in
-chunks of the gateway's `stream_chunk_tokens`, default DEFAULT_STREAM_CHUNK). The same requests
+chunks of the gateway's `stream_chunk_tokens` after a first one of `stream_first_chunk_tokens`,
+defaults DEFAULT_STREAM_CHUNK and DEFAULT_STREAM_FIRST_CHUNK). The same requests
 (same prompts and seeds) run unary and streamed over `/v1/generate`, the modes alternating round
 by round so drift on the host hits both alike. Three figures, each against its target:
 
@@ -27,7 +28,7 @@ from typing import Any
 from devtools.bench.continuation import PROMPTS, _batch_totals
 from devtools.bench.harness import add_model_arguments, percentile, progress
 from stack.launch import running_gateway, running_modelserver
-from tokenpulse.tfserving.signature import DEFAULT_STREAM_CHUNK
+from tokenpulse.tfserving.signature import DEFAULT_STREAM_CHUNK, DEFAULT_STREAM_FIRST_CHUNK
 
 TARGETS = {"ttft_ratio": 0.3, "throughput_ratio": 0.8, "mean_batch": 24.0}
 QUICK = {"low": 1, "high": 4, "duration": 1.0, "rounds": 1, "max_new_tokens": 8}
@@ -45,6 +46,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--temperature", type=float, default=0.8, help="0: greedy")
     parser.add_argument(
         "--chunk", type=int, default=DEFAULT_STREAM_CHUNK, help="the gateway's stream_chunk_tokens"
+    )
+    parser.add_argument(
+        "--first-chunk",
+        type=int,
+        default=DEFAULT_STREAM_FIRST_CHUNK,
+        help="the gateway's stream_first_chunk_tokens (0: --chunk)",
     )
     parser.add_argument(
         "--stream-batch-rows",
@@ -215,6 +222,7 @@ def report(results: list[Result], args: argparse.Namespace) -> dict[str, Any]:
     }
     return {
         "chunk": args.chunk,
+        "first_chunk": args.first_chunk or args.chunk,
         "stream_batch_rows": args.stream_batch_rows,
         "max_new_tokens": args.max_new_tokens,
         "low": args.low,
@@ -280,6 +288,7 @@ def main(args: argparse.Namespace) -> int:
             coalesce["stream_batch_rows"] = args.stream_batch_rows
         with running_gateway(
             server.rest_url, keys, models=[args.model_name], stream_chunk_tokens=args.chunk,
+            stream_first_chunk_tokens=args.first_chunk,
             max_concurrency=max(64, 2 * args.high), access_log=False,
             max_new_tokens_limit=max(512, args.max_new_tokens), **coalesce,
         ) as gw:  # fmt: skip

@@ -303,7 +303,8 @@ class Gateway:
             if job.stream:
                 run = StreamRun(
                     self.pipeline, job, key, deadline, stats,
-                    chunk_tokens=self.settings.stream_chunk_tokens, arrived=start,
+                    chunk_tokens=self.settings.stream_chunk_tokens,
+                    first_chunk_tokens=self.settings.stream_first_chunk_tokens, arrived=start,
                     gone=lambda: request.transport is None or request.transport.is_closing(),
                     call=self.chunks.continue_ if self.chunks else None,
                 )  # fmt: skip

@@ -10,7 +10,11 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from tokenpulse import ports
 from tokenpulse.logging import LogLevel
-from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME, DEFAULT_STREAM_CHUNK
+from tokenpulse.tfserving.signature import (
+    DEFAULT_MODEL_NAME,
+    DEFAULT_STREAM_CHUNK,
+    DEFAULT_STREAM_FIRST_CHUNK,
+)
 
 # the `replica` label of the per-replica metrics takes one value per configured URL: bounded here
 MAX_UPSTREAMS = 64
@@ -48,6 +52,13 @@ class GatewaySettings(BaseSettings):
         le=256,
         description="tokens per `continue` call when streaming (SSE): smaller sends text sooner, "
         "larger re-reads the prompt less often",
+    )
+    stream_first_chunk_tokens: int = Field(
+        DEFAULT_STREAM_FIRST_CHUNK,
+        ge=0,
+        le=256,
+        description="tokens of a stream's first `continue` call (0: stream_chunk_tokens): a "
+        "smaller first chunk sends the first text sooner, larger later ones keep throughput",
     )
     stream_batch_rows: int = Field(
         32,

@@ -88,6 +88,7 @@ class StreamRun:
         stats: RequestStats,
         *,
         chunk_tokens: int,
+        first_chunk_tokens: int = 0,
         arrived: float,
         gone: Callable[[], bool] = lambda: False,
         call: ContinueCall | None = None,
@@ -98,6 +99,7 @@ class StreamRun:
         self.deadline = deadline
         self.stats = stats
         self.chunk_tokens = chunk_tokens
+        self.first_chunk_tokens = first_chunk_tokens or chunk_tokens
         self._arrived = arrived  # perf_counter() at arrival: TTFT counts from there
         self._gone = gone
         self._continue = call or pipeline.client.continue_  # coalesced, or a call of its own
@@ -204,7 +206,7 @@ class StreamRun:
                 "prompt": r.prompt,
                 "generated": b64(bytes(r.generated)),
                 "step": len(r.generated),
-                "chunk": self.chunk_tokens,
+                "chunk": self.chunk_tokens if r.generated else self.first_chunk_tokens,
                 "max_new_tokens": job.max_new_tokens,
                 "temperature": float(job.temperature),
                 "top_k": job.top_k,

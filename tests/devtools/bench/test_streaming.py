@@ -11,7 +11,8 @@ from pathlib import Path
 def test_quick_run_reports_ttft_throughput_and_batch_against_unary(model_base: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "stack.cli", "bench", "streaming",
-         "--model-base-path", str(model_base), "--quick", "--chunk", "4", "--json"],
+         "--model-base-path", str(model_base), "--quick", "--first-chunk", "4", "--chunk", "4",
+         "--json"],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]

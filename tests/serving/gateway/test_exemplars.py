@@ -61,7 +61,8 @@ def test_an_exemplar_scraped_by_prometheus_resolves_to_its_sample(
     with (
         FakeContinue() as upstream,
         running_gateway(upstream.url, tmp_path / "keys.json", port=gw_port, env=env,
-                        sample_sink="log_pipeline.sink:make_sink", stream_chunk_tokens=4) as gw,
+                        sample_sink="log_pipeline.sink:make_sink", stream_chunk_tokens=4,
+                        stream_first_chunk_tokens=4) as gw,
         shipping(settings) as sh,
         running_process(argv, lambda: http_ok(f"{prom}/-/ready"), what="prometheus"),
     ):  # fmt: skip

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import openai
@@ -28,7 +29,8 @@ def served(
     with (
         FakeContinue(FakeState()) as up,
         running_gateway(
-            up.url, path, stream_chunk_tokens=CHUNK, max_new_tokens_limit=64,
+            up.url, path, stream_chunk_tokens=CHUNK, stream_first_chunk_tokens=CHUNK,
+            max_new_tokens_limit=64,
             context_window_tokens=64,
         ) as gw,
     ):  # fmt: skip
@@ -285,3 +287,17 @@ def test_a_disconnect_before_the_first_chunk_is_counted_and_cancels_it(served, f
     time.sleep(1.0)
     assert fake.cancelled >= cancelled + 1  # (an earlier test's late call may land here too)
     assert metric_value(gw.url, "tokenpulse_gateway_client_disconnects_total") == before + 1
+
+
+def test_a_smaller_first_chunk_then_full_chunks(tmp_path: Path) -> None:
+    key = make_keys_file(tmp_path / "keys.json", demo={})["demo"]
+    state = FakeState(outputs={"p": b"abcdefghij"})
+    with (
+        FakeContinue(state) as up,
+        running_gateway(
+            up.url, tmp_path / "keys.json", stream_first_chunk_tokens=2, stream_chunk_tokens=4
+        ) as gw,
+    ):
+        client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key=key, max_retries=0)
+        stream = client.completions.create(model="gen", prompt="p", max_tokens=16, stream=True)
+        assert [c.choices[0].text for c in stream] == ["ab", "cdef", "ghij"]

@@ -39,6 +39,7 @@ def stack(
         running_gateway(
             server.rest_url, tmp / "keys.json", model_config_file=str(config),
             max_new_tokens_limit=48, context_window_tokens=64, stream_chunk_tokens=CHUNK,
+            stream_first_chunk_tokens=CHUNK,
         ) as gw,
     ):  # fmt: skip
         client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key=key, max_retries=0)
