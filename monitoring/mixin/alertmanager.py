@@ -53,9 +53,10 @@ def inhibit_rules() -> list[dict[str, Any]]:
     """A cause firing now silences what it explains; after a TfServingDown page, only windowed
     symptoms stay silenced; a page silences its own ticket tier.
 
-    State alerts (versions, canaries, the breaker, collectors) are silenced only while their
+    State alerts (a model with no AVAILABLE version, collectors) are silenced only while their
     cause fires: a model server that comes back with no AVAILABLE version pages at once. Windowed
-    symptoms (burn rates, quality, traffic) keep the outage in their windows after it ends, so a
+    symptoms (burn rates, quality, traffic, the breaker's window, the canaries' last run) keep
+    the outage after it ends, so a
     TfServingDown page that was sent keeps them silenced for config.RECOVERY_WINDOW: a crash loop
     too short to page as TfServingDown silences nothing, and its burn pages. Every inhibition is
     scoped by `equal`: config.REPLICA_LABEL (one replica explains only its own alerts; the fleet

@@ -192,6 +192,8 @@ def canary_alerts() -> list[Alert]:
             "Model {{ $labels.model }} version {{ $labels.version }} did not answer every "
             "golden prompt in the exporter's last canary runs.",
             symptom=True,
+            # the last run's result holds the outage until the next run: windowed
+            windowed=True,
             per_replica=True,
         ),
         Alert(
@@ -203,6 +205,7 @@ def canary_alerts() -> list[Alert]:
             "Model {{ $labels.model }} version {{ $labels.version }}: greedy answers to the "
             "golden prompts differ from the outputs recorded at export.",
             symptom=True,
+            windowed=True,
             per_replica=True,
         ),
         Alert(

@@ -137,6 +137,7 @@ def component_alerts(t: Timing) -> list[Alert]:
             "The gateway at {{ $labels.instance }} fails requests fast: its upstream breaker "
             "opened after repeated upstream failures.",
             symptom=True,
+            windowed=True,  # the window's worst state holds the outage for BREAKER_FOR
         ),
         Alert(
             "ExporterCollectorFailing",

@@ -131,7 +131,7 @@ def test_after_a_down_page_only_windowed_symptoms_stay_silenced() -> None:
     assert targets == {a.alertname for a in all_alerts(NORMAL) if a.windowed}
     assert "TokenPulseGatewayAvailabilityBudgetBurn" in targets
     # state alerts show the present: a bad restart pages at once
-    for state in ("TfServingNoAvailableVersion", "CanaryFailing", "GatewayCircuitBreakerOpen"):
+    for state in ("TfServingNoAvailableVersion", "TfServingVersionLoadFailed"):
         assert f"TokenPulse{state}" not in targets
 
 
@@ -193,17 +193,19 @@ def test_inhibitions_are_scoped_by_replica(replicas: int) -> None:
     assert _inhibited(slo, fleet_down)
     assert _inhibited(canary_there, fleet_down) is (replicas == 1)
     assert _inhibited(canary_there, fleet_down + [other_down])
-    # back up (the pages resolved), inside the recovery window: the burn stays silenced, a
-    # canary that still fails does not
+    # back up (the pages resolved), inside the recovery window: the burn stays silenced; the
+    # model with no AVAILABLE version after the restart pages
     recovering = [_alert("TfServingRecentlyDown", "info", job="tfserving", **one)]
     recovering.append(_alert("TfServingFleetRecentlyDown", "info"))
-    assert _inhibited(slo, recovering) and not _inhibited(canary_here, recovering)
+    no_version = _alert("TfServingNoAvailableVersion", "critical", model="gen", **one)
+    assert _inhibited(slo, recovering) and not _inhibited(no_version, recovering)
 
 
 def test_gateway_down_silences_only_gateway_windowed_alerts() -> None:
     (rule,) = _inhibit('alertname="TokenPulseGatewayDown"')
     assert _targets(rule) == {
         "TokenPulseGatewayAvailabilityBudgetBurn",
+        "TokenPulseGatewayCircuitBreakerOpen",
         "TokenPulseGatewayLatencyBudgetBurn",
         "TokenPulseGatewayTokenLatencyBudgetBurn",
         "TokenPulseGatewayTtftBudgetBurn",
