@@ -235,7 +235,8 @@ def report(results: list[Result], args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _print(doc: dict[str, Any]) -> None:
-    print(f"chunk {doc['chunk']} tokens, {doc['max_new_tokens']} new tokens per request")
+    print(f"chunks: first {doc['first_chunk']} tokens, then {doc['chunk']}; "
+          f"{doc['max_new_tokens']} new tokens per request")  # fmt: skip
     print(f"{'mode':>7} {'c':>3} {'req':>6} {'err':>4} {'tok/s':>8} {'mean batch':>10} "
           f"{'first p50 ms':>12} {'first p99 ms':>12} {'whole p50 ms':>12}")  # fmt: skip
     for r in doc["rows"]:
