@@ -124,6 +124,14 @@ class UpstreamFailed(GatewayError):
     openai_type = "server_error"
 
 
+class StreamingUnsupported(GatewayError):
+    """The routed version has no `continue` signature (exported before streaming existed)."""
+
+    status = 501
+    code = "streaming_unsupported"
+    openai_type = "invalid_request_error"
+
+
 class DeadlineExceeded(GatewayError):
     """The request deadline passed before the upstream answered."""
 

@@ -26,6 +26,7 @@ _ERRORS = {
     "413": "Body or prompt over the size limit.",
     "422": "A field with a wrong type or out of range.",
     "429": "Per-key rate limit on requests or tokens; see Retry-After.",
+    "501": "stream: true, and the routed model version has no `continue` signature.",
     "502": "The upstream answered with an error.",
     "503": "Overloaded, circuit open, or upstream unavailable; see Retry-After.",
     "504": "Deadline exceeded (X-Request-Timeout or the gateway default).",

@@ -26,6 +26,7 @@ from serving.gateway.errors import (
     DeadlineExceeded,
     InvalidParameter,
     Overloaded,
+    StreamingUnsupported,
     UpstreamUnavailable,
 )
 from serving.gateway.jobs import Job
@@ -35,10 +36,14 @@ from serving.gateway.ratelimit import BudgetTooLarge, Reservation
 from serving.gateway.routing import Route
 from serving.gateway.signals import repetition_ratio
 from serving.gateway.textstream import TextStream
-from serving.gateway.upstream import Chunk, UpstreamError
+from serving.gateway.upstream import Chunk, UpstreamError, UpstreamHTTPError
 from tokenpulse.samples import OutputSignals, RequestStats
 from tokenpulse.tfserving.predict import b64
-from tokenpulse.tfserving.signature import FINISH_NONE, FINISH_STOP
+from tokenpulse.tfserving.signature import CONTINUE_SIGNATURE_NAME, FINISH_NONE, FINISH_STOP
+
+# TF Serving's answer (400, FAILED_PRECONDITION) for a signature the version does not export
+_NO_CONTINUE = f'signature key "{CONTINUE_SIGNATURE_NAME}" not found'
+
 
 DISCONNECT_POLL_S = 0.05  # how soon a chunk in flight notices that its client went away
 
@@ -232,6 +237,14 @@ class StreamRun:
             )
         except UpstreamError as exc:
             self.stats.upstream_s += time.perf_counter() - started
+            if isinstance(exc, UpstreamHTTPError) and _NO_CONTINUE in exc.message:
+                self.p.breaker.record_success()  # healthy: this version cannot stream
+                raise StreamingUnsupported(
+                    f"model version {route.version} has no `{CONTINUE_SIGNATURE_NAME}` "
+                    "signature (exported before streaming): re-export it to stream, or send "
+                    "stream: false",
+                    param="stream",
+                ) from exc
             self.p.upstream_failed(exc, self.deadline)  # raises, or says: route again
             return None
         self.stats.upstream_s += time.perf_counter() - started

@@ -39,6 +39,7 @@ class FakeState:
     delay_s: float = 0.0  # before each answer
     fail_from_call: int | None = None  # continue calls from this one (1-based) answer 500
     window_drop: int = 0  # truncated_prompt_tokens to report
+    no_continue: bool = False  # an export from before streaming: TF Serving's 400 for it
 
 
 class FakeContinue(BackgroundStandin):
@@ -64,6 +65,9 @@ class FakeContinue(BackgroundStandin):
         if signature == CONTINUE_SIGNATURE_NAME:
             self.calls["continue"] += 1
             n = self.calls["continue"]
+            if self.state.no_continue:
+                error = 'Serving signature key "continue" not found.'
+                return web.json_response({"error": error}, status=400)
             await asyncio.sleep(self.state.delay_s)
             if request.transport is None or request.transport.is_closing():
                 self.cancelled += 1  # the gateway closed the call's connection: cancelled

@@ -301,3 +301,18 @@ def test_a_smaller_first_chunk_then_full_chunks(tmp_path: Path) -> None:
         client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key=key, max_retries=0)
         stream = client.completions.create(model="gen", prompt="p", max_tokens=16, stream=True)
         assert [c.choices[0].text for c in stream] == ["ab", "cdef", "ghij"]
+
+
+def test_a_version_exported_before_streaming_answers_501_and_unary_still_works(
+    served, fake
+) -> None:
+    gw, _, keys = served
+    fake.state.no_continue = True
+    body = {"model": "gen", "prompt": "p", "max_tokens": 8, "stream": True}
+    resp = httpx.post(f"{gw.url}/v1/completions", headers=auth(keys["demo"]), json=body)
+    assert resp.status_code == 501
+    assert "re-export it to stream" in resp.json()["error"]["message"]
+    unary = httpx.post(
+        f"{gw.url}/v1/completions", headers=auth(keys["demo"]), json={**body, "stream": False}
+    )
+    assert unary.status_code == 200
