@@ -116,7 +116,10 @@ def _gateway(c: StackConfig) -> contextlib.AbstractContextManager[Launched]:
     return running_gateway(
         urls, c.path("gateway-keys.json"), port=c.ports.gateway_port,
         log_path=c.log("gateway"), start_timeout_s=c.start_timeout_s,
-        env={"TOKENPULSE_SINK_SPOOL_DIR": str(c.path("spool"))},
+        env={
+            "TOKENPULSE_SINK_SPOOL_DIR": str(c.path("spool")),
+            **({"TOKENPULSE_SINK_CAP_BYTES": str(c.spool_cap_bytes)} if c.spool_cap_bytes else {}),
+        },
         model_config_file=str(c.models_config), sample_sink=SINK,
         canary_weight_file=str(c.path(CANARY_WEIGHT_FILE)), **c.gateway,
     )  # fmt: skip

@@ -86,6 +86,7 @@ class StackConfig:
     replica_ports: tuple[tuple[int, int], ...] = ()
     # drills: a fault proxy (stack/drill/proxy.py) on this port between gateway and model server
     fault_proxy_port: int = 0  # 0: none, the gateway talks to the model server directly
+    spool_cap_bytes: int = 0  # the gateway's spool disk cap; 0: the sink's own default
 
     def path(self, name: str) -> Path:
         """A file or folder under the run directory."""

@@ -5,7 +5,7 @@ terminal:
 
     tokenpulse up --rules compressed --scrape-interval 2s --evaluation-interval 1s \\
         --group-wait 5s --group-interval 1s --watchdog-interval 5s --gpu-backend fake \\
-        --restart-delay-s 20 --fault-proxy-port 8511 --fast-polls
+        --restart-delay-s 20 --fault-proxy-port 8511 --spool-cap-bytes 32768 --fast-polls
     tokenpulse drill all
 
 Each scenario applies a fault under steady traffic and reads the on-call receiver: the expected
@@ -24,6 +24,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from stack.drill.meta import AlertmanagerSecretMissing, PrometheusStopped
 from stack.drill.outages import CrashLoop, ModelServerKilled
+from stack.drill.pipeline import SpoolDiskCap
 from stack.drill.runner import report, run_all, table
 from stack.drill.scenario import Scenario
 from stack.drill.slo import ErrorBurst, IdleThenTraffic, SlowUpstream
@@ -40,6 +41,7 @@ SCENARIOS: dict[str, type[Scenario]] = {
         SlowUpstream,
         ErrorBurst,
         IdleThenTraffic,
+        SpoolDiskCap,
         AlertmanagerSecretMissing,
         PrometheusStopped,
     )  # fmt: skip

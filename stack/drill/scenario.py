@@ -54,7 +54,7 @@ class Scenario:
     rps: ClassVar[float] = 2.0  # background traffic while the fault is on
     fire_within_s: ClassVar[float] = 90.0  # fault on -> expected page at the receiver
     resolve_within_s: ClassVar[float] = 120.0  # fault removed -> resolved at the receiver
-    settle_s: ClassVar[float] = 3.0  # after the last resolve: late pages still count
+    settle_s: ClassVar[float] = 2.0  # after the last resolve: late pages still count
 
     def expected(self, target: Target) -> tuple[Expect, ...]:
         """The alerts that must page (a subclass may pick a name from the loaded rules)."""

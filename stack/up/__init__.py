@@ -106,7 +106,7 @@ def stack_state(settings: UpSettings, pids: dict[str, int]) -> StackState:
         restart_delay_s=s.restart_delay_s, models_dir=str(s.models_dir.resolve()), model=MODEL,
         group_wait=s.group_wait, group_interval=s.group_interval,
         evaluation_interval=s.evaluation_interval, fault_proxy_port=s.fault_proxy_port,
-        es_url=s.es_url, gpu_backend=s.gpu_backend,
+        es_url=s.es_url, gpu_backend=s.gpu_backend, extra={"spool_cap_bytes": s.spool_cap_bytes},
     )  # fmt: skip
 
 

@@ -63,5 +63,6 @@ def stack_config(s: UpSettings) -> StackConfig:
             **({"status_poll_interval_s": 1} if s.fast_polls else {}),
         },
         fault_proxy_port=s.fault_proxy_port,
+        spool_cap_bytes=s.spool_cap_bytes,
         **(FAST_POLLS if s.fast_polls else {}),
     )

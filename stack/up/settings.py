@@ -126,6 +126,12 @@ class UpSettings(BaseSettings):
         description="drills: a fault proxy on this port between the gateway and the model server "
         "(`tokenpulse drill slow-upstream`, `error-burst`); 0: none",
     )
+    spool_cap_bytes: int = Field(
+        0,
+        ge=0,
+        description="the gateway's spool disk cap in bytes (drills: `tokenpulse drill "
+        "spool-disk-cap` wants a small one, e.g. 32768); 0: the sink's default (1 GiB)",
+    )
     fast_polls: bool = Field(
         False,
         description="drills: the model server, gateway, exporter and shipper poll every second "

@@ -18,10 +18,11 @@ from tokenpulse.procs import free_port
 
 # both versions healthy (the e2e up test's degraded canary would fire canary alerts all along)
 # group interval 1 s: a failing receiver fails every second, which the compressed 5 s rate sees;
-# the Watchdog every 5 s, so its silence shows in seconds. Later flags win over STACK_FLAGS.
+# the Watchdog every 5 s, so its silence shows in seconds; a 32 KiB spool fills in seconds while
+# the shipper is stopped, and never while it runs. Later flags win over STACK_FLAGS.
 DRILL_FLAGS = (
     "--preset=tiny", "--restart-delay-s=20", "--fast-polls", "--group-wait=5s",
-    "--group-interval=1s", "--watchdog-interval=5s",
+    "--group-interval=1s", "--watchdog-interval=5s", "--spool-cap-bytes=32768",
 )  # fmt: skip
 
 

@@ -31,7 +31,7 @@ from tokenpulse.procs import free_port
 # The scenarios the suite drills: every one `tokenpulse drill all` runs.
 SUITE_SCENARIOS = (
     "model-server-killed", "crash-loop", "slow-upstream", "error-burst", "idle-then-traffic",
-    "alertmanager-secret-missing", "prometheus-stopped",
+    "spool-disk-cap", "alertmanager-secret-missing", "prometheus-stopped",
 )  # fmt: skip
 
 
