@@ -90,7 +90,7 @@ def run(settings: UpSettings) -> int:
             _say(f"tokenpulse up: a component did not start: {exc}")
             return 1
         finally:
-            remove_state(settings.path(""))
+            remove_state(settings.path(""), os.getpid())
             count = stack.stop_all() if stack is not None else 0
             if count:
                 _say(f"stopped all {count} processes of the stack")

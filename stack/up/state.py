@@ -60,9 +60,15 @@ def write_state(state: StackState) -> Path:
     return path
 
 
-def remove_state(run_dir: Path) -> None:
-    """Forget the stack (it stopped)."""
-    (run_dir / STATE_FILE).unlink(missing_ok=True)
+def remove_state(run_dir: Path, up_pid: int) -> None:
+    """Forget the stack `up_pid` ran (it stopped); another up's file stays (a second `up` on
+    the same run directory stops at the port check and must not orphan the first)."""
+    path = run_dir / STATE_FILE
+    try:
+        if json.loads(path.read_text()).get("up_pid") == up_pid:
+            path.unlink()
+    except (OSError, ValueError):
+        pass
 
 
 def _alive(pid: int) -> bool:

@@ -23,7 +23,7 @@ from stack import drill
 from stack.cli import main as cli_main
 from stack.drill import proxy
 from stack.drill.target import Target
-from stack.up.state import NoRunningStack, StackState, read_state, write_state
+from stack.up.state import NoRunningStack, StackState, read_state, remove_state, write_state
 from tests.e2e.upstack import UpStack
 from tests.support.binaries import needs_prometheus
 from tokenpulse.procs import free_port
@@ -104,6 +104,10 @@ def test_stack_state_round_trips_and_a_gone_stack_is_named(tmp_path: Path) -> No
     write_state(_state(tmp_path, os.getpid()))
     assert read_state(tmp_path) == _state(tmp_path, os.getpid())
     assert (tmp_path / "stack.json").stat().st_mode & 0o777 == 0o600
+    remove_state(tmp_path, os.getpid() + 1)  # another up's stop leaves this one's file
+    assert read_state(tmp_path).up_pid == os.getpid()
+    remove_state(tmp_path, os.getpid())
+    assert not (tmp_path / "stack.json").exists()
     write_state(_state(tmp_path, 2**22 + 12345))  # no such pid
     with pytest.raises(NoRunningStack, match="is gone"):
         read_state(tmp_path)
