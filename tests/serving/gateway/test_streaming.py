@@ -316,3 +316,31 @@ def test_a_version_exported_before_streaming_answers_501_and_unary_still_works(
         f"{gw.url}/v1/completions", headers=auth(keys["demo"]), json={**body, "stream": False}
     )
     assert unary.status_code == 200
+
+
+def test_the_breaker_and_shedding_apply_per_stream_with_unary_status_codes(
+    tmp_path: Path,
+) -> None:
+    key = make_keys_file(tmp_path / "keys.json", demo={})["demo"]
+    state = FakeState(outputs={"p": b"x" * 16}, delay_s=0.5)
+    body = {"model": "gen", "prompt": "p", "max_tokens": 16, "stream": True}
+    kw = {"headers": auth(key), "json": body, "timeout": 10}
+    with (
+        FakeContinue(state) as up,
+        running_gateway(
+            up.url, tmp_path / "keys.json", max_concurrency=1, max_queue=0,
+            breaker_failure_threshold=2, breaker_open_s=60,
+        ) as gw,
+    ):  # fmt: skip
+        url = f"{gw.url}/v1/completions"
+        with httpx.stream("POST", url, **kw) as first:  # holds the only slot
+            assert first.status_code == 200
+            shed = httpx.post(url, **kw)
+            assert shed.status_code == 503 and shed.json()["error"]["code"] == "overloaded"
+        state.delay_s, state.fail_from_call = 0.0, 1
+        for _ in range(2):
+            failed = httpx.post(url, **kw)
+            assert failed.status_code == 502
+        opened = httpx.post(url, **kw)
+        assert opened.status_code == 503 and opened.json()["error"]["code"] == "circuit_open"
+        assert "Retry-After" in opened.headers
