@@ -93,12 +93,12 @@ FINISH_NONE = ""  # `continue` only: the row has budget left and has not stopped
 # runs as many steps as its longest chunk. Rows of one batch should ask for the same chunk.
 # Through the gateway, which sends every stream of a version in one `continue` call per chunk
 # step (serving/gateway/chunkbatch.py), a first chunk of 8 then chunks of 32 did best in
-# `tokenpulse bench streaming` (same model and host, three runs; all three of issue 19's targets
-# met in two, tokens/s 0.78x in the third): first text at c=1 0.22-0.25x unary latency, tokens/s
-# at c=32 0.78-1.00x unary, mean processed batch 24.4-25.2 of 32 (unary 13.6-15.7). There 16
-# (one run each): 0.70x, and 0.61x after a first 8; 8 then 32 called one stream at a time: 0.61x
-# and a mean batch of 15. The first chunk is small for the first text; after it a stream's rows
-# all ask for 32, and a batch's few first-chunk rows only cost their spare steps.
+# `tokenpulse bench streaming` (same model and host, four runs; all three of issue 19's targets
+# met in three, tokens/s 0.78x in the fourth): first text at c=1 0.22-0.25x unary latency,
+# tokens/s at c=32 0.78-1.00x unary, mean processed batch 24.4-25.8 of 32 (unary 13.6-15.7).
+# There 16 (one run each): 0.70x, and 0.61x after a first 8; 8 then 32 called one stream at a
+# time: 0.61x and a mean batch of 15. The first chunk is small for the first text; after it a
+# stream's rows all ask for 32, and a batch's few first-chunk rows only cost their spare steps.
 DEFAULT_STREAM_CHUNK = 32
 DEFAULT_STREAM_FIRST_CHUNK = 8
 
