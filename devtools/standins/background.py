@@ -19,6 +19,7 @@ from typing import Self
 from aiohttp import web
 
 START_TIMEOUT_S = 10.0
+SHUTDOWN_TIMEOUT_S = 1.0
 
 
 class BackgroundServer:
@@ -46,7 +47,11 @@ class BackgroundServer:
         loop = self._loop = asyncio.new_event_loop()
 
         async def boot() -> None:
-            self._runner = web.AppRunner(self._make_app(), access_log=None)
+            # stop() is an outage, not a drain: requests in flight get SHUTDOWN_TIMEOUT_S, then
+            # are cut (aiohttp's default waits a minute for them, past stop()'s own bound)
+            self._runner = web.AppRunner(
+                self._make_app(), access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S
+            )
             await self._runner.setup()
             site = web.TCPSite(self._runner, "127.0.0.1", self.port, reuse_address=True)
             await site.start()
@@ -74,7 +79,7 @@ class BackgroundServer:
         """Stop listening and end the thread (a no-op when not started)."""
         if self._loop is None or self._runner is None:
             return
-        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
+        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(30)
         self._loop.call_soon_threadsafe(self._loop.stop)
         if self._thread is not None:
             self._thread.join(10)

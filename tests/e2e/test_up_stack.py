@@ -81,10 +81,15 @@ def _errors_through_the_gateway(up: UpStack) -> None:
 
 @pytest.fixture(scope="module")
 def traffic(up: UpStack, prom: PromClient) -> None:
-    """Under a minute of traffic with some errors and feedback in it, canary results scraped."""
+    """Under a minute of traffic with some errors, streams and feedback in it, canary results
+    scraped."""
     _errors_through_the_gateway(up)
-    with up.traffic(rps=2.0) as codes:
+    with up.traffic(rps=2.0, stream_every=2) as codes:
         wait_until(lambda: prom.query("model:canary_mean_nll_nats:canary"), 90, "canary results")
+        # the TTFT SLI needs one rule evaluation with streams in it
+        wait_until(
+            lambda: prom.query("model:gateway_slow_first_tokens:ratio_rate5m"), 90, "TTFT SLI"
+        )
         _errors_through_the_gateway(up)
         scored_responses(up.url("gateway_port"), up.key)  # the feedback panel's data
         wait_until(lambda: len(codes) >= TRAFFIC_S * 1.5, TRAFFIC_S * 4, "traffic")

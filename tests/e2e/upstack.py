@@ -8,6 +8,7 @@ outage drill takes a minute or two. Whatever happens, leaving the block stops ev
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import re
@@ -71,18 +72,31 @@ class UpStack:
         begin = text.index(start)
         return text[begin : text.index("\n\n", begin)]
 
-    def generate(self, prompt: str, max_tokens: int = 4, key: str | None = None) -> httpx.Response:
+    def generate(
+        self, prompt: str, max_tokens: int = 4, key: str | None = None, stream: bool = False
+    ) -> httpx.Response:
+        """One completion (streamed: the whole SSE body, read to its end)."""
+        body = {"model": "gen", "prompt": prompt, "max_tokens": max_tokens, "stream": stream}
         return httpx.post(
             f"{self.url('gateway_port')}/v1/completions",
-            json={"model": "gen", "prompt": prompt, "max_tokens": max_tokens},
+            json=body,
             headers={"Authorization": f"Bearer {key or self.key}"},
             timeout=60,
         )
 
     @contextlib.contextmanager
-    def traffic(self, rps: float = 2.0) -> Iterator[list[int]]:
-        """Steady requests for the block; yields the status codes seen (0: no answer)."""
-        with steady_traffic(lambda: self.generate("steady traffic"), rps, "up-traffic") as codes:
+    def traffic(self, rps: float = 2.0, stream_every: int = 0) -> Iterator[list[int]]:
+        """Steady requests for the block, every `stream_every`-th one streamed (0: none); yields
+        the status codes seen (0: no answer)."""
+        sent = itertools.count(1)
+
+        def one() -> httpx.Response:
+            n = next(sent)
+            return self.generate(
+                "steady traffic", stream=bool(stream_every) and n % stream_every == 0
+            )
+
+        with steady_traffic(one, rps, "up-traffic") as codes:
             yield codes
 
     def notifications(self) -> list[dict[str, Any]]:
