@@ -53,7 +53,7 @@ def _arrived(notes: list[Note], e: Expect, status: str, after: float) -> Note | 
 
 
 def wait_quiet(target: Target, timeout_s: float = QUIET_TIMEOUT_S) -> list[str]:
-    """Wait until no critical alert fires (the Watchdog aside); what still fires after that.
+    """Wait until no critical alert fires or is pending (the Watchdog aside); what still does.
 
     Tickets and chat messages a previous fault left (its slower tiers) may go on: they do not
     page, and only pages are judged.
@@ -63,7 +63,7 @@ def wait_quiet(target: Target, timeout_s: float = QUIET_TIMEOUT_S) -> list[str]:
         return sorted(
             {
                 a["alertname"]
-                for a in target.firing()
+                for a in target.firing(pending=True)  # a slower tier still pending fires later
                 if a.get("severity") == "critical" and not is_watchdog(a["alertname"])
             }
         )

@@ -137,10 +137,11 @@ class Target:
         groups = self.prometheus("/api/v1/rules", type="record")["groups"]
         return [r["name"] for g in groups for r in g["rules"]]
 
-    def firing(self) -> list[dict[str, str]]:
-        """Labels of the alerts firing in Prometheus now."""
+    def firing(self, pending: bool = False) -> list[dict[str, str]]:
+        """Labels of the alerts firing in Prometheus now (and pending ones, with `pending`)."""
         alerts = self.prometheus("/api/v1/alerts")["alerts"]
-        return [a["labels"] for a in alerts if a["state"] == "firing"]
+        states = ("firing", "pending") if pending else ("firing",)
+        return [a["labels"] for a in alerts if a["state"] in states]
 
     def set_fault(self, delay_s: float = 0.0, error_ratio: float = 0.0) -> None:
         """Set the fault proxy's delay and error ratio (0, 0: pass everything through)."""

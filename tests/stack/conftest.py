@@ -7,6 +7,8 @@ other, and the stack starts once.
 from __future__ import annotations
 
 import os
+import random
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +16,6 @@ import pytest
 
 from tests.e2e.upstack import UpStack, running_up
 from tests.support.models import install_version
-from tokenpulse.procs import free_port
 
 # both versions healthy (the e2e up test's degraded canary would fire canary alerts all along)
 # group interval 1 s: a failing receiver fails every second, which the compressed 5 s rate sees;
@@ -26,6 +27,19 @@ DRILL_FLAGS = (
 )  # fmt: skip
 
 
+def _port_outside_ephemeral() -> int:
+    """A free port below the kernel's ephemeral range, where running_up's own free ports come
+    from: two free_port() calls may return the same port, and up refuses a port given twice."""
+    for port in random.sample(range(20000, 30000), 500):
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port in 20000-29999")
+
+
 @pytest.fixture(scope="session")
 def drill_stack(tiny_export: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpStack]:
     """`tokenpulse up` with compressed rules, a fault proxy and fast polls, in its own folder."""
@@ -34,6 +48,6 @@ def drill_stack(tiny_export: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     install_version(tiny_export, base, 1)
     install_version(tiny_export, base, 2)
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENPULSE_")}
-    proxy = f"--fault-proxy-port={free_port()}"
+    proxy = f"--fault-proxy-port={_port_outside_ephemeral()}"
     with running_up(workdir, *DRILL_FLAGS, proxy, env=env) as stack:
         yield stack
