@@ -25,6 +25,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from stack.drill.target import Target, is_watchdog
 from stack.up.state import NoRunningStack
+from tokenpulse.procs import child_pids
 from tokenpulse.settings_cli import KEBAB, add_settings_arguments, settings_from_args
 
 WARMUP_SHARE = 0.1  # growth is measured from the end of the first tenth (caches fill first)
@@ -54,23 +55,11 @@ def rss_bytes(pid: int) -> int | None:
     return None
 
 
-def children(pid: int) -> list[int]:
-    """Ids of the processes whose parent is `pid`."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(stat.parent.name))
-        except (OSError, IndexError, ValueError):
-            continue  # gone since the listing
-    return found
-
-
 def processes(pids: dict[str, int]) -> dict[str, int]:
     """Each component's process and its children (`gateway/1234`), by name."""
     out = dict(pids)
     for name, pid in pids.items():
-        for child in children(pid):
+        for child in child_pids(pid):
             out[f"{name}/{child}"] = child
     return out
 

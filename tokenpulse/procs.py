@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import socket
 import subprocess
+from pathlib import Path
 from typing import Any
 
 
@@ -25,3 +26,15 @@ def stop_process(proc: subprocess.Popen[Any], timeout_s: float = 15.0) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=timeout_s)
+
+
+def child_pids(pid: int) -> list[int]:
+    """Ids of the processes whose parent is `pid` (from /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            continue  # gone since the listing
+    return found

@@ -42,8 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from devtools.bench.harness import cpu_seconds, progress
-from devtools.procs import child_pids
-from tokenpulse.procs import free_port, stop_process
+from tokenpulse.procs import child_pids, free_port, stop_process
 from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME, FINISH_STOP
 
 DOCS_TARGET = 10_000.0

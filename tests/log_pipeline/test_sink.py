@@ -17,7 +17,6 @@ import pytest
 from aiohttp.test_utils import TestServer
 from prometheus_client import CollectorRegistry, generate_latest
 
-from devtools.procs import child_pids
 from devtools.standins.tfserving import TfServingStandin
 from log_pipeline import sink as sink_module
 from log_pipeline.settings import SinkSettings
@@ -32,7 +31,7 @@ from tests.log_pipeline.support import wait_until
 from tests.log_pipeline.test_writer import records
 from tests.serving.gateway.helpers import auth
 from tests.support.gateway import make_keys_file, running_gateway
-from tokenpulse.procs import free_port
+from tokenpulse.procs import child_pids, free_port
 from tokenpulse.samples import Feedback
 
 Make = Callable[..., SpoolSink]

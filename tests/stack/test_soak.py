@@ -14,6 +14,7 @@ import pytest
 from stack import soak
 from tests.e2e.upstack import UpStack
 from tests.support.binaries import needs_prometheus
+from tokenpulse.procs import child_pids
 
 pytestmark = [pytest.mark.slow, needs_prometheus]
 
@@ -27,7 +28,7 @@ def test_rss_comes_from_proc_and_children_are_found() -> None:
     try:
         mine = soak.rss_bytes(os.getpid())
         assert mine is not None and mine > 10 * 2**20
-        assert child.pid in soak.children(os.getpid())
+        assert child.pid in child_pids(os.getpid())
         assert f"me/{child.pid}" in soak.processes({"me": os.getpid()})
     finally:
         child.kill()
