@@ -28,12 +28,12 @@ def pair() -> Iterator[tuple[TfServingStandin, TfServingStandin]]:
         yield a, b
 
 
-def _settings(keys_file: Path, *urls: str) -> GatewaySettings:
+def _settings(keys_file: Path, *urls: str, poll_s: float = 0.05) -> GatewaySettings:
     return GatewaySettings(
         keys_file=keys_file,
         upstream_url=",".join(urls),
         access_log=False,
-        status_poll_interval_s=0.05,
+        status_poll_interval_s=poll_s,
     )
 
 
@@ -122,7 +122,9 @@ def test_a_replica_killed_mid_run_is_routed_around_and_back_after_its_poll(
         codes.extend([await send() for _ in range(6)])
         assert b.predict_calls() - before == 3
 
-    _run(_settings(keys_file, a.url, b.url), keys["demo"], scenario)
+    # a poll slower than the stand-in's stop: at 0.05 s a poll could see replica 1 gone before
+    # any request did, and no request would then find it dead (the retry this test is about)
+    _run(_settings(keys_file, a.url, b.url, poll_s=0.5), keys["demo"], scenario)
     assert codes == [200] * 30
 
 
