@@ -5,8 +5,11 @@ Steady requests at `--rps` through the gateway (the demo key) while every proces
 memory sampled from /proc/<pid>/status. At the end: how many requests failed (anything but 200
 and intended 429s), what reached the on-call receiver (nothing may page; the Watchdog aside), and
 each process's RSS growth. Writes soak-report.json (and soak-rss.png when matplotlib is
-installed). Exit status: 0 healthy, 1 a page, a failed request or a process that exited, 2 no
-running stack.
+installed). A process whose RSS grew more than `--max-growth-pct` (5 %) from the end of the
+warm-up (the first tenth: caches, Prometheus's head block and the TensorFlow allocator fill first)
+to the end fails the soak; soaks shorter than JUDGE_GROWTH_MIN_S report growth without judging it.
+Exit status: 0 healthy, 1 a page, a failed request, a process that exited or grew, 2 no running
+stack.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from tokenpulse.procs import child_pids
 from tokenpulse.settings_cli import KEBAB, add_settings_arguments, settings_from_args
 
 WARMUP_SHARE = 0.1  # growth is measured from the end of the first tenth (caches fill first)
+JUDGE_GROWTH_MIN_S = 300.0  # over a shorter soak, start-up allocation swamps any trend
 
 
 class SoakSettings(BaseSettings):
@@ -39,6 +43,9 @@ class SoakSettings(BaseSettings):
     minutes: float = Field(30.0, gt=0, description="how long to soak")
     rps: float = Field(2.0, gt=0, le=200, description="requests per second through the gateway")
     sample_every_s: float = Field(5.0, gt=0, description="seconds between RSS samples")
+    max_growth_pct: float = Field(
+        5.0, ge=0, description="most RSS growth after the warm-up a process may show (percent)"
+    )
     run_dir: Path = Field(Path("run"), description="the run directory of the running `up`")
     report_dir: Path = Field(Path("."), description="where soak-report.json (and the plot) go")
 
@@ -83,6 +90,7 @@ class Series:
         return {
             "pid": self.pid,
             "samples": len(self.rss),
+            "span_s": round(self.t_s[-1] - self.t_s[0], 1) if self.t_s else 0.0,
             "first_mib": round(self.rss[0] / 2**20, 1),
             "warm_mib": round(warm / 2**20, 1),
             "last_mib": round(self.rss[-1] / 2**20, 1),
@@ -105,11 +113,23 @@ class SoakResult:
     notifications: list[str] = field(default_factory=list)
     exited: list[str] = field(default_factory=list)
     rss: dict[str, dict[str, Any]] = field(default_factory=dict)
+    grew: list[str] = field(default_factory=list)  # processes over the growth bound
 
     @property
     def passed(self) -> bool:
-        """No page, no failed request, no process gone."""
-        return not self.pages and not self.failed_requests and not self.exited
+        """No page, no failed request, no process gone or growing."""
+        return not (self.pages or self.failed_requests or self.exited or self.grew)
+
+
+def judge_growth(rss: dict[str, dict[str, Any]], max_growth_pct: float) -> list[str]:
+    """Processes whose RSS grew more than `max_growth_pct` after the warm-up, over a soak long
+    enough to judge (JUDGE_GROWTH_MIN_S of samples)."""
+    return sorted(
+        f"{name} (+{r['growth_after_warmup_pct']:.1f}%)"
+        for name, r in rss.items()
+        if r.get("span_s", 0.0) >= JUDGE_GROWTH_MIN_S
+        and r["growth_after_warmup_pct"] > max_growth_pct
+    )
 
 
 def soak(target: Target, settings: SoakSettings) -> tuple[SoakResult, dict[str, Series]]:
@@ -147,6 +167,7 @@ def soak(target: Target, settings: SoakSettings) -> tuple[SoakResult, dict[str, 
         {f"{n.alertname} -> {n.receiver}" for n in notes if not is_watchdog(n.alertname)}
     )
     result.rss = {name: s.summary() for name, s in sorted(series.items())}
+    result.grew = judge_growth(result.rss, settings.max_growth_pct)
     return result, series
 
 
@@ -182,6 +203,8 @@ def summary(result: SoakResult) -> str:
     ]
     if result.exited:
         lines.append(f"exited or restarted: {', '.join(result.exited)}")
+    if result.grew:
+        lines.append(f"grew beyond the bound after the warm-up: {', '.join(result.grew)}")
     width = max((len(n) for n in result.rss), default=7)
     lines.append(f"{'process':<{width}}  first MiB  warm MiB  last MiB  peak MiB  growth  "
                  "after warm-up")  # fmt: skip

@@ -36,6 +36,30 @@ def test_rss_comes_from_proc_and_children_are_found() -> None:
     assert soak.rss_bytes(child.pid) is None
 
 
+def _series(minutes: float, growth: float) -> soak.Series:
+    """RSS sampled every 5 s: a start-up jump in the first tenth, then `growth` to the end."""
+    n = int(minutes * 12) + 1
+    warm_at = int(n * soak.WARMUP_SHARE)
+    rss = [100 * 2**20 if i < warm_at else int(200 * 2**20 * (1 + growth * (i - warm_at) /
+           (n - 1 - warm_at))) for i in range(n)]  # fmt: skip
+    return soak.Series(1, [5.0 * i for i in range(n)], rss)
+
+
+@pytest.mark.parametrize(
+    ("minutes", "growth", "grew"),
+    [(30, 0.10, True), (30, 0.03, False), (10, 0.06, True), (1, 0.50, False)],
+)
+def test_growth_after_the_warm_up_is_judged_on_long_soaks_only(
+    minutes: float, growth: float, grew: bool
+) -> None:
+    rss = {"gateway": _series(minutes, growth).summary()}
+    assert rss["gateway"]["growth_pct"] > 100 * growth  # the start-up jump is not the trend
+    assert bool(soak.judge_growth(rss, max_growth_pct=5.0)) is grew
+    result = soak.SoakResult(minutes, 2.0, rss=rss, grew=soak.judge_growth(rss, 5.0))
+    assert result.passed is not grew
+    assert ("grew beyond the bound" in soak.summary(result)) is grew
+
+
 def test_a_short_soak_pages_nobody_and_reports_rss(drill_stack: UpStack, tmp_path: Path) -> None:
     settings = soak.SoakSettings(
         minutes=0.5, rps=2.0, sample_every_s=2.0, run_dir=drill_stack.run_dir, report_dir=tmp_path
@@ -43,6 +67,7 @@ def test_a_short_soak_pages_nobody_and_reports_rss(drill_stack: UpStack, tmp_pat
     assert soak.run(settings) == 0
     doc = json.loads((tmp_path / "soak-report.json").read_text())
     assert doc["passed"] and doc["pages"] == [] and doc["failed_requests"] == 0
+    assert doc["grew"] == []  # 30 s is too short to judge growth
     assert doc["requests"] >= 40 and set(doc["codes"]) <= {"200", "429"}
     components = {"modelserver", "gateway", "exporter", "shipper", "oncall", "alertmanager",
                   "prometheus", "faultproxy"}  # fmt: skip
