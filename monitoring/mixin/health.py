@@ -261,8 +261,10 @@ def pipeline_alerts(t: Timing) -> list[Alert]:
     return [
         Alert(
             "ShipperBacklogOld",
+            # an age is a duration: compressed like the windows (600 s -> 10 s), or a drill
+            # would wait 10 real minutes of store outage for a rule whose `for` is 10 s
             f"tokenpulse_shipper_oldest_unshipped_age_seconds{sel('shipper')}"
-            f" > {c.SPOOL_BACKLOG_AGE_S}",
+            f" > {t.secs(f'{c.SPOOL_BACKLOG_AGE_S}s')}",
             c.SPOOL_BACKLOG_FOR,
             "warning",
             "Sampled generations wait long in the spool before reaching the store.",

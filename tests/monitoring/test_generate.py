@@ -46,3 +46,6 @@ def test_compressed_rules_keep_expressions_and_shrink_windows() -> None:
     assert "[1m]" in page["expr"] and "ratio_rate1h" in page["expr"]  # names keep their windows
     assert all(a["alert"] == b["alert"] and a["labels"] == b["labels"] for a, b in pairs)
     assert config.COMPRESSION_FACTOR == 60
+    # an age threshold is a duration too: the backlog alert's 600 s becomes 10 s
+    old, new = next((a, b) for a, b in pairs if a["alert"].endswith("ShipperBacklogOld"))
+    assert old["expr"].endswith("> 600") and new["expr"].endswith("> 10")
