@@ -296,8 +296,14 @@ class Gateway:
         try:
             key = authenticate(self.keys, request.headers.get("Authorization"))
             stats.key_id = key.id
-            job = parse(await self._read(request), self.limits)
+            raw = await self._read(request)
+            try:
+                job = parse(raw, self.limits)
+            except GatewayError:
+                stats.mode = _asked_mode(raw)  # a refused stream is still a stream
+                raise
             stats.model = job.model
+            stats.mode = "stream" if job.stream else "unary"  # also if refused before it starts
             self.pipeline.check_model(key, job.model)
             deadline = deadline_for(request.headers, start, self.settings)
             if job.stream:
@@ -475,6 +481,15 @@ class Gateway:
         app.on_startup.append(self._on_startup)
         app.on_cleanup.append(self._on_cleanup)
         return app
+
+
+def _asked_mode(raw: bytes) -> str:
+    """The mode a refused body asked for: "stream" for `"stream": true`, else "unary"."""
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError):
+        return "unary"
+    return "stream" if isinstance(body, dict) and body.get("stream") is True else "unary"
 
 
 async def _write(resp: web.StreamResponse, events: list[BaseModel]) -> None:

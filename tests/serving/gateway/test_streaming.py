@@ -348,3 +348,38 @@ def test_the_breaker_and_shedding_apply_per_stream_with_unary_status_codes(
         opened = httpx.post(url, **kw)
         assert opened.status_code == 503 and opened.json()["error"]["code"] == "circuit_open"
         assert "Retry-After" in opened.headers
+
+
+def test_streams_refused_before_they_start_count_as_streams(served, fake) -> None:
+    gw, _, keys = served
+    name = "tokenpulse_gateway_requests_by_mode_total"
+    body = {"model": "gen", "prompt": "p", "max_tokens": 8, "stream": True}
+    refused = [  # (body, extra headers, status): each refused before its first chunk
+        ({**body, "model": "nope"}, {}, 404),  # after parsing: no such model
+        (body, {"X-Request-Timeout": "-1"}, 400),  # after parsing: a bad deadline header
+        ({**body, "max_tokens": -1}, {}, 400),  # while parsing: an invalid parameter
+    ]
+    for payload, extra, status in refused:
+        stream, unary = (
+            metric_value(gw.url, name, mode="stream"),
+            metric_value(gw.url, name, mode="unary"),
+        )
+        resp = httpx.post(
+            f"{gw.url}/v1/completions", headers={**auth(keys["demo"]), **extra}, json=payload
+        )
+        assert resp.status_code == status, resp.text
+        assert metric_value(gw.url, name, mode="stream") == stream + 1, payload
+        assert metric_value(gw.url, name, mode="unary") == unary, payload
+    # the same refusals without `stream` (or with a body that is no JSON) stay unary
+    for payload in (
+        {**body, "stream": False, "max_tokens": -1},
+        {**body, "model": "nope", "stream": False},
+    ):
+        unary = metric_value(gw.url, name, mode="unary")
+        resp = httpx.post(f"{gw.url}/v1/completions", headers=auth(keys["demo"]), json=payload)
+        assert (
+            resp.status_code in (400, 404) and metric_value(gw.url, name, mode="unary") == unary + 1
+        )
+    unary = metric_value(gw.url, name, mode="unary")
+    resp = httpx.post(f"{gw.url}/v1/completions", headers=auth(keys["demo"]), content=b"{not json")
+    assert resp.status_code == 400 and metric_value(gw.url, name, mode="unary") == unary + 1
