@@ -30,6 +30,7 @@ FLAGS = dotted(
         "canary_timeout_seconds": "--collector.canary.timeout",
         "nvml_backend": "--collector.nvml.backend",
         "nvml_fake_gpus": "--collector.nvml.fake-gpus",
+        "nvml_fake_faults": "--collector.nvml.fake-faults",
         "nvml_fields_file": "--collector.nvml.fields-file",
         "nvml_retry_seconds": "--collector.nvml.retry-interval",
         "nvml_timeout_seconds": "--collector.nvml.timeout",

@@ -61,6 +61,12 @@ class ExporterSettings(BaseSettings):
         "real", description="real (pynvml), or fake: a simulated node for demos and benchmarks"
     )
     nvml_fake_gpus: int = Field(default=8, ge=1, le=64, description="GPUs of the fake backend")
+    # Drills only: XIDs and thermal throttling for the fake GPUs (exporter/nvml/fake_faults.py).
+    nvml_fake_faults: Path | None = Field(
+        None,
+        description="fake backend only: a JSON file of drill faults (XIDs, thermal throttling), "
+        "re-read when it changes",
+    )
     nvml_fields_file: Path | None = Field(
         None, description="NVML fields file (default: exporter/nvml/fields.csv)"
     )
@@ -103,6 +109,11 @@ class ExporterSettings(BaseSettings):
         enabled_names(self.collectors)  # unknown collector names fail here, at start-up
         if self.model_config_file is not None and not self.model_config_file.is_file():
             raise ValueError(f"model config file {self.model_config_file} does not exist")
+        if self.nvml_fake_faults is not None and self.nvml_backend != "fake":
+            raise ValueError(
+                "--collector.nvml.fake-faults needs --collector.nvml.backend=fake: "
+                "drill faults never reach a real GPU"
+            )
         return self
 
     def listen(self) -> tuple[str, int]:

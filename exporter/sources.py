@@ -86,7 +86,7 @@ class Sources:
             if s.nvml_backend == "fake":
                 from exporter.nvml.fake import demo_backend
 
-                backend = demo_backend(s.nvml_fake_gpus)
+                backend = demo_backend(s.nvml_fake_gpus, faults_file=s.nvml_fake_faults)
             else:
                 from exporter.nvml.real import RealNvmlBackend
 

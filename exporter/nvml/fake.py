@@ -1,13 +1,19 @@
-"""A fake NVML backend: GPUs as plain data, with injectable errors, lost GPUs and XID events.
+"""A fake NVML backend: GPUs as plain data, with injectable errors, lost GPUs, XID events and
+thermal throttling.
 
 Used by the tests, by `tokenpulse bench exporter` on machines without a GPU, and by
-`--collector.nvml.backend=fake` for demos. It is never chosen implicitly.
+`--collector.nvml.backend=fake` for demos and drills (a running drill reaches it through the fault
+file of exporter/nvml/fake_faults.py). It is never chosen implicitly.
 """
 
 from __future__ import annotations
 
 import queue
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from exporter.nvml.backend import (
@@ -19,8 +25,15 @@ from exporter.nvml.backend import (
     ProcessMemory,
     XidEvent,
 )
+from exporter.nvml.fake_faults import FaultFile, Faults
+from exporter.nvml.fields import REASON_BITS
 
 GiB = 1024**3
+# A GPU held down by heat, as the driver reports it: the SW thermal slowdown reason (clocks capped
+# because the GPU is above its max operating temperature), time on the thermal violation counter,
+# and an SM clock at this share of its maximum.
+THERMAL_REASON = REASON_BITS["sw_thermal_slowdown"]
+THROTTLED_SM_SHARE = 0.6
 
 
 @dataclass
@@ -65,6 +78,8 @@ class FakeNvmlBackend:
         cuda_version: int = 12040,
         unavailable: str | None = None,
         process_names: dict[int, str] | None = None,
+        faults_file: Path | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.gpus = gpus
         self.driver = driver_version
@@ -74,6 +89,12 @@ class FakeNvmlBackend:
         self.init_calls = 0
         self._failures: dict[tuple[str, int | None], tuple[NvmlError, int]] = {}
         self._events: queue.Queue[XidEvent] = queue.Queue()
+        self._clock = clock
+        self._lock = threading.Lock()  # the scrape and the XID watcher both refresh
+        self._throttled: set[int] = set()
+        self._advanced_at = clock()
+        self._emitted: set[str] = set()  # fault-file XID ids already reported
+        self.faults = FaultFile(faults_file, len(gpus)) if faults_file is not None else None
 
     # -- test controls -------------------------------------------------------------------------
     def fail(self, method: str, error: NvmlError, gpu: int | None = None, times: int = 1) -> None:
@@ -84,8 +105,47 @@ class FakeNvmlBackend:
         """The driver reports XID `xid` on GPU `gpu`."""
         self._events.put(XidEvent(self.gpus[gpu].uuid, xid))
 
+    def thermal_throttle(self, gpu: int, on: bool) -> None:
+        """Hold GPU `gpu` down by heat (or release it), from now."""
+        with self._lock:
+            self._advance()
+            if on:
+                self._throttled.add(gpu)
+            else:
+                self._throttled.discard(gpu)
+
+    def throttled(self) -> set[int]:
+        """The GPUs held down by heat now."""
+        with self._lock:
+            return set(self._throttled)
+
+    def _advance(self) -> None:
+        # a throttled GPU's thermal violation counter runs with wall time, as on real hardware
+        now = self._clock()
+        elapsed_ns = int((now - self._advanced_at) * 1e9)
+        self._advanced_at = now
+        for i in self._throttled:
+            violation = self.gpus[i].violation_ns
+            violation["thermal"] = violation.get("thermal", 0) + elapsed_ns
+
+    def _refresh(self) -> None:
+        """Bring the counters up to now and apply the fault file if it changed."""
+        with self._lock:
+            self._advance()
+            faults = self.faults.poll() if self.faults is not None else None
+            if faults is not None:
+                self._apply(faults)
+
+    def _apply(self, faults: Faults) -> None:
+        self._throttled = set(faults.thermal_throttle)
+        for x in faults.xids:
+            if x.id not in self._emitted:
+                self._emitted.add(x.id)
+                self._events.put(XidEvent(self.gpus[x.gpu].uuid, x.xid))
+
     def _gpu(self, method: str, h: Any) -> FakeGpu:
         index = int(h)
+        self._refresh()
         for key in ((method, index), (method, None)):
             if key in self._failures:
                 error, times = self._failures[key]
@@ -158,14 +218,19 @@ class FakeNvmlBackend:
         return self._have(self._gpu("total_energy", h).total_energy, "energy")
 
     def clock(self, h: Any, kind: str) -> int:
-        return self._have(self._gpu("clock", h).clocks.get(kind), f"clock {kind}")
+        gpu = self._gpu("clock", h)
+        mhz = self._have(gpu.clocks.get(kind), f"clock {kind}")
+        if kind == "sm" and int(h) in self.throttled() and "sm" in gpu.max_clocks:
+            return min(mhz, int(gpu.max_clocks["sm"] * THROTTLED_SM_SHARE))
+        return int(mhz)
 
     def max_clock(self, h: Any, kind: str) -> int:
         return self._have(self._gpu("max_clock", h).max_clocks.get(kind), f"max clock {kind}")
 
     def clocks_event_reasons(self, h: Any) -> int:
         gpu = self._gpu("clocks_event_reasons", h)
-        return self._have(gpu.clocks_event_reasons, "clocks event reasons")
+        reasons = self._have(gpu.clocks_event_reasons, "clocks event reasons")
+        return int(reasons) | (THERMAL_REASON if int(h) in self.throttled() else 0)
 
     def violation_time(self, h: Any, policy: str) -> int:
         gpu = self._gpu("violation_time", h)
@@ -199,6 +264,7 @@ class FakeNvmlBackend:
             raise NvmlNotSupported("register events: Not Supported")
 
     def wait_xid(self, event_set: Any, timeout_ms: int) -> XidEvent | None:
+        self._refresh()  # a fault file's XID is reported within a wait, scraped or not
         try:
             return self._events.get(timeout=timeout_ms / 1000)
         except queue.Empty:
@@ -208,8 +274,11 @@ class FakeNvmlBackend:
         pass
 
 
-def demo_backend(n_gpus: int = 8) -> FakeNvmlBackend:
-    """A busy simulated node for demos and benchmarks: varied load, one GPU power-capped."""
+def demo_backend(
+    n_gpus: int = 8, faults_file: Path | None = None, clock: Callable[[], float] = time.monotonic
+) -> FakeNvmlBackend:
+    """A busy simulated node for demos, benchmarks and drills: varied load, one GPU power-capped;
+    with `faults_file`, the drill faults that file asks for (exporter/nvml/fake_faults.py)."""
     gpus = []
     for i in range(n_gpus):
         gpu = FakeGpu(
@@ -222,4 +291,4 @@ def demo_backend(n_gpus: int = 8) -> FakeNvmlBackend:
             gpu.clocks_event_reasons = 0x4  # sw power cap
         gpus.append(gpu)
     names = {1000 + i: "tensorflow_model_server" for i in range(n_gpus)}
-    return FakeNvmlBackend(gpus, process_names=names)
+    return FakeNvmlBackend(gpus, process_names=names, faults_file=faults_file, clock=clock)

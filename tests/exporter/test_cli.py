@@ -80,6 +80,7 @@ def _run_cli(*args: str) -> subprocess.CompletedProcess[str]:
         (["--collector.canary.interval", "0"], "greater than 0"),
         (["--collector.nvml.backend", "magic"], "--collector.nvml.backend"),
         (["--collector.nvml.fields-file", "/nonexistent/fields.csv"], "cannot read nvml fields"),
+        (["--collector.nvml.fake-faults", "/tmp/f.json"], "needs --collector.nvml.backend=fake"),
     ],
 )
 def test_bad_settings_exit_2_with_a_message(args, message):
