@@ -29,7 +29,7 @@ from stack.up.files import (
     setup_elasticsearch,
     write_models_config,
 )
-from stack.up.plan import stack_config
+from stack.up.plan import gpu_faults_file, stack_config
 from stack.up.ports import PortError, check_ports
 from stack.up.settings import PORT_FIELDS, UpSettings
 from stack.up.state import StackState, remove_state, write_state
@@ -69,6 +69,8 @@ def run(settings: UpSettings) -> int:
             if settings.es_url:
                 setup_elasticsearch(settings, _say)
             config = stack_config(settings)
+            if (faults := gpu_faults_file(settings)) is not None:
+                faults.unlink(missing_ok=True)  # an earlier run's drill faults end here
             stack = Stack(config, _say, restart_delay_s=settings.restart_delay_s)
             stack.start_all()
             pids = stack.pids()
@@ -106,7 +108,9 @@ def stack_state(settings: UpSettings, pids: dict[str, int]) -> StackState:
         restart_delay_s=s.restart_delay_s, models_dir=str(s.models_dir.resolve()), model=MODEL,
         group_wait=s.group_wait, group_interval=s.group_interval,
         evaluation_interval=s.evaluation_interval, fault_proxy_port=s.fault_proxy_port,
-        es_url=s.es_url, gpu_backend=s.gpu_backend, extra={"spool_cap_bytes": s.spool_cap_bytes},
+        es_url=s.es_url, gpu_backend=s.gpu_backend,
+        extra={"spool_cap_bytes": s.spool_cap_bytes,
+               "gpu_faults_file": str(gpu_faults_file(s) or "")},
     )  # fmt: skip
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from stack.config import RULES, GpuBackend, Ports, StackConfig, replica_ports
@@ -38,6 +39,21 @@ def gpu_backend(s: UpSettings) -> GpuBackend:
     return s.gpu_backend
 
 
+def gpu_faults_file(s: UpSettings) -> Path | None:
+    """Where the fake GPUs read drill faults (exporter/nvml/fake_faults.py); None without them."""
+    return s.path("gpu-faults.json") if s.gpu_backend == "fake" else None
+
+
+def _tuning(s: UpSettings) -> dict[str, Any]:
+    """FAST_POLLS when asked for, and the fake GPUs' fault file on the exporter's flags."""
+    out: dict[str, Any] = dict(FAST_POLLS) if s.fast_polls else {}
+    flags = dict(out.get("extra_flags", {}))
+    faults = gpu_faults_file(s)
+    if faults is not None:
+        flags["exporter"] = (*flags.get("exporter", ()), f"--collector.nvml.fake-faults={faults}")
+    return {**out, "extra_flags": flags}
+
+
 def stack_config(s: UpSettings) -> StackConfig:
     """The stack `up` runs: fixed ports, the chosen rule set, both versions behind the gateway."""
     return StackConfig(
@@ -64,5 +80,5 @@ def stack_config(s: UpSettings) -> StackConfig:
         },
         fault_proxy_port=s.fault_proxy_port,
         spool_cap_bytes=s.spool_cap_bytes,
-        **(FAST_POLLS if s.fast_polls else {}),
+        **_tuning(s),
     )

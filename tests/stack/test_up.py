@@ -294,3 +294,20 @@ def test_the_gateway_window_is_the_one_the_served_export_recorded(tmp_path: Path
     meta.write_text('{"model": {"context": 64, "d_model": 64}}')
     assert files.context_window(s) == 64
     assert plan.stack_config(s).gateway["context_window_tokens"] == 64
+
+
+def test_fake_gpus_read_drill_faults_from_the_run_directory(tmp_path: Path) -> None:
+    """The drill reaches the fake GPUs through RUN_DIR/gpu-faults.json; real ones never."""
+    s = up_settings(tmp_path, gpu_backend="fake", fast_polls=True)
+    meta = s.models_dir / "gen" / "1" / "assets.extra" / "tokenpulse_model.json"
+    meta.parent.mkdir(parents=True)
+    meta.write_text('{"model": {"context": 64, "d_model": 64}}')
+    path = s.path("gpu-faults.json")
+    config = plan.stack_config(s)
+    assert f"--collector.nvml.fake-faults={path}" in config.flags("exporter")
+    assert "--tfserving.poll-interval=1" in config.flags("exporter")  # fast polls kept
+    assert up.stack_state(s, {}).extra["gpu_faults_file"] == str(path)
+    for backend in ("real", "off"):
+        s = up_settings(tmp_path, gpu_backend=backend)
+        assert plan.gpu_faults_file(s) is None
+        assert not any("fake-faults" in f for f in plan.stack_config(s).flags("exporter"))
