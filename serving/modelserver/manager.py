@@ -2,9 +2,13 @@
 
 Each configured model's base path is polled for numeric version directories; its version policy
 picks the aspired versions; new ones load (SavedModel, then warmup) and turn AVAILABLE before the
-versions they replace start UNLOADING (availability-preserving). An unloading version leaves the
-routing table first and is dropped only when no request holds it any more, so no in-flight request
-fails. Version states are kept for GetModelStatus, including END for unloaded and failed versions.
+versions they replace start UNLOADING (availability-preserving). When no version on disk matches
+the policy at all (a config naming a version whose files are missing, an emptied base path), every
+version unloads but those a `specific` policy still names: TF Serving's file-system source then
+aspires an empty list, and its AvailabilityPreservingPolicy unloads what nothing aspires. An
+unloading version leaves the routing table first and is dropped only when no request holds it any
+more, so no in-flight request fails. Version states are kept for GetModelStatus, including END for
+unloaded and failed versions.
 """
 
 from __future__ import annotations
@@ -77,6 +81,13 @@ def aspired_versions(policy: Any, on_disk: list[int]) -> set[int]:
         return set(policy.specific.versions) & set(on_disk)
     n = policy.latest.num_versions if choice == "latest" else 1
     return set(sorted(on_disk)[-max(n, 1) :]) if on_disk else set()
+
+
+def named_versions(policy: Any) -> set[int]:
+    """The versions a `specific` policy names (none for the other policies)."""
+    if policy.WhichOneof("policy_choice") != "specific":
+        return set()
+    return set(policy.specific.versions)
 
 
 class ModelManager:
@@ -240,9 +251,19 @@ class ModelManager:
                     if version not in model.ready and version not in model.failed:
                         self._load(name, model, version)
                 with self._lock:
-                    if not any(v in model.ready for v in aspired):
-                        continue  # availability-preserving: keep serving what we have
-                    stale = [v for v in model.ready if v not in aspired]
+                    if aspired and not any(v in model.ready for v in aspired):
+                        continue  # availability-preserving: the old serve while the new fail
+                    # versions a `specific` policy names stay even when their directory went
+                    keep = aspired | named_versions(model.config.model_version_policy)
+                    stale = [v for v in model.ready if v not in keep]
+                if stale and not aspired:
+                    log.warning(
+                        "no version on disk matches the version policy; unloading every "
+                        "version, as TF Serving does",
+                        model=name,
+                        base_path=str(model.base_path),
+                        on_disk=on_disk,
+                    )
                 for version in stale:
                     self._unload(name, model, version)
 

@@ -92,6 +92,50 @@ def test_policy_changes_load_and_unload_versions(
     manager.shutdown()
 
 
+def test_a_policy_no_version_on_disk_matches_unloads_every_version(
+    manager: ModelManager, tmp_path: Path, tiny_export: Path
+) -> None:
+    # TF Serving's source aspires nothing, and its AvailabilityPreservingPolicy unloads every
+    # version nothing aspires: the server stays up with no AVAILABLE version
+    base = tmp_path / "gen"
+    install_version(tiny_export, base, 1)
+    install_version(tiny_export, base, 2)
+    manager.apply_config(
+        config(base, "model_version_policy { specific { versions: 1 versions: 2 } }")
+    )
+    manager.apply_config(config(base, "model_version_policy { specific { versions: 7 } }"))
+    assert states(manager) == {1: "END", 2: "END"}
+    assert manager.available("gen") == []
+    manager.apply_config(config(base, "model_version_policy { specific { versions: 2 } }"))
+    assert states(manager) == {1: "END", 2: "AVAILABLE"}
+    manager.shutdown()
+
+
+def test_a_failing_new_version_leaves_the_old_ones_serving(
+    manager: ModelManager, tmp_path: Path, tiny_export: Path
+) -> None:
+    base = tmp_path / "gen"
+    install_version(tiny_export, base, 1)
+    shutil.copytree(tiny_export, base / "3", ignore=shutil.ignore_patterns("saved_model.pb"))
+    manager.apply_config(config(base, "model_version_policy { specific { versions: 1 } }"))
+    manager.apply_config(config(base, "model_version_policy { specific { versions: 3 } }"))
+    assert states(manager) == {1: "AVAILABLE", 3: "END"}
+    assert manager.version_states("gen")[3].error_code != "OK"
+    manager.shutdown()
+
+
+def test_a_specific_version_whose_directory_went_keeps_serving(
+    manager: ModelManager, tmp_path: Path, tiny_export: Path
+) -> None:
+    base = tmp_path / "gen"
+    install_version(tiny_export, base, 1)
+    manager.apply_config(config(base, "model_version_policy { specific { versions: 1 } }"))
+    shutil.rmtree(base / "1")
+    manager.poll()
+    assert states(manager) == {1: "AVAILABLE"}
+    manager.shutdown()
+
+
 def test_unload_waits_for_requests_holding_the_version(
     manager: ModelManager, tmp_path: Path, tiny_export: Path
 ) -> None:
