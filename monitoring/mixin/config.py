@@ -340,7 +340,10 @@ ALERT_PANELS: dict[str, tuple[str, str]] = {
     "GatewayTokenLatencyBudgetBurn": ("slo", "Time per output token"),
     "GatewayCircuitBreakerOpen": ("slo", "Circuit breaker"),
     "GatewayThroughputDrop": ("slo", "Tokens/s"),
-    "Quality": ("quality", "Outputs per version (gateway)"),
+    "GatewayTtftBudgetBurn": ("slo", "Time to first token"),
+    "GatewaySaturated": ("slo", "Queued for a slot"),
+    "GatewayDown": ("pipeline", "Scrape targets up"),
+    "Quality": ("quality", "Mean NLL per token"),
     "QualityEmptyOutputs": ("quality", "Empty outputs"),
     "QualityTruncation": ("quality", "Truncation"),
     "QualityRepetition": ("quality", "Repetition"),
@@ -351,6 +354,13 @@ ALERT_PANELS: dict[str, tuple[str, str]] = {
     "TfServing": ("serving", "Available versions"),
     "TfServingBatchQueueSlow": ("serving", "Batch queueing latency"),
     "TfServingBatchingIneffective": ("serving", "Batch size"),
+    # a replica out (or in and out) of service: which one, as the gateway routes around it
+    "TfServingDown": ("serving", "Replicas in the gateway's rotation"),
+    "TfServingFlapping": ("serving", "Replicas in the gateway's rotation"),
+    "TfServingRecentlyDown": ("serving", "Replicas in the gateway's rotation"),
+    "TfServingFleetRecentlyDown": ("serving", "Replicas in the gateway's rotation"),
+    "TfServingResourceExhausted": ("serving", "Requests/s by status"),
+    "TfServingVersionLoadFailed": ("serving", "Version states"),
     "Exporter": ("pipeline", "Collector success"),
     "ExporterDown": ("pipeline", "Scrape targets up"),
     "Gpu": ("gpu", "GPUs seen"),
@@ -359,7 +369,16 @@ ALERT_PANELS: dict[str, tuple[str, str]] = {
     "GpuEccErrors": ("gpu", "ECC errors"),
     "GpuLost": ("gpu", "GPUs lost"),
     "GpuMemoryNearlyFull": ("gpu", "Memory"),
+    "GpuTemperatureHigh": ("gpu", "Temperature"),
+    "GpuIdleWhileQueued": ("gpu", "Utilization"),
+    "GpuRowRemapFailed": ("gpu", "XID errors"),  # the driver reports the failed remap as an XID
     "Shipper": ("pipeline", "Backlog age"),
+    "ShipperDown": ("pipeline", "Scrape targets up"),
+    "ShipperDeadLetters": ("pipeline", "Dropped and dead-lettered"),
+    "ShipperStalled": ("pipeline", "Stalled outputs and config errors"),
+    "ShipperSegmentsSkipped": ("pipeline", "Stalled outputs and config errors"),
+    # what fills the spool: the shipper falling behind (no panel shows the spool's bytes)
+    "PipelineSpoolNearlyFull": ("pipeline", "Backlog age"),
     "Pipeline": ("pipeline", "Dropped and dead-lettered"),
 }
 # Any other alert (the monitoring's own) links the scrape targets.

@@ -18,8 +18,12 @@ GW_JOB = cfg.JOBS.selector("gateway")
 SH = cfg.JOBS.selector("shipper")
 EX = cfg.JOBS.selector("exporter")
 # component part of each `...Down` alert name, one per scraped job above
-DOWN_ALERTS = ("TfServing", "Gateway", "Exporter", "Shipper")
-JOBS = "|".join(getattr(cfg.JOBS, c) for c in ("modelserver", "gateway", "exporter", "shipper"))
+DOWN_ALERTS = ("TfServing", "Gateway", "Exporter", "Shipper", "Alertmanager", "Prometheus")
+# the monitoring's own jobs too: the meta-alerts (and the Watchdog) link this panel
+JOBS = "|".join(
+    getattr(cfg.JOBS, c)
+    for c in ("modelserver", "gateway", "exporter", "shipper", "alertmanager", "prometheus")
+)
 
 
 def _flow_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
