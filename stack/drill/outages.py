@@ -1,7 +1,7 @@
-"""Drills that take the model server away: killed, crash-looping.
+"""Drills that take the model server away: killed, crash-looping, back with nothing to serve.
 
-Each kills the model server's process (SIGKILL, as a crash would); `tokenpulse up` starts it
-again after its restart delay, which is the fault's removal.
+Each kills the model server's process (SIGKILL, as a crash would) or freezes it; `tokenpulse up`
+starts a killed one again after its restart delay.
 """
 
 from __future__ import annotations
@@ -9,12 +9,16 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 from stack.drill.scenario import Expect, Log, Scenario
-from stack.drill.target import Target
+from stack.drill.target import DrillError, Note, Target, wait_for
+from stack.rollout.labels import ModelsConfig, RolloutError
+from stack.rollout.settings import LOCAL_MODELS_CONFIG
 
 MODELSERVER = "modelserver"
 START_S = 180.0  # a model server loads and warms both versions within this, on 2 busy cores
@@ -93,3 +97,106 @@ class CrashLoop(Scenario):
             thread.join()
             os.kill(pid, signal.SIGCONT)
             log.mark("loop_end")
+
+
+def _notes(target: Target, alertname: str, status: str, since: float) -> list[Note]:
+    return [
+        n
+        for n in target.notes()
+        if n.at >= since and n.alertname == alertname and n.status == status
+    ]
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write `path` atomically (the model server, gateway and exporter poll it)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.chmod(tmp, path.stat().st_mode & 0o777)
+    os.replace(tmp, path)
+
+
+class RestartNoAvailableVersion(Scenario):
+    """The model server is killed, comes back, and is left with no AVAILABLE version: the
+    NoAvailableVersion page arrives although TfServingDown paged moments before.
+
+    Issue 17 A.1: "recently down" used to inhibit it for 30 minutes while on-call had just got
+    TfServingDown's RESOLVED. Like TF Serving, ours opens no port until a version is AVAILABLE at
+    start-up (and exits when none loads), so "back with nothing" is the next config reload: the
+    restarted server's models config now serves only a version whose files are missing (a deploy
+    that wrote the config before its copy landed), and it unloads every version, as TF Serving
+    does when no version on disk matches the policy. A broken version (a corrupt saved_model.pb)
+    would not do: TF Serving keeps an old version serving while a new one fails to load.
+    """
+
+    name = "restart-no-available-version"
+    summary = (
+        "SIGKILL the model server; once up restarted it, its models config serves only a "
+        "version whose files are missing; then the config is restored"
+    )
+    expect = (Expect("TokenPulseTfServingNoAvailableVersion"),)
+    # the restart part of the drill: the kill pages (and resolves) before the fault proper
+    allow = ("TokenPulseTfServingDown",)
+    fire_within_s = 60.0
+    resolve_within_s = 120.0
+
+    @contextlib.contextmanager
+    def fault(self, target: Target, log: Log) -> Iterator[None]:
+        path = target.run_dir / LOCAL_MODELS_CONFIG
+        original = path.read_text(encoding="utf-8")
+        killed = time.time()
+        pid = target.signal(MODELSERVER, signal.SIGKILL)
+        down = "TokenPulseTfServingDown"
+        try:
+            if not wait_for(lambda: _notes(target, down, "firing", killed), 60.0):
+                raise DrillError(f"{down} did not page within 60 s of the kill")
+            log.mark("down_paged")
+            target.wait_restarted(MODELSERVER, pid, restart_bound(target))
+            log.mark("restarted")
+            if not wait_for(lambda: _notes(target, down, "resolved", killed), 60.0):
+                raise DrillError(f"{down} did not resolve within 60 s of the restart")
+            log.mark("down_resolved")
+            missing = self._serve_missing_version(target, path)
+            log.mark("config_written")
+            log.remarks.append(f"models config serves only version {missing} (not on disk)")
+            yield
+        finally:
+            if path.read_text(encoding="utf-8") != original:
+                _replace(path, original)  # the versions load again at the next config poll
+                log.mark("config_restored")
+
+    def _serve_missing_version(self, target: Target, path: Path) -> int:
+        """Point the model's labels at, and serve only, a version with no directory."""
+        model = target.state.model
+        try:
+            config = ModelsConfig.read(path)
+            entry = next(m for m in config.config.models if m.name == model)
+        except (RolloutError, StopIteration) as exc:
+            raise DrillError(f"cannot read model {model!r} from {path}: {exc}") from exc
+        base = Path(entry.base_path)
+        on_disk = [int(p.name) for p in base.iterdir() if p.name.isdigit()]
+        missing = max(on_disk, default=0) + 1000
+        for label in config.labels(model):
+            config.move(model, label, missing, remember=False)
+        config.serve(model, [missing])
+        config.write()
+        return missing
+
+    def check(self, target: Target, log: Log) -> None:
+        # the point: it paged while "recently down" fired, which used to silence it
+        name = self.expect[0].alertname
+        pages = _notes(target, name, "firing", log.started)
+        if not pages:
+            return  # the runner reports the missing page
+        recently = "TokenPulseTfServingRecentlyDown"
+        at = pages[0].at
+        seen = target.query_range(
+            f'ALERTS{{alertname="{recently}",alertstate="firing"}}', at - 5, at, "1s"
+        )
+        if seen:
+            log.remarks.append(f"{recently} was firing when {name} paged")
+        else:
+            log.problems.append(
+                f"{recently} was not firing when {name} paged: the drill did not show that "
+                "recently down no longer silences it"
+            )
