@@ -23,7 +23,7 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from stack.drill.meta import AlertmanagerSecretMissing, PrometheusStopped
-from stack.drill.outages import CrashLoop, ModelServerKilled
+from stack.drill.outages import CrashLoop, ModelServerKilled, RestartNoAvailableVersion
 from stack.drill.pipeline import SpoolDiskCap
 from stack.drill.runner import report, run_all, table
 from stack.drill.scenario import Scenario
@@ -38,6 +38,7 @@ SCENARIOS: dict[str, type[Scenario]] = {
     for s in (
         ModelServerKilled,
         CrashLoop,
+        RestartNoAvailableVersion,
         SlowUpstream,
         ErrorBurst,
         IdleThenTraffic,
