@@ -22,6 +22,7 @@ from pathlib import Path
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from stack.drill.gpu import GpuXidAndThrottle
 from stack.drill.meta import AlertmanagerSecretMissing, PrometheusStopped
 from stack.drill.outages import CrashLoop, ModelServerKilled, RestartNoAvailableVersion
 from stack.drill.pipeline import SpoolDiskCap
@@ -43,6 +44,7 @@ SCENARIOS: dict[str, type[Scenario]] = {
         ErrorBurst,
         IdleThenTraffic,
         SpoolDiskCap,
+        GpuXidAndThrottle,
         AlertmanagerSecretMissing,
         PrometheusStopped,
     )  # fmt: skip

@@ -33,8 +33,8 @@ from tokenpulse.procs import free_port
 # page), and idle-then-traffic spends 80 s waiting out the quality window that promtool's idle
 # baseline tests (alerts/tests/quality.test.yml) cover.
 SUITE_SCENARIOS = (
-    "crash-loop", "slow-upstream", "error-burst", "spool-disk-cap", "alertmanager-secret-missing",
-    "prometheus-stopped",
+    "crash-loop", "slow-upstream", "error-burst", "spool-disk-cap", "gpu-xid-and-throttle",
+    "alertmanager-secret-missing", "prometheus-stopped",
 )  # fmt: skip
 
 

@@ -1,0 +1,72 @@
+"""The GPU drill's fault: a file the fake backend accepts, growing XIDs, cleared afterwards."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from exporter.nvml.fake_faults import parse_faults
+from stack.drill.gpu import THROTTLED_GPU, XID, XID_GPU, GpuXidAndThrottle
+from stack.drill.scenario import Log
+from stack.drill.target import DrillError, Target
+from stack.up.state import StackState, write_state
+
+
+def _target(run_dir: Path, **extra: str) -> Target:
+    state = StackState(
+        run_dir=str(run_dir), up_pid=os.getpid(), ports={}, pids={}, rules="compressed",
+        restart_delay_s=20, models_dir="m", model="gen", group_wait="5s", group_interval="1s",
+        evaluation_interval="1s", gpu_backend="fake", extra=extra,
+    )  # fmt: skip
+    write_state(state)
+    (run_dir / "demo-key.txt").write_text("key\n")
+    return Target(run_dir)
+
+
+def test_the_fault_file_is_one_the_fake_gpus_accept_and_is_cleared(tmp_path: Path) -> None:
+    path = tmp_path / "gpu-faults.json"
+    target = _target(tmp_path, gpu_faults_file=str(path))
+    scenario = GpuXidAndThrottle()
+    scenario.xid_every_s = 0.05
+    log = Log()
+    with scenario.fault(target, log):
+        first = parse_faults(path.read_text(), n_gpus=2)
+        assert [(x.gpu, x.xid) for x in first.xids] == [(XID_GPU, XID)]
+        assert first.thermal_throttle == [THROTTLED_GPU]
+        time.sleep(0.5)
+        later = parse_faults(path.read_text(), n_gpus=2)
+    ids = [x.id for x in later.xids]
+    assert len(ids) >= 3 and len(set(ids)) == len(ids)  # the GPU keeps reporting, new ids
+    assert json.loads(path.read_text()) == {}  # faults cleared: no throttle, no new XID
+    assert not list(tmp_path.glob(".*.tmp"))
+    assert "faults_cleared" in log.timings
+
+
+def test_a_stack_without_fake_gpus_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    target = _target(tmp_path)
+    with pytest.raises(DrillError, match="start up with --gpu-backend fake"):
+        with GpuXidAndThrottle().fault(target, Log()):
+            pass
+
+
+def test_a_page_naming_another_gpu_is_a_problem(tmp_path: Path) -> None:
+    target = _target(tmp_path, gpu_faults_file=str(tmp_path / "f.json"))
+    log = Log(started=time.time() - 1)
+    now = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
+    alerts = [
+        {"status": "firing", "labels": {"alertname": "TokenPulseGpuCriticalXid", "gpu": "1",
+                                        "xid": str(XID)}},
+        {"status": "firing", "labels": {"alertname": "TokenPulseGpuThrottled",
+                                        "gpu": str(THROTTLED_GPU)}},
+    ]  # fmt: skip
+    line = {"received_at": now, "receiver": "pager", "alerts": alerts}
+    (tmp_path / "oncall.jsonl").write_text(json.dumps(line) + "\n")
+    GpuXidAndThrottle().check(target, log)
+    assert log.problems == [
+        "TokenPulseGpuCriticalXid names {'gpu': '1', 'xid': '48'}, not the faulty GPU "
+        "{'gpu': '0', 'xid': '48'}"
+    ]
