@@ -109,6 +109,19 @@ def _fault_proxy(c: StackConfig) -> contextlib.AbstractContextManager[Launched]:
     return _process(c, "faultproxy", argv, _fault_proxy_url(c, "/-/healthz"))
 
 
+def _es_fault_proxy_url(c: StackConfig, path: str = "") -> str:
+    return f"http://127.0.0.1:{c.es_fault_proxy_port}{path}"
+
+
+def _es_fault_proxy(c: StackConfig) -> contextlib.AbstractContextManager[Launched]:
+    # drills only: the shipper's Elasticsearch goes through it, so a drill can make it unreachable
+    argv = [
+        sys.executable, "-m", "stack.drill.proxy", f"--port={c.es_fault_proxy_port}",
+        f"--upstream={c.es_url}",
+    ]  # fmt: skip
+    return _process(c, "esfaultproxy", argv, _es_fault_proxy_url(c, "/-/healthz"))
+
+
 def _gateway(c: StackConfig) -> contextlib.AbstractContextManager[Launched]:
     urls = ",".join(c.modelserver_url(i) for i in range(c.model_server_replicas))
     if c.fault_proxy_port:
@@ -151,7 +164,8 @@ def _shipper(c: StackConfig) -> contextlib.AbstractContextManager[Launched]:
     )  # fmt: skip
     env = None
     if c.es_url:  # the API key goes in the environment, never on a command line
-        argv += ["elasticsearch", f"--es-url={c.es_url}"]
+        es_url = _es_fault_proxy_url(c) if ES_FAULT_PROXY.enabled(c) else c.es_url
+        argv += ["elasticsearch", f"--es-url={es_url}"]
         env = dict(os.environ, TOKENPULSE_SHIPPER_ES_API_KEY=c.es_api_key)
     return _process(c, "shipper", argv, c.url("shipper_port", METRICS), env)
 
@@ -299,6 +313,15 @@ FAULT_PROXY = Component(
 )  # fmt: skip
 
 
+# Drills only (`up --es-fault-proxy-port`, with an ES URL): between the shipper and Elasticsearch,
+# started right before the shipper that talks through it.
+ES_FAULT_PROXY = Component(
+    "esfaultproxy", _es_fault_proxy, _es_fault_proxy_url,
+    lambda c: _es_fault_proxy_url(c, "/-/fault"),
+    lambda c: c.es_fault_proxy_port > 0 and bool(c.es_url),
+)  # fmt: skip
+
+
 def enabled(config: StackConfig) -> tuple[Component, ...]:
     """The components this config runs, in start order (one row per model-server replica)."""
     out: list[Component] = []
@@ -307,6 +330,8 @@ def enabled(config: StackConfig) -> tuple[Component, ...]:
             n = config.model_server_replicas
             out += [modelserver(i, modelserver_name(config, i)) for i in range(n)]
         elif c.enabled(config):
+            if c.name == "shipper" and ES_FAULT_PROXY.enabled(config):
+                out.append(ES_FAULT_PROXY)
             out.append(c)
         if c.name == MODELSERVER and FAULT_PROXY.enabled(config):
             out.append(FAULT_PROXY)

@@ -86,6 +86,8 @@ class StackConfig:
     replica_ports: tuple[tuple[int, int], ...] = ()
     # drills: a fault proxy (stack/drill/proxy.py) on this port between gateway and model server
     fault_proxy_port: int = 0  # 0: none, the gateway talks to the model server directly
+    # drills: a fault proxy on this port between the shipper and es_url (needs es_url); 0: none
+    es_fault_proxy_port: int = 0
     spool_cap_bytes: int = 0  # the gateway's spool disk cap; 0: the sink's own default
 
     def path(self, name: str) -> Path:

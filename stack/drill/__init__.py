@@ -25,7 +25,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from stack.drill.gpu import GpuXidAndThrottle
 from stack.drill.meta import AlertmanagerSecretMissing, PrometheusStopped
 from stack.drill.outages import CrashLoop, ModelServerKilled, RestartNoAvailableVersion
-from stack.drill.pipeline import SpoolDiskCap
+from stack.drill.pipeline import EsUnreachable, SpoolDiskCap
 from stack.drill.runner import report, run_all, table
 from stack.drill.scenario import Scenario
 from stack.drill.slo import ErrorBurst, IdleThenTraffic, SlowUpstream
@@ -45,6 +45,7 @@ SCENARIOS: dict[str, type[Scenario]] = {
         IdleThenTraffic,
         SpoolDiskCap,
         GpuXidAndThrottle,
+        EsUnreachable,
         AlertmanagerSecretMissing,
         PrometheusStopped,
     )  # fmt: skip

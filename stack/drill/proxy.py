@@ -1,13 +1,18 @@
 """The drills' fault proxy: an HTTP reverse proxy that can delay or fail what it forwards.
 
-`tokenpulse up --fault-proxy-port P` starts it between the gateway and the model server, so a drill
-can make the upstream slow or failing without a fault path in the model server or the gateway:
+`tokenpulse up --fault-proxy-port P` starts it between the gateway and the model server, and
+`up --es-fault-proxy-port E` one between the shipper and Elasticsearch, so a drill can make an
+upstream slow, failing or unreachable without a fault path in the components:
 
     python -m stack.drill.proxy --port P --upstream http://127.0.0.1:8501
 
 GET/PUT /-/fault reads or sets `{"delay_s": 3.0, "error_ratio": 0.0}` (errors answer 503 with a
 TF-Serving-style `{"error": ...}` body); GET /-/healthz answers 200. Everything else goes to the
-upstream, one request per thread, with the upstream's status, headers and body passed back.
+upstream (http or https), one request per thread, with its status, headers and body passed back.
+
+SIGUSR1 takes the proxy down: it stops listening and cuts the connections it holds, so clients
+see refused connections, as from a host that is gone; SIGUSR2 brings it back on the same port.
+Signals, not the HTTP control: a port that refuses connections cannot carry its own restore.
 """
 
 from __future__ import annotations
@@ -16,6 +21,9 @@ import argparse
 import http.client
 import json
 import random
+import signal
+import socket
+import sys
 import threading
 import time
 import urllib.parse
@@ -65,7 +73,9 @@ class Faults:
 def make_handler(upstream: str, faults: Faults) -> type[BaseHTTPRequestHandler]:
     """A handler class forwarding to `upstream` (http://host:port) under `faults`."""
     target = urllib.parse.urlsplit(upstream)
-    host, port = target.hostname or "127.0.0.1", target.port or 80
+    https = target.scheme == "https"
+    host, port = target.hostname or "127.0.0.1", target.port or (443 if https else 80)
+    connection = http.client.HTTPSConnection if https else http.client.HTTPConnection
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -103,7 +113,7 @@ def make_handler(upstream: str, faults: Faults) -> type[BaseHTTPRequestHandler]:
                 self._reply(503, b'{"error": "fault proxy: injected upstream failure"}')
                 return
             headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_HEADERS}
-            conn = http.client.HTTPConnection(host, port, timeout=300)
+            conn = connection(host, port, timeout=300)
             try:
                 conn.request(self.command, self.path, body=body or None, headers=headers)
                 resp = conn.getresponse()
@@ -136,21 +146,110 @@ def make_handler(upstream: str, faults: Faults) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def serve(port: int, upstream: str, host: str = "127.0.0.1") -> ThreadingHTTPServer:
+class ProxyServer(ThreadingHTTPServer):
+    """A threading HTTP server that knows its open connections, so it can cut them."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
+        self._open: set[socket.socket] = set()
+        self._open_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._open_lock:
+            self._open.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._open_lock:
+            self._open.discard(request)
+        super().shutdown_request(request)
+
+    def cut(self) -> int:
+        """Shut down every open connection (its handler then fails); how many there were."""
+        with self._open_lock:
+            open_now = list(self._open)
+        for sock in open_now:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # closed meanwhile
+        return len(open_now)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a connection cut by `down` fails its handler: expected, not a traceback
+
+
+def serve(
+    port: int, upstream: str, host: str = "127.0.0.1", faults: Faults | None = None
+) -> ProxyServer:
     """A proxy server bound to host:port (not yet serving: call serve_forever)."""
-    server = ThreadingHTTPServer((host, port), make_handler(upstream, Faults()))
-    server.daemon_threads = True
-    return server
+    return ProxyServer((host, port), make_handler(upstream, faults or Faults()))
+
+
+class Listener:
+    """The proxy on its port, which can be taken down (refusing) and brought back (same port,
+    same faults)."""
+
+    def __init__(self, port: int, upstream: str, host: str = "127.0.0.1") -> None:
+        self.port, self.upstream, self.host = port, upstream, host
+        self.faults = Faults()
+        self.server: ProxyServer | None = None
+
+    @property
+    def down(self) -> bool:
+        """Whether it refuses connections now."""
+        return self.server is None
+
+    def start(self) -> None:
+        """Listen (again); nothing when already listening. OSError when the port is taken."""
+        if self.server is None:
+            self.server = serve(self.port, self.upstream, self.host, self.faults)
+            threading.Thread(target=self.server.serve_forever, name="proxy", daemon=True).start()
+
+    def stop(self) -> int:
+        """Stop listening and cut the open connections; how many were cut."""
+        if self.server is None:
+            return 0
+        server, self.server = self.server, None
+        server.shutdown()
+        server.server_close()  # the port refuses from here on
+        return server.cut()
+
+
+def _say(message: str) -> None:
+    sys.stderr.write(f"fault proxy: {message}\n")
+    sys.stderr.flush()
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the proxy until killed."""
-    parser = argparse.ArgumentParser(prog="python -m stack.drill.proxy", description=__doc__)
+    """Run the proxy until killed; SIGUSR1 takes it down, SIGUSR2 brings it back."""
+    parser = argparse.ArgumentParser(
+        prog="python -m stack.drill.proxy", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
     parser.add_argument("--port", type=int, required=True, help="listen port on 127.0.0.1")
-    parser.add_argument("--upstream", required=True, help="http://host:port to forward to")
+    parser.add_argument("--upstream", required=True, help="http(s)://host:port to forward to")
     args = parser.parse_args(argv)
-    serve(args.port, args.upstream).serve_forever()
-    return 0
+    toggles = {signal.SIGUSR1, signal.SIGUSR2}
+    # blocked before any thread starts (threads inherit the mask): only sigwait takes them, in
+    # this thread, one at a time, so a down and an up can never interleave
+    signal.pthread_sigmask(signal.SIG_BLOCK, toggles)
+    listener = Listener(args.port, args.upstream)
+    listener.start()
+    _say(f"listening on {args.port}, forwarding to {args.upstream}")
+    while True:
+        if signal.sigwait(toggles) == signal.SIGUSR1:
+            cut = listener.stop()
+            _say(f"down: port {args.port} refuses connections; open connections cut: {cut}")
+            continue
+        try:
+            listener.start()
+        except OSError as exc:
+            _say(f"cannot listen on {args.port} again: {exc}; send SIGUSR2 to retry")
+            continue
+        _say(f"up: listening on {args.port} again")
 
 
 if __name__ == "__main__":

@@ -111,6 +111,7 @@ def stack_state(settings: UpSettings, pids: dict[str, int]) -> StackState:
         es_url=s.es_url, gpu_backend=s.gpu_backend,
         extra={"spool_cap_bytes": s.spool_cap_bytes,
                "gpu_faults_file": str(gpu_faults_file(s) or "")},
+        es_fault_proxy_port=s.es_fault_proxy_port,
     )  # fmt: skip
 
 

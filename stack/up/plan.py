@@ -14,7 +14,9 @@ FAST_POLLS: dict[str, Any] = {
     "extra_flags": {
         "modelserver": ("--model_config_file_poll_wait_seconds=1",),
         "exporter": ("--tfserving.poll-interval=1",),
-        "shipper": ("--poll-interval-s=0.5",),
+        # a refused store is retried 2 s apart at most: the default 30 s cap is half an hour
+        # compressed, and a store that is back would wait that long to be noticed
+        "shipper": ("--poll-interval-s=0.5", "--backoff-max-s=2"),
     },
     "modelserver_poll_s": 1.0,
 }
@@ -79,6 +81,7 @@ def stack_config(s: UpSettings) -> StackConfig:
             **({"status_poll_interval_s": 1} if s.fast_polls else {}),
         },
         fault_proxy_port=s.fault_proxy_port,
+        es_fault_proxy_port=s.es_fault_proxy_port,
         spool_cap_bytes=s.spool_cap_bytes,
         **_tuning(s),
     )

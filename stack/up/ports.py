@@ -35,6 +35,9 @@ def _ports(settings: UpSettings) -> list[tuple[int, str, str]]:
     out = [(int(getattr(settings, n)), n, _setting(n)) for n in PORT_FIELDS]
     if settings.fault_proxy_port:
         out.append((settings.fault_proxy_port, "fault_proxy_port", _setting("fault_proxy_port")))
+    if settings.es_fault_proxy_port:
+        name = "es_fault_proxy_port"
+        out.append((settings.es_fault_proxy_port, name, _setting(name)))
     extra = replica_ports(settings.rest_port, settings.grpc_port, settings.model_server_replicas)
     replicas = _setting("model_server_replicas")
     for i, ports in enumerate(extra, start=1):

@@ -126,6 +126,14 @@ class UpSettings(BaseSettings):
         description="drills: a fault proxy on this port between the gateway and the model server "
         "(`tokenpulse drill slow-upstream`, `error-burst`); 0: none",
     )
+    es_fault_proxy_port: int = Field(
+        0,
+        ge=0,
+        le=65535,
+        description="drills: a fault proxy on this port between the shipper and es_url, which "
+        "`tokenpulse drill es-unreachable` takes down and brings back (SIGUSR1/SIGUSR2); needs "
+        "es_url; 0: none",
+    )
     spool_cap_bytes: int = Field(
         0,
         ge=0,
@@ -145,6 +153,12 @@ class UpSettings(BaseSettings):
     def _one_proxied_replica(self) -> UpSettings:
         if self.fault_proxy_port and self.model_server_replicas > 1:
             raise ValueError("fault_proxy_port works with one model server replica only")
+        return self
+
+    @model_validator(mode="after")
+    def _es_to_proxy(self) -> UpSettings:
+        if self.es_fault_proxy_port and not self.es_url:
+            raise ValueError("es_fault_proxy_port needs es_url (--es-url or ES_URL): it proxies it")
         return self
 
     @field_validator("es_url")

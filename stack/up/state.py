@@ -37,7 +37,8 @@ class StackState:
     group_interval: str
     evaluation_interval: str
     fault_proxy_port: int = 0
-    es_url: str = ""
+    es_url: str = ""  # Elasticsearch itself (the shipper may reach it through a fault proxy)
+    es_fault_proxy_port: int = 0  # drills: the proxy between the shipper and es_url
     gpu_backend: str = "off"
     extra: dict[str, Any] = field(default_factory=dict)
 
