@@ -7,7 +7,9 @@ the golden output. Scrapes only read the latest results.
 
 During an outage the versions that were AVAILABLE are still probed, so their runs fail at once
 (success 0) instead of their series vanishing; results stay while the status tracker retains the
-version, and run counters are never reset.
+version, and run counters are never reset. While the model server answers, a version it no longer
+has AVAILABLE (unloaded by a rollback) loses its series at once: its last result says nothing
+about what serves, and a mismatch kept for the retention would hold its alert after the rollback.
 """
 
 from __future__ import annotations
@@ -156,12 +158,13 @@ class CanaryRunner:
         retained: set[tuple[str, int]] = set()
         for model in snap.models:
             if model.up:
-                probe = model.available_versions()
+                probe = keep = model.available_versions()
             else:
                 probe = [v for v in model.last_available if v in model.retained]
+                keep = [*model.retained, *probe]
             for version in probe:
                 fresh[(model.name, version)] = self._probe(model.name, model.base_path, version)
-            retained |= {(model.name, v) for v in (*model.retained, *probe)}
+            retained |= {(model.name, v) for v in keep}
         with self._lock:
             results = {k: r for k, r in self._results.items() if k in retained}
             self._results = results | fresh

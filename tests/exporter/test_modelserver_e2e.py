@@ -127,14 +127,15 @@ def test_latest_policy_hot_swap_without_a_config_file(tmp_path, tiny_export):
             wait_for(lambda: _state(exporter, 2, "AVAILABLE") == 1, TIMEOUT_S, "version 2 up")
             wait_for(lambda: _state(exporter, 1, "AVAILABLE") != 1, TIMEOUT_S, "version 1 down")
             wait_for(lambda: _canary(exporter, "match", 2) == 1, TIMEOUT_S, "canary on version 2")
-            # Only AVAILABLE versions are probed; version 1 was seen recently, so its last
-            # result stays (series do not vanish on a hot swap) and its run counter stops.
+            # Only AVAILABLE versions are probed; the answering server unloaded version 1, so
+            # its series go (a rolled-back mismatch must not hold its alert), version 2's stay
             runs = "tokenpulse_canary_runs_total"
-            v1_ok = {"model": "gen", "version": "1", "result": "ok"}
-            ran = exporter.registry.get_sample_value(runs, v1_ok)
             exporter.sources.canary_runner().run_once()
-            assert _canary(exporter, "match", 1) == 1
-            assert exporter.registry.get_sample_value(runs, v1_ok) == ran
+            assert _canary(exporter, "match", 1) is None
+            v1_ok = {"model": "gen", "version": "1", "result": "ok"}
+            assert exporter.registry.get_sample_value(runs, v1_ok) is None
+            v2_ok = {"model": "gen", "version": "2", "result": "ok"}
+            assert exporter.registry.get_sample_value(runs, v2_ok) >= 1
             available = exporter.registry.get_sample_value(
                 "tokenpulse_tfserving_model_versions_available", {"model": "gen"}
             )
