@@ -197,11 +197,6 @@ class Listener:
         self.faults = Faults()
         self.server: ProxyServer | None = None
 
-    @property
-    def down(self) -> bool:
-        """Whether it refuses connections now."""
-        return self.server is None
-
     def start(self) -> None:
         """Listen (again); nothing when already listening. OSError when the port is taken."""
         if self.server is None:
