@@ -322,6 +322,11 @@ COMPRESSED_MIN_SECONDS = 5
 # local stack's on its port (9095 both by default; `up` points its rules at its own). Change it
 # where runbooks are published elsewhere (a wiki, an internal site); keep one page per alert.
 RUNBOOK_URL_PATTERN = f"http://127.0.0.1:{ports.ONCALL}/runbooks/{{alertname}}"
+# The same for the Kubernetes deployment (deploy/k8s), whose rules and dashboards link this: its
+# `runbooks` Deployment serves the runbooks (the on-call receiver's image, the pages from a
+# generated ConfigMap) and its `runbooks` Ingress publishes them at this host and path. The host
+# is the example Ingress's placeholder: change both together (a test holds them equal).
+K8S_RUNBOOK_URL_PATTERN = "https://tokenpulse.example.com/runbooks/{alertname}"
 
 # Grafana as the on-call engineer's browser reaches it: each notification links the dashboard
 # panel of its alert there. The default is the compose Grafana's published address (loopback,

@@ -6,8 +6,9 @@ alerts/*.rules.yml, the ServiceMonitors and PodMonitor the jobs, paths, interval
 relabelling of the compose prometheus.yml, and the AlertmanagerConfig the routes, receivers and
 inhibitions of alertmanager.yml (secret files become keys of one Secret). The dashboards become
 ConfigMaps for Grafana's dashboard sidecar, and the gateway's autoscaling metrics a
-prometheus-adapter rule. `tokenpulse build` writes them under deploy/k8s (paths here are relative
-to it); `--check` catches drift.
+prometheus-adapter rule. Rules and dashboards link the cluster's runbooks
+(config.K8S_RUNBOOK_URL_PATTERN), which a ConfigMap of alerts/runbooks/ carries. `tokenpulse
+build` writes them under deploy/k8s (paths here are relative to it); `--check` catches drift.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import yaml
 from monitoring.mixin import alertmanager, config, prometheus, rulefiles
 from monitoring.mixin.dashboards import render_all
 from monitoring.mixin.model import GATEWAY_PREFIX
+from monitoring.mixin.relink import relink
+from tokenpulse import paths
 
 Doc = dict[str, Any]
 
@@ -57,6 +60,8 @@ PORTS = {
 # The Secret holding the receivers' credentials: one key per secret file of alertmanager.yml.
 RECEIVER_SECRET = "alertmanager-receivers"
 DASHBOARD_LABEL = {"grafana_dashboard": "1"}
+# The runbooks' pages, which the `runbooks` Deployment (base/runbooks/) mounts and serves.
+RUNBOOKS_CONFIG_MAP = "tokenpulse-runbooks"
 DASHBOARD_FOLDER = {"grafana_folder": "TokenPulse"}
 
 # The gateway's per-replica load, which the HorizontalPodAutoscaler scales on.
@@ -97,11 +102,26 @@ def _meta(name: str, **labels: str) -> Doc:
 # --- PrometheusRule -------------------------------------------------------------------------
 
 
+def _runbook_base(pattern: str) -> str:
+    before, _, after = pattern.partition("{alertname}")
+    if after or not before.endswith("/"):
+        raise ValueError(f"a runbook URL pattern ends in /{{alertname}}: {pattern!r}")
+    return before
+
+
+def cluster_links(text: str) -> str:
+    """A generated file's text with its runbook links moved to the cluster's own runbooks."""
+    local, cluster = _runbook_base(config.RUNBOOK_URL_PATTERN), config.K8S_RUNBOOK_URL_PATTERN
+    return text.replace(local, _runbook_base(cluster))
+
+
 def prometheus_rules() -> list[Doc]:
-    """One PrometheusRule per rule file, holding exactly that file's groups."""
+    """One PrometheusRule per rule file, holding that file's groups; their runbook links are the
+    cluster's (config.K8S_RUNBOOK_URL_PATTERN), not the local receiver's."""
     out = []
     for name, text in sorted(rulefiles.render_files().items()):
         kind = name.removesuffix(".rules.yml")
+        text = relink(text, config.K8S_RUNBOOK_URL_PATTERN, config.GRAFANA_URL)
         out.append(
             {
                 "apiVersion": API,
@@ -273,15 +293,46 @@ def alertmanager_config() -> Doc:
 
 
 def dashboard_config_maps() -> list[Doc]:
-    """Each dashboard as a ConfigMap Grafana's sidecar loads (label grafana_dashboard: "1")."""
+    """Each dashboard as a ConfigMap Grafana's sidecar loads (label grafana_dashboard: "1"), its
+    runbook links the cluster's."""
     out = []
     for name, text in sorted(render_all().items()):
+        text = cluster_links(text)
         meta = _meta(f"{name.removesuffix('.json')}-dashboard", **DASHBOARD_LABEL)
         meta["annotations"] = dict(DASHBOARD_FOLDER)
         out.append(
             {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {name: text}}
         )
     return out
+
+
+# --- runbooks -------------------------------------------------------------------------------
+
+
+def runbook_config_map() -> Doc:
+    """alerts/runbooks/*.md as one ConfigMap (about 140 kB of the 1 MiB a ConfigMap may hold)."""
+    folder = paths.ALERTS / "runbooks"
+    data = {p.name: p.read_text() for p in sorted(folder.glob("*.md"))}
+    meta = _meta(RUNBOOKS_CONFIG_MAP)
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}
+
+
+class _Literal(yaml.SafeDumper):
+    """Multi-line strings as literal blocks, so a runbook reads as itself in the diff."""
+
+
+_Literal.add_representer(
+    str,
+    lambda d, s: d.represent_scalar("tag:yaml.org,2002:str", s, style="|" if "\n" in s else None),
+)
+
+
+def _dump_runbooks() -> str:
+    note = (
+        "# The runbooks the `runbooks` Deployment serves (base/runbooks/): alerts/runbooks/*.md.\n"
+    )
+    doc = runbook_config_map()
+    return HEADER + note + yaml.dump(doc, Dumper=_Literal, sort_keys=False, allow_unicode=True)
 
 
 # --- prometheus-adapter ---------------------------------------------------------------------
@@ -321,15 +372,17 @@ RESOURCES = {
     "alertmanagerconfig.yaml": lambda: [alertmanager_config()],
     "dashboards.yaml": dashboard_config_maps,
 }
+RUNBOOKS_FILE = "runbooks.yaml"
 
 
 def files() -> dict[Path, str]:
     """Every generated Kubernetes monitoring file (path relative to deploy/k8s) and its text."""
     out = {MONITORING / name: _dump(build()) for name, build in RESOURCES.items()}
+    out[MONITORING / RUNBOOKS_FILE] = _dump_runbooks()
     kustomization = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
-        "resources": list(RESOURCES),
+        "resources": [*RESOURCES, RUNBOOKS_FILE],
     }
     out[MONITORING / "kustomization.yaml"] = HEADER + yaml.safe_dump(kustomization, sort_keys=False)
     out[ADAPTER / "values.yaml"] = adapter_values()
