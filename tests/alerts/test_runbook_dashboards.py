@@ -144,3 +144,25 @@ def test_the_checks_catch_what_they_are_for() -> None:
     ref = good + '\nLook at "TokenPulse / GPUs › Powr" too.\n'
     assert any("has no panel 'Powr'" in p for p in problems("TokenPulseGpuTemperatureHigh", ref))
     assert any("first panel" in p for p in problems("TokenPulseGpuThrottled", good))
+
+
+AGGREGATION = re.compile(r"\b(sum|max|min|avg|count|topk|bottomk|quantile|stddev)\b[^{]*\(")
+MANY_NAMES = re.compile(r'__name__=~"[^"]*\|[^"]*"')
+
+
+def merged_windows(query: str) -> bool:
+    """A query that selects several recorded windows by name and aggregates them into one."""
+    return bool(MANY_NAMES.search(query)) and bool(AGGREGATION.match(query.strip()))
+
+
+def test_no_runbook_query_merges_the_windows_it_selects() -> None:
+    """Each window is its own series: an aggregation over a `__name__=~"a|b"` selector (even
+    `without (window)`, which also drops the name) collapses them into one."""
+    bad = []
+    for path in RUNBOOKS:
+        for block in re.findall(r"```promql\n(.*?)```", path.read_text(), re.S):
+            bad += [f"{path.stem}: {q}" for q in block.splitlines() if merged_windows(q)]
+    assert bad == []
+    assert merged_windows('max without (window) ({__name__=~"m:x:ratio_rate(5m|1h)",model="gen"})')
+    assert not merged_windows('{__name__=~"m:x:ratio_rate(5m|1h)",model="gen"}')
+    assert not merged_windows("max without (window) (m:x:ratio_rate5m)")
