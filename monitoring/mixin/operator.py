@@ -239,7 +239,7 @@ def _secret(key: str) -> Doc:
 def _receiver(receiver: Doc) -> Doc:
     out: Doc = {"name": receiver["name"]}
     for cfg in receiver.get("pagerduty_configs", []):
-        pd = {"routingKey": _secret(secret_key(cfg["routing_key_file"]))}
+        pd: Doc = {"routingKey": _secret(secret_key(cfg["routing_key_file"]))}
         pd.update(_camel_fields(cfg, {"severity", "send_resolved", "description"}))
         if cfg.get("details"):  # each alert's runbook, dashboard and samples links as text: the
             # vendored AlertmanagerConfig schema has no PagerDuty link configs
