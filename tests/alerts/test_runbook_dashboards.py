@@ -84,7 +84,7 @@ def problems(name: str, text: str) -> list[str]:
     first = (refs[0][1], refs[0][2][0] if refs[0][2] else "")
     if first != (uid, paged):
         bad.append(f"first panel is {first}, the notification links {(uid, paged)}")
-    every_panel = {t: uid for uid, b in BOARDS.items() for t, kind in _panels(b).items()}
+    every_panel = {title for board in BOARDS.values() for title in _panels(board)}
     for line in _prose(text):
         for board, panel in PROSE_REF.findall(line):
             if board not in TITLES:
