@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from stack.drill.canary import DEGRADED_VERSION
 from tests.e2e.upstack import UpStack, running_up
 from tests.support.models import install_version
 
@@ -41,12 +42,16 @@ def _port_outside_ephemeral() -> int:
 
 
 @pytest.fixture(scope="session")
-def drill_stack(tiny_export: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpStack]:
+def drill_stack(
+    tiny_export: Path, tiny_degraded_export: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[UpStack]:
     """`tokenpulse up` with compressed rules, a fault proxy and fast polls, in its own folder."""
     workdir = tmp_path_factory.mktemp("drill-stack")
     base = workdir / "models" / "gen"
     install_version(tiny_export, base, 1)
     install_version(tiny_export, base, 2)
+    # drill degraded-canary serves it as canary; installed here, it does not build one
+    install_version(tiny_degraded_export, base, DEGRADED_VERSION)
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENPULSE_")}
     proxy = f"--fault-proxy-port={_port_outside_ephemeral()}"
     with running_up(workdir, *DRILL_FLAGS, proxy, env=env) as stack:
