@@ -23,6 +23,7 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from stack.drill.gpu import GpuXidAndThrottle
+from stack.drill.canary import DegradedCanary
 from stack.drill.meta import AlertmanagerSecretMissing, PrometheusStopped
 from stack.drill.outages import CrashLoop, ModelServerKilled, RestartNoAvailableVersion
 from stack.drill.pipeline import EsUnreachable, SpoolDiskCap
@@ -40,6 +41,7 @@ SCENARIOS: dict[str, type[Scenario]] = {
         ModelServerKilled,
         CrashLoop,
         RestartNoAvailableVersion,
+        DegradedCanary,
         SlowUpstream,
         ErrorBurst,
         IdleThenTraffic,
