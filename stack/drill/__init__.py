@@ -22,8 +22,8 @@ from pathlib import Path
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from stack.drill.gpu import GpuXidAndThrottle
 from stack.drill.canary import DegradedCanary
+from stack.drill.gpu import GpuXidAndThrottle
 from stack.drill.meta import AlertmanagerSecretMissing, PrometheusStopped
 from stack.drill.outages import CrashLoop, ModelServerKilled, RestartNoAvailableVersion
 from stack.drill.pipeline import EsUnreachable, SpoolDiskCap
