@@ -5,7 +5,8 @@ terminal:
 
     tokenpulse up --rules compressed --scrape-interval 2s --evaluation-interval 1s \\
         --group-wait 5s --group-interval 1s --watchdog-interval 5s --gpu-backend fake \\
-        --restart-delay-s 20 --fault-proxy-port 8511 --spool-cap-bytes 32768 --fast-polls
+        --restart-delay-s 20 --fault-proxy-port 8511 --spool-cap-bytes 32768 --fast-polls \\
+        --es-url http://127.0.0.1:9200 --es-fault-proxy-port 8512
     tokenpulse drill all
 
 Each scenario applies a fault under steady traffic and reads the on-call receiver: the expected

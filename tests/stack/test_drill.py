@@ -34,7 +34,7 @@ from tokenpulse.procs import free_port
 # baseline tests (alerts/tests/quality.test.yml) cover.
 SUITE_SCENARIOS = (
     "crash-loop", "slow-upstream", "error-burst", "spool-disk-cap", "gpu-xid-and-throttle",
-    "alertmanager-secret-missing", "prometheus-stopped",
+    "es-unreachable", "alertmanager-secret-missing", "prometheus-stopped",
 )  # fmt: skip
 
 
@@ -129,7 +129,9 @@ def test_drill_refuses_an_unknown_scenario_and_a_missing_stack(tmp_path, capsys)
 @needs_prometheus
 def test_target_reads_what_up_wrote(drill_stack: UpStack) -> None:
     target = Target(drill_stack.run_dir)
-    assert set(target.state.pids) >= {"modelserver", "faultproxy", "gateway", "prometheus"}
+    wanted = {"modelserver", "faultproxy", "gateway", "prometheus", "esfaultproxy", "shipper"}
+    assert set(target.state.pids) >= wanted
+    assert target.state.es_url and target.state.es_fault_proxy_port
     assert (
         target.state.pids["gateway"] == drill_stack.pids()["gateway"]
         or "gateway" in target.state.pids
