@@ -28,12 +28,13 @@ from tests.e2e.upstack import UpStack
 from tests.support.binaries import needs_prometheus
 from tokenpulse.procs import free_port
 
-# What the suite drills (~4.5 min): `drill all` less two the suite proves elsewhere, kept out for
+# What the suite drills (~7 min): `drill all` less two the suite proves elsewhere, kept out for
 # its time budget: model-server-killed is tests/alerts/test_e2e.py's outage test (same fault, same
 # page), and idle-then-traffic spends 80 s waiting out the quality window that promtool's idle
 # baseline tests (alerts/tests/quality.test.yml) cover.
 SUITE_SCENARIOS = (
-    "crash-loop", "slow-upstream", "error-burst", "spool-disk-cap", "gpu-xid-and-throttle",
+    "crash-loop", "restart-no-available-version", "degraded-canary", "slow-upstream",
+    "error-burst", "spool-disk-cap", "gpu-xid-and-throttle",
     "es-unreachable", "alertmanager-secret-missing", "prometheus-stopped",
 )  # fmt: skip
 
