@@ -61,7 +61,12 @@ def ensure_degraded(base: Path, stable: int) -> Path:
         print(f"degraded-canary: building the degraded {preset!r} version {version}")  # noqa: T201
         if subprocess.run(argv, check=False).returncode != 0:
             raise DrillError(f"building the degraded version {version} failed (output above)")
-    shutil.copyfile(base / str(stable) / GOLDEN_FILE, version / GOLDEN_FILE)
+    try:
+        shutil.copyfile(base / str(stable) / GOLDEN_FILE, version / GOLDEN_FILE)
+    except OSError as exc:
+        raise DrillError(
+            f"cannot give {version} the stable version's golden answers: {exc}"
+        ) from exc
     return version
 
 

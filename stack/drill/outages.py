@@ -193,7 +193,10 @@ class RestartNoAvailableVersion(Scenario):
         except (RolloutError, StopIteration) as exc:
             raise DrillError(f"cannot read model {model!r} from {path}: {exc}") from exc
         base = Path(entry.base_path)
-        on_disk = [int(p.name) for p in base.iterdir() if p.name.isdigit()]
+        try:
+            on_disk = [int(p.name) for p in base.iterdir() if p.name.isdigit()]
+        except OSError as exc:
+            raise DrillError(f"cannot list the versions of {model!r}: {exc}") from exc
         missing = max(on_disk, default=0) + 1000
         for label in config.labels(model):
             config.move(model, label, missing, remember=False)

@@ -71,3 +71,7 @@ def test_a_failed_build_or_an_unknown_preset_is_a_drill_error(
     _version(tmp_path, 2, "{}", preset=None)
     with pytest.raises(DrillError, match="cannot tell the preset"):
         ensure_degraded(tmp_path, 2)
+    _version(tmp_path, DEGRADED_VERSION, "{}")
+    (tmp_path / "2" / GOLDEN_FILE).unlink()  # exported before golden answers existed
+    with pytest.raises(DrillError, match="golden answers"):
+        ensure_degraded(tmp_path, 2)
