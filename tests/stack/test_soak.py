@@ -60,6 +60,18 @@ def test_growth_after_the_warm_up_is_judged_on_long_soaks_only(
     assert ("grew beyond the bound" in soak.summary(result)) is grew
 
 
+def test_a_gc_sawtooth_is_not_growth_and_third_party_processes_are_reported_only() -> None:
+    # a heap that swings 60-70 MiB around a flat floor, as a garbage-collected process does
+    saw = soak.Series(1, [5.0 * i for i in range(361)], [(60 + 10 * (i % 7 == 6)) * 2**20
+                                                          for i in range(361)])  # fmt: skip
+    assert abs(saw.summary()["growth_after_warmup_pct"]) < 1
+    rss = {"prometheus": _series(30, 0.10).summary(), "shipper": _series(30, 0.03).summary()}
+    assert soak.judge_growth(rss, max_growth_pct=5.0) == []
+    result = soak.SoakResult(30, 2.0, rss=rss)
+    assert "(not judged)" in next(line for line in soak.summary(result).splitlines()
+                                  if line.startswith("prometheus"))  # fmt: skip
+
+
 def test_a_short_soak_pages_nobody_and_reports_rss(drill_stack: UpStack, tmp_path: Path) -> None:
     settings = soak.SoakSettings(
         minutes=0.5, rps=2.0, sample_every_s=2.0, run_dir=drill_stack.run_dir, report_dir=tmp_path
