@@ -24,6 +24,7 @@ class Outcome:
     receiver: str
     fired_after_s: float | None = None
     resolved_after_s: float | None = None
+    labels: dict[str, str] | None = None  # the alert that fired: only its own resolve counts
 
 
 @dataclass
@@ -44,10 +45,14 @@ class Result:
     took_s: float = 0.0
 
 
-def _arrived(notes: list[Note], e: Expect, status: str, after: float) -> Note | None:
+def _arrived(
+    notes: list[Note], e: Expect, status: str, after: float, labels: dict[str, str] | None = None
+) -> Note | None:
+    """The first note of `e` with `status` since `after`; with `labels`, of that alert only (an
+    earlier fault's alert of the same name, e.g. another version's, resolving is not this one)."""
     for n in notes:
         if n.at >= after and n.alertname == e.alertname and n.receiver == e.receiver:
-            if n.status == status:
+            if n.status == status and (labels is None or n.labels == labels):
                 return n
     return None
 
@@ -79,11 +84,12 @@ def _wait_all(
         notes = target.notes()
         left = []
         for outcome, e in todo:
-            note = _arrived(notes, e, status, since)
+            note = _arrived(notes, e, status, since, outcome.labels)
             if note is None:
                 left.append((outcome, e))
             elif status == "firing":
                 outcome.fired_after_s = round(note.at - since, 1)
+                outcome.labels = note.labels
             else:
                 outcome.resolved_after_s = round(note.at - since, 1)
         return left
