@@ -2,9 +2,8 @@
 
 The degraded version is the stack's own model with noise on its weights (`tokenpulse model build
 --degrade-noise`), carrying the golden canary answers of the stable version: weights broken after
-their expectations were recorded, as a bad conversion or cast leaves them. (A version degraded
-before its export records its own broken answers as golden; on the tiny preset it is only ~0.1
-nats less confident than stable, under CanaryWorseThanStable's 0.5, so nothing could catch it.)
+their expectations were recorded, as a bad conversion or cast leaves them. It is built as `up
+--canary-degrade-noise` builds its canary (stack/up/files.py says why the answers are stable's).
 
 Every step goes through `tokenpulse rollout` (stack/rollout): serve it beside the others, label it
 canary, give it a real share of traffic; the rollback labels canary back, restores the weight and
@@ -18,8 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,16 +24,15 @@ from pathlib import Path
 from stack.drill.outages import LOAD_SLOWS, settle_after_load
 from stack.drill.scenario import Expect, Log, Scenario
 from stack.drill.target import DrillError, Target
-from stack.launch import tokenpulse_argv
 from stack.rollout.actions import canary_weight, gateway_view, move_label, serve
 from stack.rollout.labels import ModelsConfig, RolloutError
 from stack.rollout.settings import CANARY_WEIGHT_FILE, LOCAL_MODELS_CONFIG, RolloutSettings
-from tokenpulse.tfserving.signature import GOLDEN_FILE
+from stack.up import files
+from stack.up.files import META_FILE
 
 DEGRADED_VERSION = 90  # the drill's version number under the stack's models dir (kept: a cache)
 DEGRADE_NOISE = 2.0  # as the test suite's degraded export
 CANARY_PERCENT = 50.0  # a real share of callers meets the degraded canary
-META_FILE = "assets.extra/tokenpulse_model.json"
 
 
 def _preset(version_dir: Path) -> str:
@@ -49,25 +45,17 @@ def _preset(version_dir: Path) -> str:
 
 
 def ensure_degraded(base: Path, stable: int) -> Path:
-    """BASE/<DEGRADED_VERSION>: built once from the cached checkpoint with --degrade-noise (with
-    progress), then given the stable version's golden answers."""
-    version = base / str(DEGRADED_VERSION)
-    if not (version / "saved_model.pb").is_file():
-        preset = _preset(base / str(stable))
-        argv = tokenpulse_argv(
-            "model", "build", "--preset", preset, "--base-path", str(base),
-            "--version", str(DEGRADED_VERSION), "--degrade-noise", f"{DEGRADE_NOISE:g}",
-        )  # fmt: skip
-        print(f"degraded-canary: building the degraded {preset!r} version {version}")  # noqa: T201
-        if subprocess.run(argv, check=False).returncode != 0:
-            raise DrillError(f"building the degraded version {version} failed (output above)")
+    """BASE/<DEGRADED_VERSION>, from stable's preset: built once (with progress), always carrying
+    the stable version's golden answers, as up's canary with --canary-degrade-noise."""
+    preset = _preset(base / str(stable))
     try:
-        shutil.copyfile(base / str(stable) / GOLDEN_FILE, version / GOLDEN_FILE)
-    except OSError as exc:
-        raise DrillError(
-            f"cannot give {version} the stable version's golden answers: {exc}"
-        ) from exc
-    return version
+        return files.ensure_degraded(base, DEGRADED_VERSION, stable, preset, DEGRADE_NOISE, _say)
+    except files.BuildFailed as exc:
+        raise DrillError(f"the degraded version: {exc}") from exc
+
+
+def _say(message: str) -> None:
+    print(f"degraded-canary: {message}", flush=True)  # noqa: T201
 
 
 def _restore(path: Path, text: str | None) -> None:

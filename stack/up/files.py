@@ -4,7 +4,9 @@ with their labels, the gateway keys file and the demo key."""
 from __future__ import annotations
 
 import json
+import math
 import os
+import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +16,7 @@ from stack.launch import tokenpulse_argv
 from stack.rollout.settings import CANARY_WEIGHT_FILE
 from stack.up.settings import UpSettings
 from tokenpulse.tfserving.render import render_models_config
-from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME
+from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME, GOLDEN_FILE
 
 MODEL = DEFAULT_MODEL_NAME
 STABLE, CANARY = 1, 2
@@ -23,41 +25,90 @@ HEADER = (
     f'# serving/config/models.config. Version {STABLE} is "stable", version {CANARY} '
     '(a fresh export) is "canary".\n'
 )
+META_FILE = "assets.extra/tokenpulse_model.json"  # what an export records about its build
+Say = Callable[[str], None]
 
 
 class BuildFailed(RuntimeError):
-    """`tokenpulse model build` failed; its own output has said why."""
+    """A model version could not be built or prepared (the message, or the build's output, says
+    why)."""
 
 
 class EsSetupFailed(RuntimeError):
     """`tokenpulse es setup` failed against ES_URL; its own output has said why."""
 
 
-def _build(settings: UpSettings, version: int, noise: float) -> None:
+def _recorded_noise(path: Path) -> float | None:
+    """The --degrade-noise a version was built with, as its export recorded it (None: unknown)."""
+    try:
+        return float(json.loads((path / META_FILE).read_text())["degrade_noise"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def ensure_version(
+    base: Path, version: int, preset: str, noise: float = 0.0, say: Say = print, label: str = ""
+) -> Path:
+    """BASE/<version>, built from PRESET's cached checkpoint (with --degrade-noise NOISE) when
+    missing; one already there must have been built with that noise, or it is not what was asked."""
+    path = base / str(version)
+    if (path / "saved_model.pb").is_file():
+        recorded = _recorded_noise(path)
+        if recorded is not None and not math.isclose(recorded, noise, rel_tol=1e-5):
+            raise BuildFailed(
+                f"version {version} in {path} was built with --degrade-noise {recorded:g}, not "
+                f"{noise:g}: remove it to have it built again"
+            )
+        return path
+    what = f"{preset!r} model version {version}" + (f" ({label})" if label else "")
+    how = f", --degrade-noise {noise:g}" if noise else ""
+    say(f"building the {what} into {path} (cached afterwards{how})")
     argv = tokenpulse_argv(
-        "model", "build", "--preset", settings.preset, "--base-path",
-        str(settings.models_dir / MODEL), "--version", str(version),
+        "model", "build", "--preset", preset, "--base-path", str(base), "--version", str(version),
     )  # fmt: skip
     if noise:
         argv += ["--degrade-noise", f"{noise:g}"]
     if subprocess.run(argv, check=False).returncode != 0:
-        raise BuildFailed(f"building version {version} of {MODEL!r} failed (output above)")
+        raise BuildFailed(f"building version {version} into {path} failed (output above)")
+    return path
 
 
-def ensure_models(settings: UpSettings, say: Callable[[str], None] = print) -> None:
+def ensure_degraded(
+    base: Path,
+    version: int,
+    stable: int,
+    preset: str,
+    noise: float,
+    say: Say = print,
+    label: str = "degraded",
+) -> Path:
+    """BASE/<version>: a build with --degrade-noise NOISE (when missing) that always carries the
+    stable version's golden answers: weights broken after their expectations were recorded, as a
+    bad conversion or cast leaves them. A version degraded before its export records its own
+    broken answers as golden; on the tiny preset it is only ~0.1 nats less confident than stable,
+    under TokenPulseCanaryWorseThanStable's 0.5, so no canary alert would ever catch it."""
+    path = ensure_version(base, version, preset, noise, say, label)
+    try:
+        shutil.copyfile(base / str(stable) / GOLDEN_FILE, path / GOLDEN_FILE)
+    except OSError as exc:
+        raise BuildFailed(f"cannot give {path} the stable version's golden answers: {exc}") from exc
+    return path
+
+
+def ensure_models(settings: UpSettings, say: Say = print) -> None:
     """Version 1 (stable) and 2 (canary): each built from the cached checkpoint when missing.
 
     The first build trains the preset (with progress) and caches the checkpoint; version 2 is a
-    second export of the same checkpoint, so stable and canary compare like for like.
+    second export of the same checkpoint, so stable and canary compare like for like. With
+    canary_degrade_noise, version 2 is a degraded build carrying stable's golden answers (a drill
+    the canary alerts catch).
     """
-    base = settings.models_dir / MODEL
-    for version, label in ((STABLE, "stable"), (CANARY, "canary")):
-        if (base / str(version) / "saved_model.pb").is_file():
-            continue
-        noise = settings.canary_degrade_noise if version == CANARY else 0.0
-        what = f"{settings.preset!r} model version {version} ({label})"
-        say(f"building the {what} into {base / str(version)} (cached afterwards)")
-        _build(settings, version, noise)
+    base, preset = settings.models_dir / MODEL, settings.preset
+    ensure_version(base, STABLE, preset, 0.0, say, "stable")
+    if noise := settings.canary_degrade_noise:
+        ensure_degraded(base, CANARY, STABLE, preset, noise, say, "canary")
+    else:
+        ensure_version(base, CANARY, preset, 0.0, say, "canary")
 
 
 def write_models_config(settings: UpSettings) -> Path:
@@ -104,5 +155,5 @@ def setup_elasticsearch(settings: UpSettings, say: Callable[[str], None] = print
 
 def context_window(settings: UpSettings, version: int = 1) -> int:
     """The served model's context window, as its export recorded it (the gateway's 400 limit)."""
-    meta = settings.models_dir / MODEL / str(version) / "assets.extra" / "tokenpulse_model.json"
+    meta = settings.models_dir / MODEL / str(version) / META_FILE
     return int(json.loads(meta.read_text())["model"]["context"])

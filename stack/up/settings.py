@@ -61,7 +61,11 @@ class UpSettings(BaseSettings):
         0.05, ge=0.0, le=1.0, description="share of requests the gateway sends to the canary"
     )
     canary_degrade_noise: float = Field(
-        0.0, ge=0.0, description="noise on the canary's weights when up builds it (a drill)"
+        0.0,
+        ge=0.0,
+        description="a drill: version 2 (canary) is built with this noise on its weights and "
+        "given stable's golden answers, so the canary alerts catch it (a version 2 already built "
+        "with other noise is refused: remove it); 0: a healthy canary",
     )
     canary_interval_s: float = Field(
         30.0, gt=0, description="seconds between the exporter's golden-prompt canary runs"

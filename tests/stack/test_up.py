@@ -7,6 +7,7 @@ tests/e2e/test_up_stack.py.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -30,6 +31,7 @@ from stack.up.settings import PORT_FIELDS, UpSettings
 from tests.support.up import up_config, up_settings
 from tokenpulse.procs import free_port
 from tokenpulse.tfserving.config import parse_model_server_config
+from tokenpulse.tfserving.signature import GOLDEN_FILE
 
 
 def _up(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -78,24 +80,83 @@ def test_models_config_labels_version_1_stable_and_2_canary(tmp_path: Path) -> N
     assert model.version_policy is not None and model.version_policy.versions == (1, 2)
 
 
-def test_missing_versions_are_built_canary_with_the_drill_noise(tmp_path, monkeypatch) -> None:
-    s = up_settings(tmp_path, preset="tiny", canary_degrade_noise=2.5)
-    (s.models_dir / "gen" / "1").mkdir(parents=True)
-    (s.models_dir / "gen" / "1" / "saved_model.pb").write_bytes(b"")
+def _export(base: Path, version: int, golden: str, noise: float = 0.0) -> Path:
+    """What `tokenpulse model build` leaves that up reads: the graph, golden answers, metadata."""
+    path = base / str(version)
+    (path / "assets.extra").mkdir(parents=True)
+    (path / "saved_model.pb").write_bytes(b"not read here")
+    (path / GOLDEN_FILE).write_text(golden)
+    (path / files.META_FILE).write_text(json.dumps({"degrade_noise": noise}))
+    return path
+
+
+def _fake_build(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """`tokenpulse model build` replaced by one that exports with its own answers as golden."""
     calls: list[list[str]] = []
 
-    def fake_run(argv, check):
+    def run(argv: list[str], check: bool) -> subprocess.CompletedProcess[str]:
         calls.append(argv)
+        base, version = Path(argv[argv.index("--base-path") + 1]), argv[argv.index("--version") + 1]
+        noise = float(argv[argv.index("--degrade-noise") + 1]) if "--degrade-noise" in argv else 0.0
+        _export(base, int(version), f'{{"answers of": {version}}}', noise)
         return subprocess.CompletedProcess(argv, 0)
 
-    monkeypatch.setattr(files.subprocess, "run", fake_run)
+    monkeypatch.setattr(files.subprocess, "run", run)
+    return calls
+
+
+def test_a_degraded_canary_is_built_with_the_noise_and_carries_stables_golden_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = up_settings(tmp_path, preset="tiny", canary_degrade_noise=2.5)
+    base = s.models_dir / "gen"
+    stable = _export(base, 1, '{"answers of": "stable"}')
+    calls = _fake_build(monkeypatch)
     said: list[str] = []
     files.ensure_models(s, said.append)
+    # its own broken answers would pass its canary: it carries the answers stable recorded
+    assert (base / "2" / GOLDEN_FILE).read_bytes() == (stable / GOLDEN_FILE).read_bytes()
     (argv,) = calls  # version 1 exists: only the canary is built
     assert argv[argv.index("--version") + 1] == "2"
     assert argv[argv.index("--preset") + 1] == "tiny"
     assert argv[argv.index("--degrade-noise") + 1] == "2.5"
-    assert "version 2 (canary)" in said[0]
+    assert "version 2 (canary)" in said[0] and "--degrade-noise 2.5" in said[0]
+    (stable / GOLDEN_FILE).write_text('{"answers of": "a new stable"}')
+    files.ensure_models(s, said.append)  # cached: not built again, still given stable's answers
+    assert len(calls) == 1
+    assert (base / "2" / GOLDEN_FILE).read_text() == '{"answers of": "a new stable"}'
+
+
+def test_a_healthy_canary_keeps_its_own_golden_answers(tmp_path, monkeypatch) -> None:
+    s = up_settings(tmp_path, preset="tiny")
+    calls = _fake_build(monkeypatch)
+    files.ensure_models(s, lambda _: None)
+    assert [argv[argv.index("--version") + 1] for argv in calls] == ["1", "2"]
+    assert not any("--degrade-noise" in argv for argv in calls)
+    assert (s.models_dir / "gen" / "2" / GOLDEN_FILE).read_text() == '{"answers of": 2}'
+
+
+@pytest.mark.parametrize(("built", "asked"), [(0.0, 2.0), (2.0, 0.0), (2.0, 1.5)])
+def test_a_cached_canary_built_with_other_noise_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, built: float, asked: float
+) -> None:
+    s = up_settings(tmp_path, canary_degrade_noise=asked)
+    _export(s.models_dir / "gen", 1, "{}")
+    canary = _export(s.models_dir / "gen", 2, '{"its own": true}', noise=built)
+    calls = _fake_build(monkeypatch)
+    with pytest.raises(files.BuildFailed, match=f"built with --degrade-noise {built:g}, not"):
+        files.ensure_models(s, lambda _: None)
+    assert calls == [] and (canary / GOLDEN_FILE).read_text() == '{"its own": true}'
+
+
+def test_a_stable_version_without_golden_answers_fails_the_degraded_canary(
+    tmp_path, monkeypatch
+) -> None:
+    s = up_settings(tmp_path, canary_degrade_noise=2.0)
+    (_export(s.models_dir / "gen", 1, "{}") / GOLDEN_FILE).unlink()
+    _fake_build(monkeypatch)
+    with pytest.raises(files.BuildFailed, match="stable version's golden answers"):
+        files.ensure_models(s, lambda _: None)
 
 
 def test_a_failed_build_is_a_typed_error(tmp_path, monkeypatch) -> None:

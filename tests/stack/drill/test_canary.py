@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from stack.drill import canary
-from stack.drill.canary import DEGRADED_VERSION, META_FILE, ensure_degraded
+from stack.drill.canary import DEGRADED_VERSION, ensure_degraded
 from stack.drill.target import DrillError
+from stack.up import files
+from stack.up.files import META_FILE
 from tokenpulse.tfserving.signature import GOLDEN_FILE
 
 
@@ -48,7 +49,7 @@ def test_a_missing_degraded_version_is_built_from_stables_preset(
         _version(tmp_path, DEGRADED_VERSION, '{"its own": true}')
         return subprocess.CompletedProcess(argv, 0)
 
-    monkeypatch.setattr(canary.subprocess, "run", build)
+    monkeypatch.setattr(files.subprocess, "run", build)
     ensure_degraded(tmp_path, 1)
     [argv] = calls
     flags = argv[argv.index("build") + 1 :]
@@ -64,14 +65,14 @@ def test_a_failed_build_or_an_unknown_preset_is_a_drill_error(
 ) -> None:
     _version(tmp_path, 1, "{}")
     monkeypatch.setattr(
-        canary.subprocess, "run", lambda argv, **_: subprocess.CompletedProcess(argv, 1)
+        files.subprocess, "run", lambda argv, **_: subprocess.CompletedProcess(argv, 1)
     )
-    with pytest.raises(DrillError, match="building the degraded version"):
+    with pytest.raises(DrillError, match=f"degraded version: building version {DEGRADED_VERSION}"):
         ensure_degraded(tmp_path, 1)
     _version(tmp_path, 2, "{}", preset=None)
     with pytest.raises(DrillError, match="cannot tell the preset"):
         ensure_degraded(tmp_path, 2)
     _version(tmp_path, DEGRADED_VERSION, "{}")
-    (tmp_path / "2" / GOLDEN_FILE).unlink()  # exported before golden answers existed
+    (tmp_path / "1" / GOLDEN_FILE).unlink()  # exported before golden answers existed
     with pytest.raises(DrillError, match="golden answers"):
-        ensure_degraded(tmp_path, 2)
+        ensure_degraded(tmp_path, 1)
