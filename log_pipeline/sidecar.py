@@ -1,17 +1,15 @@
 """The sink's writer process: samples in on stdin, redacted records out to the spool.
 
-The gateway's sink starts it as `python -m log_pipeline.sidecar REPORT_FD SETTINGS_JSON LOG_LEVEL`
-and writes frames of samples to its stdin. Sampling, redaction and encoding cost about 0.1 ms of
-Python per request. In a thread of the gateway they shared the global interpreter lock with the
-event loop: at 100 % sampling the gateway lost a fifth of its throughput. Here they share nothing.
-The process:
+The gateway's sink starts it as
+`python -m log_pipeline.sidecar REPORT_FD COUNT_FD SETTINGS_JSON LOG_LEVEL` and writes frames of
+samples to its stdin. Sampling, redaction and encoding cost about 0.1 ms of Python per request.
+In a thread of the gateway they shared the global interpreter lock with the event loop: at 100 %
+sampling the gateway lost a fifth of its throughput. Here they share nothing. The process:
 - reports `("ready", families)` once the spool is open, or `("error", text)` and exits 1;
 - then reports its metric families on REPORT_FD a few times a second, and once more at the end;
-- reports `("done", n)` at most every 50 ms while it reads, and before it waits or stops: n more
-  samples are handled (written, skipped or dropped, each counted), so when it dies the gateway
-  counts the samples it had handed over and the writer never reported handled (a kill inside
-  those 50 ms counts the last few as lost though they were written: an overcount, never a
-  silent loss);
+- stores how many samples it has handled (written, skipped or dropped, each counted) in the
+  memory COUNT_FD maps (`wire.HandledCount`) after every read, so when it dies the gateway counts
+  the samples it had handed over and the writer never handled; nothing wakes the gateway for it;
 - ignores SIGINT and SIGTERM, which reach the gateway's whole process group: it writes what it
   was sent and exits when stdin closes, which happens however the gateway ends (SIGKILL included);
 - lowers its CPU priority (`writer_nice`), so under contention the gateway's requests come first
@@ -37,6 +35,7 @@ from log_pipeline.settings import SinkSettings
 from log_pipeline.wire import (
     FrameError,
     FrameReader,
+    HandledCount,
     feedback_from_wire,
     frame,
     from_wire,
@@ -47,9 +46,6 @@ from tokenpulse.logging import configure_logging, get_logger
 
 log = get_logger(__name__)
 _REPORT_EVERY_S = 0.25
-# "done" reports are coalesced: one per read cost the gateway a GIL hand-off per batch (about
-# 1-2 % of its CPU at 2,000 req/s, measured with py-spy); 50 ms keeps the count current
-_DONE_EVERY_S = 0.05
 _LOCK_WAIT_S = 30.0
 LOCK_FILE = "writer.lock"
 _READ = 1 << 20
@@ -95,20 +91,23 @@ def _lock(spool_dir: Path) -> int:
     return fd
 
 
-def serve(settings: SinkSettings, stdin: int, report: int) -> int:
-    """Write every sample that arrives on `stdin` until it closes; the exit status."""
+def serve(
+    settings: SinkSettings, stdin: int, report: int, handled: HandledCount | None = None
+) -> int:
+    """Write every sample that arrives on `stdin` until it closes, storing the running count in
+    `handled`; the exit status."""
     try:
         lock = _lock(settings.spool_dir)
     except OSError as exc:
         _report(report, ("error", f"sample writer cannot start: {exc}"))
         return 1
     try:
-        return _serve(settings, stdin, report)
+        return _serve(settings, stdin, report, handled)
     finally:
         os.close(lock)  # releases the lock
 
 
-def _serve(settings: SinkSettings, stdin: int, report: int) -> int:
+def _serve(settings: SinkSettings, stdin: int, report: int, handled: HandledCount | None) -> int:
     try:
         writer = SampleWriter(settings)
     except (RulesError, OSError) as exc:
@@ -117,13 +116,10 @@ def _serve(settings: SinkSettings, stdin: int, report: int) -> int:
     reporting = _report(report, ("ready", _families(writer)))
     frames = FrameReader()
     status = 0
-    last_report = last_done = time.monotonic()
-    done = 0  # handled and not yet reported
+    last_report = time.monotonic()
+    done = 0  # handled so far
     while True:
-        now = time.monotonic()
-        wait = last_report + _REPORT_EVERY_S - now
-        if done:
-            wait = min(wait, last_done + _DONE_EVERY_S - now)
+        wait = last_report + _REPORT_EVERY_S - time.monotonic()
         readable, _, _ = select.select([stdin], [], [], max(0.0, wait))
         data = os.read(stdin, _READ) if readable else None
         if data:
@@ -140,14 +136,12 @@ def _serve(settings: SinkSettings, stdin: int, report: int) -> int:
                 if is_feedback(item):
                     writer.feedback(feedback_from_wire(item))
             done += len(items)  # feedback counts as handed and handled, as samples do
-            if bad:  # what came before it is written; say so and stop reading
-                reporting = reporting and _report(report, ("done", done))
+            if handled is not None:
+                handled.store(done)
+            if bad:  # what came before it is written (and counted); stop reading
                 log.error("sample stream unreadable; stopping", error=bad)
                 status = 1
                 break
-        if done and (data == b"" or time.monotonic() - last_done >= _DONE_EVERY_S):
-            reporting = reporting and _report(report, ("done", done))
-            done, last_done = 0, time.monotonic()
         if time.monotonic() - last_report >= _REPORT_EVERY_S:
             writer.housekeeping()
             # a dead gateway reads no reports: what it sent is still written
@@ -164,22 +158,25 @@ def _serve(settings: SinkSettings, stdin: int, report: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of `python -m log_pipeline.sidecar REPORT_FD SETTINGS_JSON LOG_LEVEL`."""
+    """Entry point of `python -m log_pipeline.sidecar REPORT_FD COUNT_FD SETTINGS LOG_LEVEL`."""
     args = sys.argv[1:] if argv is None else argv
     report = int(args[0])
+    count_fd = int(args[1])
+    handled = HandledCount(count_fd)
+    os.close(count_fd)  # the mapping stays
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
-        settings = SinkSettings.model_validate_json(args[1])
+        settings = SinkSettings.model_validate_json(args[2])
     except ValidationError as exc:
         _report(report, ("error", f"sample writer settings: {exc}"))
         return 1
-    configure_logging("sample-writer", args[2])
+    configure_logging("sample-writer", args[3])
     disable_created_metrics()  # as the gateway, whose /metrics shows these families
     if settings.writer_nice:
         os.nice(settings.writer_nice)
     try:
-        return serve(settings, sys.stdin.fileno(), report)
+        return serve(settings, sys.stdin.fileno(), report, handled)
     finally:
         os.close(report)
 

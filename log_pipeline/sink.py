@@ -1,12 +1,14 @@
 """The gateway-side sink: hand samples to a writer process that samples, redacts and appends.
 
 Load it with `TOKENPULSE_GATEWAY_SAMPLE_SINK=log_pipeline.sink:make_sink` (settings from
-`TOKENPULSE_SINK_*`). On the event loop a sample costs a tuple and a list append: every 20 ms (or
-every 512 samples) the list goes, pickled, down a non-blocking pipe to the writer process
-(log_pipeline.sidecar), so the loop never waits on disk, nor on the writer's CPU. When samples
-cannot be handed over (the pipe is full and `queue_size` samples wait), new ones are dropped and
-counted. The writer's metrics come back over a second pipe and appear on the host's registry, as
-if the work were done in the gateway; the writer is restarted if it dies.
+`TOKENPULSE_SINK_*`). On the event loop a sample costs a list append; every 50 ms (or every 512
+samples) the list becomes plain tuples and goes, pickled, down a non-blocking pipe to the writer
+process (log_pipeline.sidecar), so the loop never waits on disk, nor on the writer's CPU. When
+samples cannot be handed over (the pipe is full and `queue_size` samples wait), new ones are
+dropped and counted. How many samples the writer has handled lives in memory both processes map,
+so nothing wakes the gateway for it; the writer's metrics come back over a second pipe a few
+times a second and appear on the host's registry, as if the work were done in the gateway; the
+writer is restarted if it dies.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from log_pipeline.settings import SinkSettings
 from log_pipeline.wire import (
     FrameError,
     FrameReader,
+    HandledCount,
     WireSample,
     feedback_to_wire,
     frame,
@@ -61,13 +64,15 @@ class _Writer:
 
     def __init__(self, settings: SinkSettings, on_exit: Any) -> None:
         report_r, report_w = os.pipe()
+        self._handled, count_fd = HandledCount.create()
         level = logging.getLevelName(logging.getLogger().getEffectiveLevel())
-        cmd = [sys.executable, "-m", "log_pipeline.sidecar", str(report_w),
+        cmd = [sys.executable, "-m", "log_pipeline.sidecar", str(report_w), str(count_fd),
                settings.model_dump_json(), level]  # fmt: skip
         try:
-            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, pass_fds=(report_w,))
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, pass_fds=(report_w, count_fd))
         finally:
             os.close(report_w)
+            os.close(count_fd)
         assert self.proc.stdin is not None
         self.fd = self.proc.stdin.fileno()
         try:  # a bigger pipe rides out longer stalls of the writer; the default works too
@@ -77,10 +82,9 @@ class _Writer:
         os.set_blocking(self.fd, False)
         self.families: list[Metric] | None = None
         self.error = ""
-        # samples handed over in whole frames, and those the writer says it handled: when it
-        # dies, the difference died with it (in its pipe, or read and not yet written)
+        # samples handed over in whole frames, and (`handled`) those the writer says it handled:
+        # when it dies, the difference died with it (in its pipe, or read and not yet written)
         self.handed = 0
-        self.handled = 0
         self.accounted = False  # its loss is counted; samples handed after that count at once
         self.lock = threading.Lock()
         self.exited = False  # set by the report thread when the process has closed its end
@@ -96,9 +100,7 @@ class _Writer:
         try:
             while data := os.read(fd, 1 << 16):
                 for kind, body in frames.feed(data):
-                    if kind == "done":
-                        self.handled += body
-                    elif kind == "error":
+                    if kind == "error":
                         self.error = body
                     else:
                         self.families = body
@@ -110,6 +112,11 @@ class _Writer:
             self.exited = True
             self.first.set()
             self._on_exit(self)
+
+    @property
+    def handled(self) -> int:
+        """Samples the writer has handled (final once it has exited)."""
+        return self._handled.value
 
     def close(self, timeout_s: float) -> None:
         """Close its stdin (it writes what it has and exits), wait, then wait for its report."""
@@ -170,7 +177,10 @@ class SpoolSink:
         self.metrics = SinkMetrics(own)
         self._queue_full = self.metrics.dropped.labels("queue_full")
         self._lost = self.metrics.dropped.labels("write_error")
-        self._pending: list[WireSample] = []
+        # samples as offered (encoded at flush, in one batch), feedback already as wire tuples
+        self._pending: list[Sample | WireSample] = []
+        self._queue_size = settings.queue_size
+        self._batch = min(BATCH, settings.queue_size)
         self._frames: deque[tuple[memoryview, int]] = deque()  # unsent bytes, samples in them
         self._in_frames = 0
         self._head_sent = False  # the first frame is partly in the pipe
@@ -218,20 +228,23 @@ class SpoolSink:
 
     def offer_feedback(self, feedback: Feedback) -> bool:
         """Queue feedback as a sample is queued (dropped and counted the same way)."""
-        return self._queue(feedback_to_wire(feedback))
+        return self.offer(feedback_to_wire(feedback))
 
-    def offer(self, sample: Sample) -> bool:
-        """Queue a sample, or drop and count it when `queue_size` samples already wait."""
-        return self._queue(to_wire(sample))
+    def offer(self, sample: Sample | WireSample) -> bool:
+        """Queue a sample (or feedback as its wire tuple), or drop and count it when `queue_size`
+        samples already wait.
 
-    def _queue(self, item: WireSample) -> bool:
-        if self.queued >= self.settings.queue_size or self._closing:
+        The sample itself waits (no copy): it is finished, the gateway changes it no more, and
+        it is encoded with its batch in `flush`, where the encoding's code runs warm, once per
+        batch; per sample, at a cold call per request, it cost the loop several times as much."""
+        pending = self._pending
+        if len(pending) + self._in_frames >= self._queue_size or self._closing:
             self._queue_full.inc()
             return False
-        self._pending.append(item)
-        if len(self._pending) >= min(BATCH, self.settings.queue_size):
+        pending.append(sample)
+        if len(pending) >= self._batch:
             self.flush()
-        else:
+        elif self._flush_at is None:
             self._flush_later(BATCH_WAIT_S)
         return True
 
@@ -243,7 +256,8 @@ class SpoolSink:
         if self._closing:  # close() hands over the rest itself
             return
         if self._pending:
-            self._frames.append((memoryview(frame(self._pending)), len(self._pending)))
+            items = [to_wire(s) if isinstance(s, Sample) else s for s in self._pending]
+            self._frames.append((memoryview(frame(items)), len(items)))  # see `offer`
             self._in_frames += len(self._pending)
             self._pending = []
         if self.writer.exited and not self._replace_writer():

@@ -10,7 +10,9 @@ carries nothing from outside.
 from __future__ import annotations
 
 import dataclasses
+import mmap
 import operator
+import os
 import pickle
 import struct
 from typing import Any
@@ -18,6 +20,7 @@ from typing import Any
 from tokenpulse.samples import Feedback, OutputSignals, RequestStats, Sample
 
 _LENGTH = struct.Struct("!I")
+_COUNT = struct.Struct("=Q")
 MAX_FRAME = 1 << 30
 
 # field order comes from the dataclasses themselves, so a new field cannot be left behind
@@ -106,3 +109,32 @@ class FrameReader:
     def partial(self) -> int:
         """Bytes of a frame not yet complete."""
         return len(self._buffer)
+
+
+class HandledCount:
+    """How many samples (and feedback) the writer has handled, in memory both processes map.
+
+    The writer stores its running total after every read it handled; the gateway reads it once the
+    writer has exited, to count what it handed over and the writer never handled. A pipe report
+    (20 a second) woke a thread of the gateway for each, and each wake-up took the event loop's
+    interpreter lock: that thread used about 1.3 us of the gateway's CPU per request."""
+
+    def __init__(self, fd: int) -> None:
+        if os.fstat(fd).st_size < _COUNT.size:
+            os.ftruncate(fd, _COUNT.size)
+        self._map = mmap.mmap(fd, _COUNT.size)  # shared: both see one page
+
+    @classmethod
+    def create(cls) -> tuple[HandledCount, int]:
+        """A new zero count, and the descriptor to pass to the writer (the caller closes it)."""
+        fd = os.memfd_create("tokenpulse-sample-writer-handled", os.MFD_CLOEXEC)
+        return cls(fd), fd
+
+    @property
+    def value(self) -> int:
+        """The total stored last."""
+        return int(_COUNT.unpack_from(self._map, 0)[0])
+
+    def store(self, total: int) -> None:
+        """Store the running total."""
+        _COUNT.pack_into(self._map, 0, total)

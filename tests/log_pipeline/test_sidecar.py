@@ -11,15 +11,19 @@ import pytest
 
 from log_pipeline import sidecar
 from log_pipeline.settings import SinkSettings
-from log_pipeline.wire import FrameReader, frame, to_wire
+from log_pipeline.wire import FrameReader, HandledCount, frame, to_wire
 from tests.log_pipeline.conftest import make_sample
 from tests.log_pipeline.test_writer import records
 
 
-def _serve(spool: Path, rules: Path, stdin: int, report: int) -> list[int]:
+def _serve(
+    spool: Path, rules: Path, stdin: int, report: int, handled: HandledCount | None = None
+) -> list[int]:
     settings = SinkSettings.model_validate({"spool_dir": spool, "rules_file": rules})
     status: list[int] = []
-    thread = threading.Thread(target=lambda: status.append(sidecar.serve(settings, stdin, report)))
+    thread = threading.Thread(
+        target=lambda: status.append(sidecar.serve(settings, stdin, report, handled))
+    )
     thread.start()
     thread.join(60)
     return status  # empty if it raised (or still runs)
@@ -49,6 +53,27 @@ def test_a_gone_gateway_does_not_stop_the_writing(
     ]
 
 
+def test_the_handled_count_is_shared_memory_not_a_report(spool: Path, keep_all: Path) -> None:
+    """The gateway learns what the writer handled from memory both map, with no report to wake
+    it: with the report pipe closed, the count is still there, and it reads it from its own
+    mapping of the same memory."""
+    stdin_r, stdin_w = os.pipe()
+    report_r, report_w = os.pipe()
+    os.close(report_r)  # no reports can be read at all
+    gateway_side, fd = HandledCount.create()
+    writer_side = HandledCount(fd)  # as the writer maps the descriptor it was passed
+    os.close(fd)
+    for first in (0, 100, 200):
+        _send(stdin_w, first, 100)
+    os.close(stdin_w)
+    try:
+        assert _serve(spool, keep_all, stdin_r, report_w, writer_side) == [0]
+    finally:
+        os.close(stdin_r)
+        os.close(report_w)
+    assert gateway_side.value == 300 == len(records(spool))
+
+
 def test_reports_say_ready_then_count_and_a_foreign_stream_stops_it(
     spool: Path, keep_all: Path
 ) -> None:
@@ -57,8 +82,10 @@ def test_reports_say_ready_then_count_and_a_foreign_stream_stops_it(
     _send(stdin_w, 0, 5)
     os.write(stdin_w, b"\x00\x00\x00\x04junk")  # not a pickle: the writer stops reading
     os.close(stdin_w)
+    handled, fd = HandledCount.create()
+    os.close(fd)  # the mapping stays
     try:
-        assert _serve(spool, keep_all, stdin_r, report_w) == [1]
+        assert _serve(spool, keep_all, stdin_r, report_w, handled) == [1]
         os.close(report_w)
         report_w = -1
         messages = FrameReader().feed(os.read(report_r, 1 << 22))
@@ -72,6 +99,7 @@ def test_reports_say_ready_then_count_and_a_foreign_stream_stops_it(
         if s.name == "tokenpulse_spool_records_written_total"
     ]  # fmt: skip
     assert written == [5.0] and len(records(spool)) == 5
+    assert handled.value == 5  # what came before the bad frame counts as handled
 
 
 def test_one_writer_per_spool_the_next_waits_then_gives_up_with_the_holder(
