@@ -2,9 +2,9 @@
 
 One `tokenpulse up` (tiny model, time-compressed rules, 2 s scrapes, fake GPUs) serves the whole
 module; the tests run in file order. Version 1 is the stable export. Version 2, labelled canary,
-is the same model exported with `--degrade-noise` and carrying the golden outputs the healthy
-model recorded: weights broken after their canary expectations were written, as a bad checkpoint
-conversion would leave them.
+is what `up --canary-degrade-noise` serves: the same model exported with `--degrade-noise`,
+given by up the golden outputs the healthy model recorded: weights broken after their canary
+expectations were written, as a bad checkpoint conversion would leave them.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -29,7 +28,7 @@ from monitoring.mixin.dashboards.queries import metric_names, panel_queries, sub
 from monitoring.preview.prom import PromClient
 from tests.e2e.upstack import UpStack, alive, running_up
 from tests.support.binaries import needs_prometheus
-from tests.support.models import install_version
+from tests.support.models import DEGRADE_NOISE, install_version
 from tokenpulse.paths import DASHBOARDS
 from tokenpulse.tfserving.signature import GOLDEN_FILE
 
@@ -56,10 +55,12 @@ def up(
     workdir = tmp_path_factory.mktemp("up-stack")
     base = workdir / "models" / "gen"
     install_version(tiny_export, base, 1)
+    # the cached degraded build, so up does not build one; it still gives it stable's answers
     canary = install_version(tiny_degraded_export, base, 2)
-    shutil.copyfile(tiny_export / GOLDEN_FILE, canary / GOLDEN_FILE)
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENPULSE_")}
-    with running_up(workdir, "--preset=tiny", env=env) as stack:
+    noise = f"--canary-degrade-noise={DEGRADE_NOISE:g}"
+    with running_up(workdir, "--preset=tiny", noise, env=env) as stack:
+        assert (canary / GOLDEN_FILE).read_bytes() == (tiny_export / GOLDEN_FILE).read_bytes()
         yield stack
 
 
