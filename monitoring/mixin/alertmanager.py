@@ -58,7 +58,9 @@ def inhibit_rules() -> list[dict[str, Any]]:
     symptoms (burn rates, quality, traffic, the breaker's window, the canaries' last run) keep
     the outage after it ends, so a
     TfServingDown page that was sent keeps them silenced for config.RECOVERY_WINDOW: a crash loop
-    too short to page as TfServingDown silences nothing, and its burn pages. Every inhibition is
+    too short to page as TfServingDown silences nothing, and its burn pages. A NoAvailableVersion
+    page that was sent does the same for that model's windowed symptoms (every request for it
+    failed while it fired), so its burn does not page again once it resolves. Every inhibition is
     scoped by `equal`: config.REPLICA_LABEL (one replica explains only its own alerts; the fleet
     alerts have no replica label, so only a whole-fleet page, which has none either, explains
     them; with one replica and no label, absent equals absent), and `model` where the cause is
@@ -93,6 +95,13 @@ def inhibit_rules() -> list[dict[str, Any]]:
         {
             "source_matchers": [f'alertname="{no_version}"'],
             "target_matchers": [f'alertname=~"{_names(symptoms)}"'],
+            "equal": ["model", replica],
+        },
+        {
+            # paged with no AVAILABLE version within the recovery window: the windowed symptoms
+            # its failed requests still fill, of that model (on that replica)
+            "source_matchers": [f'alertname="{p}TfServingRecentlyUnavailable"'],
+            "target_matchers": [f'alertname=~"{_names(windowed)}"'],
             "equal": ["model", replica],
         },
         {

@@ -53,6 +53,10 @@ def component_alerts(t: Timing) -> list[Alert]:
     # the whole fleet: every model-server target had that page firing at once. No labels, like
     # the fleet-wide symptoms it explains (they have no replica label either)
     fleet_paged = f"count({paged}) >= count(up{sel('modelserver')})"
+    # the same after a NoAvailableVersion page: every request for the model failed while it
+    # fired, and the burn's windows hold those failures after it resolves
+    unavailable = f"{c.ALERT_PREFIX}TfServingNoAvailableVersion"
+    no_version = f'ALERTS{{alertname="{unavailable}",alertstate="firing"}}'
     exhausted = _exhausted(t)
     return [
         _down("modelserver", "TfServing", "critical", "The model server (TF Serving)", REPLICA),
@@ -114,6 +118,19 @@ def component_alerts(t: Timing) -> list[Alert]:
             "critical",
             "A model has no AVAILABLE version: every request for it fails.",
             "TF Serving reports no AVAILABLE version of model {{ $labels.model }}.",
+            per_replica=True,
+        ),
+        Alert(
+            "TfServingRecentlyUnavailable",
+            f"max by (model, {c.REPLICA_LABEL}) (max_over_time({no_version}[{recovery}]))",
+            # fires in the evaluation that sends the page, as TfServingRecentlyDown
+            "0s",
+            "info",
+            "A model was paged with no AVAILABLE version within the recovery window; its "
+            "windowed symptoms stay silenced.",
+            "TokenPulseTfServingNoAvailableVersion fired for model {{ $labels.model }} in the "
+            f"last {c.RECOVERY_WINDOW}: windowed alerts of that model it explains are inhibited "
+            "until its failed requests age out of their windows.",
             per_replica=True,
         ),
         Alert(

@@ -34,6 +34,7 @@ NO_VERSION = {
     "alertname": f"{P}TfServingNoAvailableVersion", "severity": "critical",
     "job": "tokenpulse-exporter", "model": "gen",
 }  # fmt: skip
+UNAVAILABLE = {"alertname": f"{P}TfServingRecentlyUnavailable", "severity": "info", "model": "gen"}
 BURN = {
     "alertname": f"{P}GatewayAvailabilityBudgetBurn", "severity": "critical", "model": "gen",
     "slo": "availability", "long_window": "1h",
@@ -127,8 +128,9 @@ def test_every_inhibition_is_scoped_or_says_why_not() -> None:
     assert [r["source_matchers"] for r in unscoped] == [[f'alertname="{P}GatewayDown"']]
 
 
-def test_state_alerts_are_never_targets_of_the_recovery_window() -> None:
-    (recovery,) = [r for r in alertmanager.inhibit_rules() if "RecentlyDown" in str(r)]
+@pytest.mark.parametrize("source", ["RecentlyDown", "RecentlyUnavailable"])
+def test_state_alerts_are_never_targets_of_the_recovery_window(source: str) -> None:
+    (recovery,) = [r for r in alertmanager.inhibit_rules() if source in str(r["source_matchers"])]
     targets = recovery["target_matchers"][0]
     for state in ("NoAvailableVersion", "VersionLoadFailed", "Flapping", "GpuMemoryNearlyFull"):
         assert state not in targets
@@ -169,3 +171,23 @@ def test_gpu_memory_exhaustion_explains_resource_exhausted_on_its_replica(am_url
     full, exhausted = {**GPU_FULL, "replica": "0"}, {EXHAUSTED["alertname"]}
     assert _suppressed(am_url, full, {**EXHAUSTED, "replica": "0"}, want=exhausted) == exhausted
     assert _suppressed(am_url, full, {**EXHAUSTED, "replica": "1"}, want=set()) == set()
+
+
+def test_after_a_no_available_version_page_its_burn_stays_silenced(am_url: str) -> None:
+    # NoAvailableVersion resolved (not posted); the burn's windows still hold its 503s. The page
+    # was sent, so "recently unavailable" fires: one incident, one page
+    held = {BURN["alertname"], MISMATCH["alertname"]}
+    assert _suppressed(am_url, UNAVAILABLE, BURN, MISMATCH, want=held) == held
+
+
+def test_recently_unavailable_holds_only_windowed_symptoms_of_its_model(am_url: str) -> None:
+    # a second model with no AVAILABLE version, a restart, a crash loop: state alerts page
+    # (each apart: a TfServingDown firing silences NoAvailableVersion itself)
+    for state in ({**NO_VERSION, "model": "chat"}, NO_VERSION, DOWN, FLAPPING):
+        assert _suppressed(am_url, UNAVAILABLE, state, want=set()) == set()
+    other = {**BURN, "model": "chat"}
+    assert _suppressed(am_url, UNAVAILABLE, other, want=set()) == set()
+
+
+def test_one_replica_recently_unavailable_does_not_hide_the_fleet_burn(am_url: str) -> None:
+    assert _suppressed(am_url, {**UNAVAILABLE, "replica": "1"}, BURN, want=set()) == set()
