@@ -1,9 +1,9 @@
 """The gateway-side sink: hand samples to a writer process that samples, redacts and appends.
 
 Load it with `TOKENPULSE_GATEWAY_SAMPLE_SINK=log_pipeline.sink:make_sink` (settings from
-`TOKENPULSE_SINK_*`). On the event loop a sample costs a list append; every 50 ms (or every 512
-samples) the list becomes plain tuples and goes, pickled, down a non-blocking pipe to the writer
-process (log_pipeline.sidecar), so the loop never waits on disk, nor on the writer's CPU. When
+`TOKENPULSE_SINK_*`). On the event loop a sample costs a tuple and a list append: every 50 ms (or
+every 512 samples) the list goes, pickled, down a non-blocking pipe to the writer process
+(log_pipeline.sidecar), so the loop never waits on disk, nor on the writer's CPU. When
 samples cannot be handed over (the pipe is full and `queue_size` samples wait), new ones are
 dropped and counted. How many samples the writer has handled lives in memory both processes map,
 so nothing wakes the gateway for it; the writer's metrics come back over a second pipe a few
@@ -177,8 +177,7 @@ class SpoolSink:
         self.metrics = SinkMetrics(own)
         self._queue_full = self.metrics.dropped.labels("queue_full")
         self._lost = self.metrics.dropped.labels("write_error")
-        # samples as offered (encoded at flush, in one batch), feedback already as wire tuples
-        self._pending: list[Sample | WireSample] = []
+        self._pending: list[WireSample] = []
         self._queue_size = settings.queue_size
         self._batch = min(BATCH, settings.queue_size)
         self._frames: deque[tuple[memoryview, int]] = deque()  # unsent bytes, samples in them
@@ -228,20 +227,21 @@ class SpoolSink:
 
     def offer_feedback(self, feedback: Feedback) -> bool:
         """Queue feedback as a sample is queued (dropped and counted the same way)."""
-        return self.offer(feedback_to_wire(feedback))
+        return self._queue(feedback_to_wire(feedback))
 
-    def offer(self, sample: Sample | WireSample) -> bool:
-        """Queue a sample (or feedback as its wire tuple), or drop and count it when `queue_size`
-        samples already wait.
+    def offer(self, sample: Sample) -> bool:
+        """Queue a sample, or drop and count it when `queue_size` samples already wait."""
+        # tuples now rather than the sample kept until the flush and encoded with its batch: tried,
+        # the sample's objects then outlived collections, and the collector took back what the
+        # warm batch saved
+        return self._queue(to_wire(sample))
 
-        The sample itself waits (no copy): it is finished, the gateway changes it no more, and
-        it is encoded with its batch in `flush`, where the encoding's code runs warm, once per
-        batch; per sample, at a cold call per request, it cost the loop several times as much."""
+    def _queue(self, item: WireSample) -> bool:
         pending = self._pending
         if len(pending) + self._in_frames >= self._queue_size or self._closing:
             self._queue_full.inc()
             return False
-        pending.append(sample)
+        pending.append(item)
         if len(pending) >= self._batch:
             self.flush()
         elif self._flush_at is None:
@@ -256,8 +256,7 @@ class SpoolSink:
         if self._closing:  # close() hands over the rest itself
             return
         if self._pending:
-            items = [to_wire(s) if isinstance(s, Sample) else s for s in self._pending]
-            self._frames.append((memoryview(frame(items)), len(items)))  # see `offer`
+            self._frames.append((memoryview(frame(self._pending)), len(self._pending)))
             self._in_frames += len(self._pending)
             self._pending = []
         if self.writer.exited and not self._replace_writer():
