@@ -74,6 +74,7 @@ def inhibit_rules() -> list[dict[str, Any]]:
     collectors = [f'alertname="{p}ExporterCollectorFailing"', 'collector=~"tfserving|canary"']
     gateway_windowed = [a for a in windowed if not a.per_replica and a.component == "Gateway"]
     recently = f"{p}TfServingRecentlyDown|{p}TfServingFleetRecentlyDown"
+    unavailable = f"{p}TfServingRecentlyUnavailable|{p}TfServingFleetRecentlyUnavailable"
     return [
         {
             # down now: everything it explains on that replica (or everything, with one)
@@ -99,8 +100,9 @@ def inhibit_rules() -> list[dict[str, Any]]:
         },
         {
             # paged with no AVAILABLE version within the recovery window: the windowed symptoms
-            # its failed requests still fill, of that model (on that replica)
-            "source_matchers": [f'alertname="{p}TfServingRecentlyUnavailable"'],
+            # its failed requests still fill, of that model (on that replica; the fleet's, when
+            # it was gone from every replica)
+            "source_matchers": [f'alertname=~"{unavailable}"'],
             "target_matchers": [f'alertname=~"{_names(windowed)}"'],
             "equal": ["model", replica],
         },

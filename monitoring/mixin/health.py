@@ -57,6 +57,8 @@ def component_alerts(t: Timing) -> list[Alert]:
     # fired, and the burn's windows hold those failures after it resolves
     unavailable = f"{c.ALERT_PREFIX}TfServingNoAvailableVersion"
     no_version = f'ALERTS{{alertname="{unavailable}",alertstate="firing"}}'
+    # ... on every model-server target at once: the model was gone from the whole fleet
+    fleet_no_version = f"count by (model) ({no_version}) >= scalar(count(up{sel('modelserver')}))"
     exhausted = _exhausted(t)
     return [
         _down("modelserver", "TfServing", "critical", "The model server (TF Serving)", REPLICA),
@@ -132,6 +134,18 @@ def component_alerts(t: Timing) -> list[Alert]:
             f"last {c.RECOVERY_WINDOW}: windowed alerts of that model it explains are inhibited "
             "until its failed requests age out of their windows.",
             per_replica=True,
+        ),
+        Alert(
+            "TfServingFleetRecentlyUnavailable",
+            f"max_over_time(({fleet_no_version})[{recovery}:])",
+            "0s",
+            "info",
+            "A model was paged with no AVAILABLE version on every TF Serving replica at once "
+            "within the recovery window.",
+            "TokenPulseTfServingNoAvailableVersion fired for model {{ $labels.model }} on every "
+            f"replica ({{{{ $value }}}}) at once in the last {c.RECOVERY_WINDOW}: the fleet-wide "
+            "windowed symptoms of that model (SLO burn, quality, traffic) are inhibited until "
+            "its failed requests age out of their windows.",
         ),
         Alert(
             "TfServingVersionLoadFailed",

@@ -35,6 +35,9 @@ NO_VERSION = {
     "job": "tokenpulse-exporter", "model": "gen",
 }  # fmt: skip
 UNAVAILABLE = {"alertname": f"{P}TfServingRecentlyUnavailable", "severity": "info", "model": "gen"}
+FLEET_UNAVAILABLE = {
+    "alertname": f"{P}TfServingFleetRecentlyUnavailable", "severity": "info", "model": "gen",
+}  # fmt: skip
 BURN = {
     "alertname": f"{P}GatewayAvailabilityBudgetBurn", "severity": "critical", "model": "gen",
     "slo": "availability", "long_window": "1h",
@@ -191,3 +194,13 @@ def test_recently_unavailable_holds_only_windowed_symptoms_of_its_model(am_url: 
 
 def test_one_replica_recently_unavailable_does_not_hide_the_fleet_burn(am_url: str) -> None:
     assert _suppressed(am_url, {**UNAVAILABLE, "replica": "1"}, BURN, want=set()) == set()
+
+
+def test_gen_gone_from_every_replica_holds_the_fleet_burn_of_gen_only(am_url: str) -> None:
+    burn = {BURN["alertname"]}
+    assert _suppressed(am_url, FLEET_UNAVAILABLE, BURN, want=burn) == burn
+    other = {**BURN, "model": "chat"}
+    assert _suppressed(am_url, FLEET_UNAVAILABLE, other, want=set()) == set()
+    # a replica's own state alert pages (here: gen gone again from replica 0)
+    again = {**NO_VERSION, "replica": "0"}
+    assert _suppressed(am_url, FLEET_UNAVAILABLE, again, want=set()) == set()
