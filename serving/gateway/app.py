@@ -452,6 +452,8 @@ class Gateway:
                 prompt_tokens=stats.prompt_tokens,
                 output_tokens=stats.output_tokens,
             )
+        if self.samples.discards:
+            return
         self.samples.offer(
             Sample(
                 stats=stats,

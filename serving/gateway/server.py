@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import signal
 from collections.abc import Callable
 
@@ -33,6 +34,7 @@ async def serve(settings: GatewaySettings, sink: SampleSink | None = None) -> No
     await start_site(
         runner, settings.host, settings.port, limits, on_event=gateway.metrics.connection_rejected
     )
+    freeze_startup_heap()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -49,6 +51,15 @@ async def serve(settings: GatewaySettings, sink: SampleSink | None = None) -> No
     finally:
         log.info("gateway stopping")
         await runner.cleanup()
+
+
+def freeze_startup_heap() -> None:
+    """Move everything start-up built (modules, classes, the app, the metrics) out of the
+    collector's reach: a full collection walked all of it, ~5 % of the gateway's CPU under load,
+    and more often the more objects requests keep alive a while (samples waiting for their
+    flush). Nothing frozen is garbage; it lives as long as the process."""
+    gc.collect()
+    gc.freeze()
 
 
 def loop_factory(event_loop: str) -> Callable[[], asyncio.AbstractEventLoop] | None:

@@ -60,6 +60,8 @@ class SampleDispatcher:
         self._task: asyncio.Task[None] | None = None
         self.dropped = 0
         self._direct = sink if isinstance(sink, NonBlockingSink) else None
+        # no sink configured: nothing to build, queue or wake a task for, per request
+        self.discards = type(sink) is NullSink
 
     @property
     def takes_feedback(self) -> bool:
@@ -69,6 +71,8 @@ class SampleDispatcher:
     def offer(self, sample: Sample | Feedback) -> None:
         """Queue a sample or feedback, or drop (and count) it when the queue is full; never
         waits."""
+        if self.discards:
+            return
         if self._direct is not None:
             if isinstance(sample, Feedback):
                 self._direct.offer_feedback(sample)
@@ -84,6 +88,8 @@ class SampleDispatcher:
 
     def start(self) -> None:
         """Start draining (inside the running loop)."""
+        if self.discards:
+            return
         self._task = asyncio.get_running_loop().create_task(self._drain())
 
     async def _drain(self) -> None:

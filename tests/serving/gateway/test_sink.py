@@ -92,6 +92,28 @@ def test_a_non_blocking_sink_is_offered_samples_directly_and_counts_its_own_drop
     assert disp.dropped == 0 and drops == []  # refused by the sink, counted by the sink
 
 
+def test_with_no_sink_nothing_is_built_queued_or_drained(
+    standin: TfServingStandin, keys_file: Path, keys: dict[str, str], monkeypatch
+) -> None:
+    built: list[object] = []
+    monkeypatch.setattr("serving.gateway.app.Sample", lambda **kw: built.append(kw))
+    settings = GatewaySettings(keys_file=keys_file, upstream_url=standin.url, access_log=False)
+
+    async def scenario() -> None:
+        gateway = Gateway(settings)  # no sample sink configured
+        assert isinstance(gateway.samples.sink, NullSink) and gateway.samples.discards
+        async with TestServer(gateway.app(), host="127.0.0.1") as server:
+            async with aiohttp.ClientSession() as session:
+                url = str(server.make_url("/v1/generate"))
+                body = {"prompt": "p", "max_new_tokens": 3}
+                async with session.post(url, json=body, headers=auth(keys["demo"])) as resp:
+                    assert resp.status == 200
+            assert gateway.samples._task is None and gateway.samples._queue.empty()
+        assert built == []  # the per-request sample is not even built
+
+    asyncio.run(scenario())
+
+
 def test_every_request_is_sampled_without_waiting_for_the_sink(
     standin: TfServingStandin, keys_file: Path, keys: dict[str, str]
 ) -> None:
