@@ -100,26 +100,27 @@ def _fault_proxy_url(c: StackConfig, path: str = "") -> str:
     return f"http://127.0.0.1:{c.fault_proxy_port}{path}"
 
 
-def _fault_proxy(c: StackConfig) -> contextlib.AbstractContextManager[Launched]:
-    # drills only: the gateway's upstream goes through it, so a drill can slow or fail it
-    argv = [
-        sys.executable, "-m", "stack.drill.proxy", f"--port={c.fault_proxy_port}",
-        f"--upstream={c.modelserver_url(0)}",
-    ]  # fmt: skip
-    return _process(c, "faultproxy", argv, _fault_proxy_url(c, "/-/healthz"))
-
-
 def _es_fault_proxy_url(c: StackConfig, path: str = "") -> str:
     return f"http://127.0.0.1:{c.es_fault_proxy_port}{path}"
 
 
+def _drill_proxy(
+    c: StackConfig, name: str, url: Callable[[StackConfig, str], str], port: int, upstream: str
+) -> contextlib.AbstractContextManager[Launched]:
+    # drills only (stack/drill/proxy.py): a drill slows, fails or cuts what goes through it
+    argv = [sys.executable, "-m", "stack.drill.proxy", f"--port={port}", f"--upstream={upstream}"]
+    return _process(c, name, argv, url(c, "/-/healthz"))
+
+
+def _fault_proxy(c: StackConfig) -> contextlib.AbstractContextManager[Launched]:
+    # the gateway's upstream (the model server) goes through it
+    args = (_fault_proxy_url, c.fault_proxy_port, c.modelserver_url(0))
+    return _drill_proxy(c, "faultproxy", *args)
+
+
 def _es_fault_proxy(c: StackConfig) -> contextlib.AbstractContextManager[Launched]:
-    # drills only: the shipper's Elasticsearch goes through it, so a drill can make it unreachable
-    argv = [
-        sys.executable, "-m", "stack.drill.proxy", f"--port={c.es_fault_proxy_port}",
-        f"--upstream={c.es_url}",
-    ]  # fmt: skip
-    return _process(c, "esfaultproxy", argv, _es_fault_proxy_url(c, "/-/healthz"))
+    # the shipper's Elasticsearch goes through it (es setup does not)
+    return _drill_proxy(c, "esfaultproxy", _es_fault_proxy_url, c.es_fault_proxy_port, c.es_url)
 
 
 def _gateway(c: StackConfig) -> contextlib.AbstractContextManager[Launched]:

@@ -8,25 +8,17 @@ stack state file are tested on their own first (fast, no stack).
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from stack import drill
 from stack.cli import main as cli_main
-from stack.drill import proxy
 from stack.drill.target import Target
 from stack.up.state import NoRunningStack, StackState, read_state, remove_state, write_state
 from tests.e2e.upstack import UpStack
 from tests.support.binaries import needs_prometheus
-from tokenpulse.procs import free_port
 
 # What the suite drills (~7 min): `drill all` less two the suite proves elsewhere, kept out for
 # its time budget: model-server-killed is tests/alerts/test_e2e.py's outage test (same fault, same
@@ -37,59 +29,6 @@ SUITE_SCENARIOS = (
     "error-burst", "spool-disk-cap", "gpu-xid-and-throttle",
     "es-unreachable", "alertmanager-secret-missing", "prometheus-stopped",
 )  # fmt: skip
-
-
-class _Upstream(http.server.BaseHTTPRequestHandler):
-    def do_POST(self) -> None:  # noqa: N802 - stdlib's name
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        out = json.dumps({"echo": json.loads(body), "path": self.path}).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(out)))
-        self.end_headers()
-        self.wfile.write(out)
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-        pass
-
-
-@pytest.fixture
-def proxied() -> Iterator[str]:
-    upstream = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Upstream)
-    server = proxy.serve(free_port(), f"http://127.0.0.1:{upstream.server_address[1]}")
-    for s in (upstream, server):
-        threading.Thread(target=s.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    for s in (server, upstream):
-        s.shutdown()
-        s.server_close()
-
-
-def _call(url: str, body: object, method: str = "POST") -> tuple[int, dict]:
-    req = urllib.request.Request(url, json.dumps(body).encode(), method=method)
-    try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
-
-
-def test_fault_proxy_passes_through_delays_and_fails_on_request(proxied: str) -> None:
-    assert _call(f"{proxied}/v1/models/gen:predict", {"a": 1}) == (
-        200, {"echo": {"a": 1}, "path": "/v1/models/gen:predict"},
-    )  # fmt: skip
-    assert _call(f"{proxied}/-/fault", {"delay_s": 0.5}, "PUT") == (
-        200, {"delay_s": 0.5, "error_ratio": 0.0},
-    )  # fmt: skip
-    started = time.monotonic()
-    assert _call(f"{proxied}/x", {})[0] == 200
-    assert time.monotonic() - started >= 0.5
-    _call(f"{proxied}/-/fault", {"error_ratio": 1.0}, "PUT")
-    status, doc = _call(f"{proxied}/x", {})
-    assert status == 503 and "injected" in doc["error"]
-    status, doc = _call(f"{proxied}/-/fault", {"error_ratio": 2}, "PUT")
-    assert status == 400 and "error_ratio" in doc["error"]
-    assert _call(f"{proxied}/-/fault", {}, "PUT")[1] == {"delay_s": 0.0, "error_ratio": 0.0}
-    assert _call(f"{proxied}/x", {})[0] == 200
 
 
 def _state(run_dir: Path, up_pid: int) -> StackState:

@@ -1,5 +1,6 @@
-"""The fault proxy as `up` runs it (a process): taken down by SIGUSR1 it refuses connections and
-cuts the ones it holds, as a host that is gone; SIGUSR2 brings it back on the same port."""
+"""The drills' fault proxy. As `up` runs it (a process): taken down by SIGUSR1 it refuses
+connections and cuts the ones it holds, as a host that is gone; SIGUSR2 brings it back on the same
+port. In-process (`proxy.serve`): it passes through, delays and fails on request."""
 
 from __future__ import annotations
 
@@ -13,10 +14,13 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 
 import pytest
 
+from stack.drill import proxy as fault_proxy
 from stack.drill.pipeline import refused
 from tokenpulse.procs import free_port
 
@@ -28,7 +32,7 @@ class _Upstream(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib's name
         body = self.rfile.read(int(self.headers["Content-Length"]))
-        out = json.dumps({"echo": json.loads(body)}).encode()
+        out = json.dumps({"echo": json.loads(body), "path": self.path}).encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(out)))
         self.end_headers()
@@ -74,7 +78,7 @@ def _post(conn: http.client.HTTPConnection, body: object) -> tuple[int, object]:
 def test_down_refuses_and_cuts_open_connections_and_up_restores(proxy: Proxy) -> None:
     proc, port = proxy
     kept = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-    assert _post(kept, {"a": 1}) == (200, {"echo": {"a": 1}})  # kept alive (HTTP/1.1)
+    assert _post(kept, {"a": 1}) == (200, {"echo": {"a": 1}, "path": "/x"})  # kept alive (HTTP/1.1)
 
     proc.send_signal(signal.SIGUSR1)
     _wait(lambda: refused(port))
@@ -89,12 +93,12 @@ def test_down_refuses_and_cuts_open_connections_and_up_restores(proxy: Proxy) ->
     proc.send_signal(signal.SIGUSR2)
     _wait(lambda: not refused(port))
     again = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-    assert _post(again, {"a": 3}) == (200, {"echo": {"a": 3}})
+    assert _post(again, {"a": 3}) == (200, {"echo": {"a": 3}, "path": "/x"})
     again.request("GET", "/-/fault")
     assert json.loads(again.getresponse().read()) == {"delay_s": 0.0, "error_ratio": 0.0}
     proc.send_signal(signal.SIGUSR2)  # up twice is still up
     time.sleep(0.2)
-    assert _post(again, {"a": 4}) == (200, {"echo": {"a": 4}})
+    assert _post(again, {"a": 4}) == (200, {"echo": {"a": 4}, "path": "/x"})
 
     proc.kill()
     _, err = proc.communicate(timeout=10)
@@ -102,3 +106,43 @@ def test_down_refuses_and_cuts_open_connections_and_up_restores(proxy: Proxy) ->
     cut = re.search(rf"down: port {port} refuses connections; open connections cut: (\d+)", said)
     assert cut is not None and int(cut[1]) >= 1, said  # at least the kept one
     assert f"up: listening on {port} again" in said
+
+
+@pytest.fixture
+def proxied() -> Iterator[str]:
+    upstream = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Upstream)
+    server = fault_proxy.serve(free_port(), f"http://127.0.0.1:{upstream.server_address[1]}")
+    for s in (upstream, server):
+        threading.Thread(target=s.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    for s in (server, upstream):
+        s.shutdown()
+        s.server_close()
+
+
+def _call(url: str, body: object, method: str = "POST") -> tuple[int, dict]:
+    req = urllib.request.Request(url, json.dumps(body).encode(), method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_fault_proxy_passes_through_delays_and_fails_on_request(proxied: str) -> None:
+    assert _call(f"{proxied}/v1/models/gen:predict", {"a": 1}) == (
+        200, {"echo": {"a": 1}, "path": "/v1/models/gen:predict"},
+    )  # fmt: skip
+    assert _call(f"{proxied}/-/fault", {"delay_s": 0.5}, "PUT") == (
+        200, {"delay_s": 0.5, "error_ratio": 0.0},
+    )  # fmt: skip
+    started = time.monotonic()
+    assert _call(f"{proxied}/x", {})[0] == 200
+    assert time.monotonic() - started >= 0.5
+    _call(f"{proxied}/-/fault", {"error_ratio": 1.0}, "PUT")
+    status, doc = _call(f"{proxied}/x", {})
+    assert status == 503 and "injected" in doc["error"]
+    status, doc = _call(f"{proxied}/-/fault", {"error_ratio": 2}, "PUT")
+    assert status == 400 and "error_ratio" in doc["error"]
+    assert _call(f"{proxied}/-/fault", {}, "PUT")[1] == {"delay_s": 0.0, "error_ratio": 0.0}
+    assert _call(f"{proxied}/x", {})[0] == 200
