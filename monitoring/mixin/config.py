@@ -213,10 +213,14 @@ SATURATION_WARN = 0.8
 
 # Health `for`s: long enough to ride out a restart, short enough to page within minutes.
 DOWN_FOR = "1m"  # a scrape target is unreachable
-# After TF Serving comes back, its outage still fills the windows of the symptoms it caused (burn
-# rates, breaker, canaries) for up to the longest such window. An info alert holds them silenced
-# this long so the outage pages once; lengthen it with the page tiers' short windows.
-RECOVERY_WINDOW = "30m"
+# After TF Serving comes back (or a model has an AVAILABLE version again), the outage still fills
+# the windows of the symptoms it caused (burn rates, breaker, canaries) for up to the longest
+# such window. An info alert holds them silenced this long so the outage pages once: the page
+# tiers' longest short window (30m) and 5m of slack, since the hold is counted from the page's
+# last firing evaluation while the burn clears only a recording and an alert evaluation after
+# its window is clean (drill restart-no-available-version, compressed: with exactly 30m the hold
+# outlasted the 6h tier's firing by 2-3 s only). Lengthen it with the page tiers' short windows.
+RECOVERY_WINDOW = "35m"
 # Crash loop: a model-server target whose `up` changed this often within the window went down
 # and came back at least twice, even when no outage lasted DOWN_FOR (so TfServingDown never
 # fired). Pages: every down spell fails requests.
