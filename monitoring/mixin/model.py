@@ -41,9 +41,10 @@ class Alert:
     # Alertmanager inhibits it while that cause fires
     symptom: bool = False
     # ... and a symptom read over a window (or from the last canary run), which the outage keeps
-    # filling after it ends: also inhibited for config.RECOVERY_WINDOW after a TfServingDown page
-    # was sent. State alerts (a model with no AVAILABLE version) are never held past their
-    # cause: they show the present, so a model server that comes back broken pages at once.
+    # filling after it ends: also inhibited for config.RECOVERY_WINDOW after a TfServingDown (or,
+    # for its model, a NoAvailableVersion) page was sent. State alerts (a model with no AVAILABLE
+    # version) are never held past their cause: they show the present, so a model server that
+    # comes back broken pages at once.
     windowed: bool = False
     labels: dict[str, str] = field(default_factory=dict)
     # its series carry config.REPLICA_LABEL (one model-server replica's, or its exporter's):
