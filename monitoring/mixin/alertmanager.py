@@ -19,6 +19,7 @@ import yaml
 
 from monitoring.mixin import config as c
 from monitoring.mixin.alerts import Alert, all_alerts, slo_alerts
+from monitoring.mixin.health import MODELSERVER_COLLECTORS
 from monitoring.mixin.promql import NORMAL, seconds
 from tokenpulse.samples import DATA_VIEW_ID
 
@@ -71,7 +72,10 @@ def inhibit_rules() -> list[dict[str, Any]]:
     windowed = [a for a in symptoms if a.windowed]
     p, replica = c.ALERT_PREFIX, c.REPLICA_LABEL
     no_version = f"{p}TfServingNoAvailableVersion"
-    collectors = [f'alertname="{p}ExporterCollectorFailing"', 'collector=~"tfserving|canary"']
+    collectors = [
+        f'alertname="{p}ExporterCollectorFailing"',
+        f'collector=~"{MODELSERVER_COLLECTORS}"',
+    ]
     gateway_windowed = [a for a in windowed if not a.per_replica and a.component == "Gateway"]
     recently = f"{p}TfServingRecentlyDown|{p}TfServingFleetRecentlyDown"
     unavailable = f"{p}TfServingRecentlyUnavailable|{p}TfServingFleetRecentlyUnavailable"

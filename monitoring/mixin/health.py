@@ -6,6 +6,9 @@ from monitoring.mixin import config as c
 from monitoring.mixin.model import GATEWAY_PREFIX, Alert
 from monitoring.mixin.promql import Timing, number, sel
 
+# the exporter's collectors that read the model server (they fail while it is down)
+MODELSERVER_COLLECTORS = "tfserving|canary"
+
 # names the replica where the series has the label (nothing where it has not: one replica)
 REPLICA = (
     f"{{{{ with $labels.{c.REPLICA_LABEL} }}}} Replica {{{{ . }}}} is out of the gateway's "
@@ -60,6 +63,8 @@ def component_alerts(t: Timing) -> list[Alert]:
     # ... on every model-server target at once: the model was gone from the whole fleet
     fleet_no_version = f"count by (model) ({no_version}) >= scalar(count(up{sel('modelserver')}))"
     exhausted = _exhausted(t)
+    reads = sel("exporter", f'collector=~"{MODELSERVER_COLLECTORS}"')
+    others = sel("exporter", f'collector!~"{MODELSERVER_COLLECTORS}"')
     return [
         _down("modelserver", "TfServing", "critical", "The model server (TF Serving)", REPLICA),
         _down("gateway", "Gateway", "critical", "The gateway"),
@@ -172,7 +177,11 @@ def component_alerts(t: Timing) -> list[Alert]:
         ),
         Alert(
             "ExporterCollectorFailing",
-            f"tokenpulse_exporter_collector_success{ex} == 0",
+            # the collectors that read the model server fail while it is down, its own page: not
+            # pending then, so a restart cannot race this alert's resolve against TfServingDown's
+            f"tokenpulse_exporter_collector_success{others} == 0\n"
+            f"or (tokenpulse_exporter_collector_success{reads} == 0\n"
+            f"unless on ({c.REPLICA_LABEL}) ({tfs_down}))",
             c.COLLECTOR_FOR,
             "warning",
             "An exporter collector keeps failing.",
