@@ -3,10 +3,13 @@ serving, and the original put back. The drill itself runs in tests/stack/test_dr
 
 from __future__ import annotations
 
+import json
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 
 from stack.drill.outages import RestartNoAvailableVersion, _replace
+from stack.drill.scenario import Log
 from stack.drill.target import Target
 from stack.up.state import StackState, write_state
 from tokenpulse.tfserving.config import load_model_server_config
@@ -44,3 +47,44 @@ def test_the_config_serves_only_a_version_with_no_directory_and_is_put_back(
     assert dict(model.version_labels) == {"stable": missing, "canary": missing}
     _replace(path, text)
     assert path.read_text() == text and path.stat().st_mode & 0o777 == 0o640
+
+
+def _oncall(run_dir: Path, *notes: tuple[float, str, str, str]) -> None:
+    """oncall.jsonl as the receiver writes it: (unix time, receiver, status, alertname)."""
+    lines = []
+    for at, receiver, status, name in notes:
+        labels = {"alertname": name, "severity": "critical", "long_window": "6h", "model": "gen"}
+        stamp = datetime.fromtimestamp(at, UTC).isoformat()
+        alert = {"status": status, "labels": labels}
+        lines.append(json.dumps({"received_at": stamp, "receiver": receiver, "alerts": [alert]}))
+    (run_dir / "oncall.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def test_a_burn_page_after_the_config_change_is_a_second_page_one_before_it_is_the_kill(
+    tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setattr("stack.drill.outages.settle_after_load", lambda target, log: None)
+    target = _target(tmp_path, tmp_path / "models")
+    monkeypatch.setattr(target, "query_range", lambda *a: [{"metric": {}, "values": []}])
+    scenario = RestartNoAvailableVersion()
+    burn, nav = scenario.burn, scenario.expect[0].alertname
+    assert burn in scenario.allow  # the kill's own failures may page it before TfServingDown
+
+    log = Log()
+    log.timings["config_written"] = 30.0
+    written = log.started + 30.0
+    _oncall(
+        tmp_path, (written - 20, "pager", "firing", burn), (written + 12, "pager", "firing", nav)
+    )
+    scenario.check(target, log)
+    assert log.problems == []
+
+    log = Log()
+    log.timings["config_written"] = 30.0
+    written = log.started + 30.0
+    _oncall(
+        tmp_path, (written + 12, "pager", "firing", nav), (written + 40, "pager", "firing", burn)
+    )
+    scenario.check(target, log)
+    assert log.problems == [f"{burn} (6h) paged after the config change: the no-version outage "
+                            "paged twice"]  # fmt: skip
