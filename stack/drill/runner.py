@@ -125,7 +125,7 @@ def _run(target: Target, scenario: Scenario, result: Result, say: Callable[[str]
     log = Log()
     first = len(target.notes())
     say(f"{scenario.name}: fault on ({scenario.summary})")
-    with target.traffic(scenario.rps) as traffic:
+    with target.traffic(scenario.rps, label=scenario.label) as traffic:
         with scenario.fault(target, log):
             on = time.time()
             log.mark("fault_on")

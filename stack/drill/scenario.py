@@ -52,6 +52,7 @@ class Scenario:
     expect: ClassVar[tuple[Expect, ...]] = ()
     allow: ClassVar[tuple[str, ...]] = ()  # alerts that may also page (true, but not the point)
     rps: ClassVar[float] = 2.0  # background traffic while the fault is on
+    label: ClassVar[str | None] = None  # the version label it is sent to (None: routed as usual)
     fire_within_s: ClassVar[float] = 90.0  # fault on -> expected page at the receiver
     resolve_within_s: ClassVar[float] = 120.0  # fault removed -> resolved at the receiver
     settle_s: ClassVar[float] = 2.0  # after the last resolve: late pages still count

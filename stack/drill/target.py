@@ -221,18 +221,25 @@ class Target:
         raise DrillError(f"{component} was not restarted within {timeout_s:.0f} s")
 
     # --- traffic -------------------------------------------------------------------------------
-    def generate(self, prompt: str = "drill traffic", max_new_tokens: int = 4) -> int:
-        """One POST /v1/generate through the gateway; its status (0: no answer)."""
+    def generate(
+        self, prompt: str = "drill traffic", max_new_tokens: int = 4, label: str | None = None
+    ) -> int:
+        """One POST /v1/generate through the gateway (to version `label`, if given); its status
+        (0: no answer)."""
         url = self.state.url("gateway_port", "/v1/generate")
         try:
-            body = {"prompt": prompt, "max_new_tokens": max_new_tokens}
+            body: dict[str, Any] = {"prompt": prompt, "max_new_tokens": max_new_tokens}
+            if label is not None:
+                body["version_label"] = label
             status, _ = self._call(url, body, "POST")
         except OSError:
             return 0
         return status
 
     @contextlib.contextmanager
-    def traffic(self, rps: float, max_in_flight: int = 16) -> Iterator[Traffic]:
+    def traffic(
+        self, rps: float, max_in_flight: int = 16, label: str | None = None
+    ) -> Iterator[Traffic]:
         """About `rps` requests a second for the block, each on its own thread (a slow upstream
         does not slow the arrivals), at most `max_in_flight` at once; rps 0: none."""
         seen = Traffic()
@@ -242,7 +249,7 @@ class Target:
 
         def one() -> None:
             try:
-                code = self.generate()
+                code = self.generate(label=label)
                 with lock:
                     seen.codes.append(code)
             finally:
