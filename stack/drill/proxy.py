@@ -34,6 +34,7 @@ CONTROL = "/-/fault"
 HEALTH = "/-/healthz"
 HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "te", "upgrade", "host"}
 MAX_DELAY_S = 120.0
+MAX_CONTROL_BYTES = 4096  # a fault document is a few dozen bytes; more is refused unread
 
 
 class FaultError(ValueError):
@@ -97,6 +98,16 @@ def make_handler(upstream: str, faults: Faults) -> type[BaseHTTPRequestHandler]:
             return self.rfile.read(length) if length else b""
 
         def _control(self) -> None:
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+            except ValueError:
+                self._reply(400, b'{"error": "Content-Length must be a number"}')
+                return
+            if length > MAX_CONTROL_BYTES:
+                self.close_connection = True  # the body stays unread
+                self._reply(413, json.dumps({"error": f"fault document over {MAX_CONTROL_BYTES} "
+                                             "bytes"}).encode())  # fmt: skip
+                return
             try:
                 state = faults.set(json.loads(self._body() or b"{}"))
             except (ValueError, FaultError) as exc:

@@ -146,3 +146,17 @@ def test_fault_proxy_passes_through_delays_and_fails_on_request(proxied: str) ->
     assert status == 400 and "error_ratio" in doc["error"]
     assert _call(f"{proxied}/-/fault", {}, "PUT")[1] == {"delay_s": 0.0, "error_ratio": 0.0}
     assert _call(f"{proxied}/x", {})[0] == 200
+
+
+def test_an_oversized_or_unreadable_fault_document_is_refused_unread(proxied: str) -> None:
+    big = {"delay_s": 0.5, "pad": "x" * 10_000}
+    status, doc = _call(f"{proxied}/-/fault", big, "PUT")
+    assert status == 413 and "4096" in doc["error"]
+    host, port = proxied.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=5)
+    conn.putrequest("PUT", "/-/fault")
+    conn.putheader("Content-Length", "abc")
+    conn.endheaders()
+    resp = conn.getresponse()
+    assert resp.status == 400 and b"Content-Length" in resp.read()
+    assert _call(f"{proxied}/-/fault", {}, "PUT") == (200, {"delay_s": 0.0, "error_ratio": 0.0})
