@@ -1,4 +1,4 @@
-"""The two Prometheus HTTP API calls the previews and the dashboard proof need."""
+"""The Prometheus HTTP API calls the previews and the dashboard proof need."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def seconds(duration: str) -> float:
 
 
 class PromClient:
-    """`/api/v1/query` and `/api/v1/query_range` of one Prometheus."""
+    """`/api/v1/query`, `/api/v1/query_range` and label values of one Prometheus."""
 
     def __init__(self, base_url: str, timeout_s: float = 30.0) -> None:
         if not base_url.startswith(("http://", "https://")):
@@ -44,10 +44,13 @@ class PromClient:
         """Close the connection pool."""
         self._client.close()
 
-    def _get(self, path: str, params: dict[str, str]) -> dict[str, Any]:
+    def _get(self, path: str, params: dict[str, str], post: bool = True) -> Any:
         url = f"{self.base_url}{path}"
         try:
-            resp = self._client.post(url, data=params)
+            if post:
+                resp = self._client.post(url, data=params)
+            else:  # an endpoint that takes GET only
+                resp = self._client.get(url, params=params)
         except httpx.HTTPError as exc:
             raise PromError(f"cannot reach Prometheus at {self.base_url}: {exc}") from exc
         try:
@@ -58,8 +61,7 @@ class PromClient:
             ) from exc
         if body.get("status") != "success":
             raise PromError(f"{body.get('errorType', resp.status_code)}: {body.get('error')}")
-        data: dict[str, Any] = body["data"]
-        return data
+        return body["data"]
 
     def query(self, expr: str, at: float | None = None) -> list[Series]:
         """Instant query."""
@@ -83,3 +85,10 @@ class PromClient:
             Series(r["metric"], [(float(t), float(v)) for t, v in r["values"]])
             for r in data["result"]
         ]
+
+    def label_values(self, label: str, match: str, start: float, end: float) -> list[str]:
+        """Values of `label` on the series `match` selects between start and end: the call
+        Grafana makes for a `label_values(match, label)` variable over the dashboard's range."""
+        params = {"match[]": match, "start": f"{start:.3f}", "end": f"{end:.3f}"}
+        values: list[str] = self._get(f"/api/v1/label/{label}/values", params, post=False)
+        return values
