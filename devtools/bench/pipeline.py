@@ -7,12 +7,17 @@
 2. Gateway throughput with 100 % sampling against sampling off: two sampling-off gateways and
    one sampling gateway against one TF Serving stand-in, all three loaded at once in rounds, so
    that bursts of load from outside this run (a shared VM has them: one-at-a-time phases of
-   identical gateways differed by up to 30 %) hit them alike. The ratio is the sampling
-   gateway's requests over the mean of the two others'. Target: >= 97 %. The two sampling-off
+   identical gateways differed by up to 30 %) hit them alike; their clients start in a rotated
+   order each round. The ratio is the sampling gateway's requests over the mean of the two
+   others', over every round of several trials, each with three fresh processes: two identical
+   processes differ by a percent or two in CPU per request (hash seed, memory layout), which one
+   trio alone would count as the sampling's cost or gain. Target: >= 97 %. The two sampling-off
    gateways against each other are the control: how far apart two identical instances land.
+   Beside it, the capacity ratio: CPU per request off over on, what one core of gateway serves.
    The box is saturated while a round runs, so the writer process (nice 19) hardly runs; it
-   catches up between rounds, and the bench reports its CPU per request, how long it took, and
-   whether it wrote a record for every request (none dropped).
+   catches up between rounds, and the bench reports its CPU per request, its share of CPU
+   inside the rounds, how long it took to catch up, and whether it wrote a record for every
+   request (none dropped).
 3. End-to-end delay from response to acknowledgement (p50/p95 over every record): the sampling
    gateway under steady load with a shipper feeding both stores. Target: p95 <= 5 s.
 4. What the default rules (`log_pipeline/sampling.toml`) keep of the local stack's traffic: a
@@ -56,7 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of `tokenpulse bench pipeline`."""
     parser.add_argument("--records", type=int, default=20_000, help="records to ship (20000)")
     parser.add_argument("--phase-seconds", type=float, default=3.0, help="round length (3 s)")
-    parser.add_argument("--rounds", type=int, default=9, help="rounds (9)")
+    parser.add_argument("--trials", type=int, default=3,
+                        help="fresh gateway trios, each loaded in rounds (3)")  # fmt: skip
+    parser.add_argument("--rounds", type=int, default=8, help="rounds per trial (8)")
     parser.add_argument("--concurrency", type=int, default=16, help="clients per gateway (16)")
     parser.add_argument("--delay-seconds", type=float, default=10.0, help="delay phase (10 s)")
     parser.add_argument("--delay-rps", type=float, default=200.0, help="delay phase load (200)")
@@ -255,79 +262,107 @@ async def _load_for(url: str, key: str, seconds: float, concurrency: int) -> int
     return done
 
 
-async def _round(gateways: dict[str, Any], key: str, seconds: float, conc: int) -> list[int]:
-    loads = [_load_for(f"{gw.url}/v1/generate", key, seconds, conc) for gw in gateways.values()]
-    return list(await asyncio.gather(*loads))
+async def _round(
+    gateways: dict[str, Any], order: list[str], key: str, seconds: float, conc: int
+) -> dict[str, int]:
+    """Load every gateway at once; `order` is the order their clients start in."""
+    loads = [_load_for(f"{gateways[n].url}/v1/generate", key, seconds, conc) for n in order]
+    return dict(zip(order, await asyncio.gather(*loads), strict=True))
 
 
-def _throughput(gateways: dict[str, Any], key: str, args: argparse.Namespace) -> dict[str, Any]:
-    """Rounds in which all gateways are loaded at once, so that a burst of load from outside
-    hits them alike: requests each completed, their ratios overall and per round, CPU per
-    request of each gateway and of the sampling one's writer process, and whether it wrote
-    every record. Between rounds the writer (nice 19, starved while the box is saturated)
-    catches up; how long that takes is reported."""
+def _trial(gateways: dict[str, Any], key: str, args: argparse.Namespace) -> dict[str, Any]:
+    """One trio of fresh gateway processes, loaded at once in rounds (the clients' start order
+    rotated round by round): requests each completed, CPU each used (all threads, and the event
+    loop's), the writer's CPU inside the rounds and in all, and how long it took to catch up."""
     on = gateways["on"]
     (writer,) = child_pids(on.pid)  # the sink's writer process
     names = list(gateways)
-    warm = asyncio.run(_round(gateways, key, 1.0, args.concurrency))
-    _wait(lambda: _written(on.port) >= warm[names.index("on")], "the warm-up records", 300)
-    done = dict.fromkeys(names, 0)
-    cpu = dict.fromkeys(names, 0.0)
-    loop = dict.fromkeys(names, 0.0)
-    rounds: dict[str, list[float]] = {"on": [], "control": []}
-    catch_up = []
-    written0 = _written(on.port)
-    writer_cpu0 = cpu_seconds(writer)
-    for _ in range(args.rounds):
+    warm = asyncio.run(_round(gateways, names, key, 1.0, args.concurrency))
+    _wait(lambda: _written(on.port) >= warm["on"], "the warm-up records", 300)
+    t: dict[str, Any] = {
+        "done": dict.fromkeys(names, 0), "cpu": dict.fromkeys(names, 0.0),
+        "loop": dict.fromkeys(names, 0.0), "round_on": [], "round_control": [],
+        "catch_up": [], "writer_cpu_in_rounds": 0.0,
+    }  # fmt: skip
+    written0, writer_cpu0 = _written(on.port), cpu_seconds(writer)
+    for i in range(args.rounds):
         target = _written(on.port)
         cpu0 = {n: cpu_seconds(gw.pid) for n, gw in gateways.items()}
         loop0 = {n: _main_thread_cpu(gw.pid) for n, gw in gateways.items()}
-        counts = dict(zip(names, asyncio.run(
-            _round(gateways, key, args.phase_seconds, args.concurrency)
-        ), strict=True))  # fmt: skip
+        in_round0 = cpu_seconds(writer)
+        order = names[i % 3 :] + names[: i % 3]
+        counts = asyncio.run(_round(gateways, order, key, args.phase_seconds, args.concurrency))
+        t["writer_cpu_in_rounds"] += cpu_seconds(writer) - in_round0
         for n, gw in gateways.items():
-            done[n] += counts[n]
-            cpu[n] += cpu_seconds(gw.pid) - cpu0[n]
-            loop[n] += _main_thread_cpu(gw.pid) - loop0[n]
-        baseline = (counts["off"] + counts["control"]) / 2
-        rounds["on"].append(counts["on"] / baseline)
-        rounds["control"].append(counts["control"] / counts["off"])
+            t["done"][n] += counts[n]
+            t["cpu"][n] += cpu_seconds(gw.pid) - cpu0[n]
+            t["loop"][n] += _main_thread_cpu(gw.pid) - loop0[n]
+        t["round_on"].append(counts["on"] / ((counts["off"] + counts["control"]) / 2))
+        t["round_control"].append(counts["control"] / counts["off"])
         t0 = time.perf_counter()
         _wait(lambda t=target + counts["on"]: _written(on.port) >= t, "the writer", 300)
-        catch_up.append(time.perf_counter() - t0)
-    baseline = (done["off"] + done["control"]) / 2
-    seconds = args.rounds * args.phase_seconds
+        t["catch_up"].append(time.perf_counter() - t0)
+    t["writer_cpu"] = cpu_seconds(writer) - writer_cpu0
+    t["written"] = _written(on.port) - written0
+    t["dropped"] = sum(
+        v for (name, _), v in _metrics(on.port).items()
+        if name == "tokenpulse_spool_records_dropped_total"
+    )  # fmt: skip
+    return t
+
+
+def _pooled(trials: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
+    """The trials' figures together: requests and CPU summed over every round of every trial.
+
+    Fresh processes per trial: two identical gateway processes differ by a percent or two in CPU
+    per request (hash seed, memory layout), so one trio alone cannot tell that from the sampling.
+    """
+
+    def total(field: str, name: str) -> float:
+        return float(sum(t[field][name] for t in trials))
+
+    done = {n: total("done", n) for n in ("off", "control", "on")}
+    cpu = {n: total("cpu", n) for n in done}
+    loop = {n: total("loop", n) for n in done}
+    off2 = done["off"] + done["control"]
+    baseline = off2 / 2
+    seconds = len(trials) * args.rounds * args.phase_seconds
+    rounds_on = [r for t in trials for r in t["round_on"]]
+    rounds_control = [r for t in trials for r in t["round_control"]]
+    trial_ratio = [2 * t["done"]["on"] / (t["done"]["off"] + t["done"]["control"]) for t in trials]
+    cpu_off = (cpu["off"] + cpu["control"]) / off2
     return {
+        "trials": len(trials),
         "gateway_rps_sampling_off": baseline / seconds,
         "gateway_rps_sampling_100": done["on"] / seconds,
         "gateway_throughput_ratio": done["on"] / baseline,
-        "gateway_throughput_ratio_median": statistics.median(rounds["on"]),
-        "gateway_round_ratios": rounds["on"],
+        "gateway_throughput_ratio_median": statistics.median(rounds_on),
+        "gateway_round_ratios": rounds_on,
+        "gateway_trial_ratios": trial_ratio,
         # two identical gateways without sampling: how far apart two instances are on this box
         "control_throughput_ratio": done["control"] / done["off"],
-        "control_throughput_ratio_median": statistics.median(rounds["control"]),
-        "control_round_ratios": rounds["control"],
-        # CPU per request of each gateway process (every thread)
-        "gateway_cpu_ms_per_request_off": 1000
-        * (cpu["off"] + cpu["control"])
-        / (done["off"] + done["control"]),
+        "control_throughput_ratio_median": statistics.median(rounds_control),
+        "control_round_ratios": rounds_control,
+        "control_trial_ratios": [t["done"]["control"] / t["done"]["off"] for t in trials],
+        # CPU per request of each gateway process (every thread): what one core of gateway serves
+        "gateway_cpu_ms_per_request_off": 1000 * cpu_off,
         "gateway_cpu_ms_per_request_on": 1000 * cpu["on"] / done["on"],
+        "gateway_capacity_ratio": cpu_off / (cpu["on"] / done["on"]),
         "control_cpu_ratio": (cpu["off"] / done["off"]) / (cpu["control"] / done["control"]),
         # the split: the event loop's thread, and every other thread of the gateway
-        "gateway_loop_cpu_ms_per_request_off": 1000
-        * (loop["off"] + loop["control"])
-        / (done["off"] + done["control"]),
+        "gateway_loop_cpu_ms_per_request_off": 1000 * (loop["off"] + loop["control"]) / off2,
         "gateway_loop_cpu_ms_per_request_on": 1000 * loop["on"] / done["on"],
-        "gateway_other_threads_cpu_ms_per_request_on": 1000 * (cpu["on"] - loop["on"]) / done["on"],
-        "sink_catch_up_s_max": max(catch_up),
-        "sink_writer_cpu_ms_per_request": 1000 * (cpu_seconds(writer) - writer_cpu0) / done["on"],
-        "sink_requests": done["on"],
-        "sink_records_written": _written(on.port) - written0,
-        "sink_records_dropped": sum(
-            v
-            for (name, _), v in _metrics(on.port).items()
-            if name == "tokenpulse_spool_records_dropped_total"
-        ),  # fmt: skip
+        "gateway_other_threads_cpu_ms_per_request_on": max(
+            0.0, 1000 * (cpu["on"] - loop["on"]) / done["on"]
+        ),
+        "sink_catch_up_s_max": max(c for t in trials for c in t["catch_up"]),
+        "sink_writer_cpu_ms_per_request": 1000 * sum(t["writer_cpu"] for t in trials) / done["on"],
+        # the writer's CPU while the rounds ran, against the sampling gateway's own in them
+        "sink_writer_cpu_share_in_rounds": sum(t["writer_cpu_in_rounds"] for t in trials)
+        / cpu["on"],
+        "sink_requests": int(done["on"]),
+        "sink_records_written": sum(t["written"] for t in trials),
+        "sink_records_dropped": sum(t["dropped"] for t in trials),
     }
 
 
@@ -365,44 +400,58 @@ def _gateways(tmp: Path, upstream: str, args: argparse.Namespace, say: Any) -> d
     key = add_key(keys_file, "bench", requests_per_minute=1e9, tokens_per_minute=1e9)
     rules = tmp / "keep-all.toml"
     rules.write_text("head_rate = 1.0\n[caps]\nper_key_per_minute = 0\n")
-    spool = tmp / "gateway-spool"
-    sink_env = {"TOKENPULSE_SINK_SPOOL_DIR": str(spool), "TOKENPULSE_SINK_RULES_FILE": str(rules)}
     out: dict[str, Any] = {}
     quiet: dict[str, Any] = {"access_log": False, "log_level": "WARNING"}
-    with (
-        running_gateway(upstream, keys_file, **quiet) as off,
-        running_gateway(upstream, keys_file, **quiet) as control,
-        running_gateway(upstream, keys_file, env=sink_env,
-                        sample_sink="log_pipeline.sink:make_sink", **quiet) as on,
-    ):  # fmt: skip
-        say("gateway throughput: sampling off vs 100 % (and off vs a second off: the noise)")
-        out.update(_throughput({"off": off, "on": on, "control": control}, key, args))
-        backlog = _written(on.port)  # warm-up and throughput records, all written by now
-        say("end-to-end delay: sampling gateway + shipper into both stores")
-        state, db = tmp / "state-e2e", str(tmp / "e2e.db")
-        both = ["sqlite", "elasticsearch"]
+    trials = []
+    for trial in range(1, args.trials + 1):
+        spool = tmp / f"gateway-spool-{trial}"
+        sink_env = {"TOKENPULSE_SINK_SPOOL_DIR": str(spool),
+                    "TOKENPULSE_SINK_RULES_FILE": str(rules)}  # fmt: skip
         with (
-            _es_standin() as es_url,
-            _shipper(spool, state, both, es_url=es_url, sqlite_path=db) as (port, _pid),
-        ):
-            for output in both:
-                _wait(lambda o=output: _shipped(port, o) >= backlog, f"{output} backlog", 120)
-            before = {o: _delay_buckets(port, o) for o in both}
-            n_delay = int(args.delay_seconds * args.delay_rps)
-            asyncio.run(_paced(f"{on.url}/v1/generate", key, n_delay, 8, args.delay_rps))
-            for output in both:
-                done = backlog + n_delay
-                _wait(lambda o=output, d=done: _shipped(port, o) >= d, f"{output} caught up", 120)
-                after = _delay_buckets(port, output)
-                buckets = [
-                    (le, c - c0) for (le, c), (_, c0) in zip(after, before[output], strict=True)
-                ]
-                out[f"delay_{output}_p50_s"] = _quantile(buckets, 0.50)
-                out[f"delay_{output}_p95_s"] = _quantile(buckets, 0.95)
-            out["delay_records"] = n_delay
+            running_gateway(upstream, keys_file, **quiet) as off,
+            running_gateway(upstream, keys_file, **quiet) as control,
+            running_gateway(upstream, keys_file, env=sink_env,
+                            sample_sink="log_pipeline.sink:make_sink", **quiet) as on,
+        ):  # fmt: skip
+            say(f"gateway throughput, trial {trial} of {args.trials} (fresh processes): "
+                "sampling off vs 100 %, and off vs a second off (the noise)")  # fmt: skip
+            trials.append(_trial({"off": off, "on": on, "control": control}, key, args))
+            if trial < args.trials:
+                continue
+            out.update(_pooled(trials, args))
+            backlog = _written(on.port)  # this trial's records, all written by now
+            say("end-to-end delay: sampling gateway + shipper into both stores")
+            out.update(_delay(tmp, spool, on, key, backlog, args))
     say("default sampling rules: share of requests kept per reason")
     out["sampling_requests"] = args.sampling_requests
     out["sampling_shares"] = _kept_shares(tmp, upstream, keys_file, key, args.sampling_requests)
+    return out
+
+
+def _delay(
+    tmp: Path, spool: Path, on: Any, key: str, backlog: float, args: argparse.Namespace
+) -> dict[str, Any]:
+    """p50/p95 from response to acknowledgement, per store, of a paced load on `on`."""
+    out: dict[str, Any] = {}
+    state, db = tmp / "state-e2e", str(tmp / "e2e.db")
+    both = ["sqlite", "elasticsearch"]
+    with (
+        _es_standin() as es_url,
+        _shipper(spool, state, both, es_url=es_url, sqlite_path=db) as (port, _pid),
+    ):
+        for output in both:
+            _wait(lambda o=output: _shipped(port, o) >= backlog, f"{output} backlog", 120)
+        before = {o: _delay_buckets(port, o) for o in both}
+        n_delay = int(args.delay_seconds * args.delay_rps)
+        asyncio.run(_paced(f"{on.url}/v1/generate", key, n_delay, 8, args.delay_rps))
+        for output in both:
+            done = backlog + n_delay
+            _wait(lambda o=output, d=done: _shipped(port, o) >= d, f"{output} caught up", 120)
+            after = _delay_buckets(port, output)
+            buckets = [(le, c - c0) for (le, c), (_, c0) in zip(after, before[output], strict=True)]
+            out[f"delay_{output}_p50_s"] = _quantile(buckets, 0.50)
+            out[f"delay_{output}_p95_s"] = _quantile(buckets, 0.95)
+        out["delay_records"] = n_delay
     return out
 
 
@@ -410,6 +459,8 @@ def main(args: argparse.Namespace) -> int:
     """Run the three measurements and print the figures."""
     from devtools.standins.tfserving import TfServingStandin
 
+    if min(args.trials, args.rounds, args.records, args.concurrency) < 1:
+        raise SystemExit("bench pipeline: --trials, --rounds, --records, --concurrency: >= 1")
     say = progress("pipeline", quiet=False)
     result: dict[str, Any] = {"records": args.records}
     with tempfile.TemporaryDirectory(prefix="tp-bench-pipeline-") as name:
@@ -457,16 +508,18 @@ def _report(r: dict[str, Any]) -> None:
           "(all three loaded at once)")  # fmt: skip
     ratio = r["gateway_throughput_ratio"]
     print(f"throughput ratio                {ratio:10.3f}      "
-          f"(target >= {RATIO_TARGET}: {mark(ratio >= RATIO_TARGET)})")  # fmt: skip
+          f"(target >= {RATIO_TARGET}: {mark(ratio >= RATIO_TARGET)}; "
+          f"{r['trials']} trials of fresh processes)")  # fmt: skip
     for what, key in (("100 % vs off", "gateway"), ("off vs off (control)", "control")):
         spread = r[f"{key}_round_ratios"]
-        print(f"  {what:<20} overall {r[f'{key}_throughput_ratio']:.3f}, median round "
-              f"{r[f'{key}_throughput_ratio_median']:.3f}, rounds {min(spread):.3f} .. "
-              f"{max(spread):.3f}")  # fmt: skip
+        trials = ", ".join(f"{x:.3f}" for x in r[f"{key}_trial_ratios"])
+        print(f"  {what:<20} overall {r[f'{key}_throughput_ratio']:.3f}, trials {trials}; "
+              f"median round {r[f'{key}_throughput_ratio_median']:.3f}, rounds "
+              f"{min(spread):.3f} .. {max(spread):.3f}")  # fmt: skip
     print(
         f"gateway CPU per request         {r['gateway_cpu_ms_per_request_off']:.3f} ms off, "
-        f"{r['gateway_cpu_ms_per_request_on']:.3f} ms at 100 % (off vs off "
-        f"{r['control_cpu_ratio']:.3f})"
+        f"{r['gateway_cpu_ms_per_request_on']:.3f} ms at 100 %: capacity ratio "
+        f"{r['gateway_capacity_ratio']:.3f} (off vs off {r['control_cpu_ratio']:.3f})"
     )
     print(
         f"  event loop thread             {r['gateway_loop_cpu_ms_per_request_off']:.3f} ms off, "
@@ -476,7 +529,8 @@ def _report(r: dict[str, Any]) -> None:
     print(f"sink writer process             {r['sink_writer_cpu_ms_per_request']:.3f} ms CPU per "
           f"request; {r['sink_records_written']:.0f} records for {r['sink_requests']} requests, "
           f"{r['sink_records_dropped']:.0f} dropped; caught up within "
-          f"{r['sink_catch_up_s_max']:.2f} s of each round")  # fmt: skip
+          f"{r['sink_catch_up_s_max']:.2f} s of each round; in the rounds it used "
+          f"{100 * r['sink_writer_cpu_share_in_rounds']:.1f} % of the gateway's CPU")  # fmt: skip
     print(f"load average during the run     {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     for out in ("sqlite", "elasticsearch"):
         p50, p95 = r[f"delay_{out}_p50_s"], r[f"delay_{out}_p95_s"]

@@ -23,8 +23,9 @@ def test_quantile_of_nothing_is_nan_and_overflow_is_the_last_bound() -> None:
 
 
 def test_a_tiny_run_reports_every_figure_and_the_writer_wrote_every_record() -> None:
-    argv = ["--records", "300", "--phase-seconds", "0.5", "--rounds", "3", "--delay-seconds", "1",
-            "--delay-rps", "40", "--sampling-requests", "200", "--json"]  # fmt: skip
+    argv = ["--records", "300", "--phase-seconds", "0.5", "--trials", "2", "--rounds", "2",
+            "--delay-seconds", "1", "--delay-rps", "40", "--sampling-requests", "200",
+            "--json"]  # fmt: skip
     done = subprocess.run(
         [sys.executable, "-m", "stack.cli", "bench", "pipeline", *argv],
         capture_output=True, text=True, timeout=300, check=True,
@@ -32,7 +33,9 @@ def test_a_tiny_run_reports_every_figure_and_the_writer_wrote_every_record() -> 
     result = json.loads(done.stdout)
     assert result["sink_records_written"] == result["sink_requests"] > 0
     assert result["sink_records_dropped"] == 0
-    assert len(result["gateway_round_ratios"]) == len(result["control_round_ratios"]) == 3
+    assert len(result["gateway_round_ratios"]) == len(result["control_round_ratios"]) == 4
+    assert len(result["gateway_trial_ratios"]) == len(result["control_trial_ratios"]) == 2
+    assert result["gateway_capacity_ratio"] > 0 and result["sink_writer_cpu_share_in_rounds"] >= 0
     assert result["delay_records"] == 40
     for output in ("sqlite", "elasticsearch"):
         assert 0 < result[f"delay_{output}_p95_s"] < math.inf
@@ -42,3 +45,12 @@ def test_a_tiny_run_reports_every_figure_and_the_writer_wrote_every_record() -> 
     # every request reaches its own max_tokens: none is kept as truncated, head sampling decides
     assert shares["kept_low_quality"] == 0
     assert 0 < shares["skipped_not_sampled"] < 1
+
+
+def test_no_rounds_is_a_clear_error_not_a_traceback() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "stack.cli", "bench", "pipeline", "--trials", "0"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "--trials" in done.stderr and "Traceback" not in done.stderr
