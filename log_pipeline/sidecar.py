@@ -10,10 +10,11 @@ sampling the gateway lost a fifth of its throughput. Here they share nothing. Th
 - stores how many samples it has handled (written, skipped or dropped, each counted) in the
   memory COUNT_FD maps (`wire.HandledCount`) after every read, so when it dies the gateway counts
   the samples it had handed over and the writer never handled; nothing wakes the gateway for it;
-- ignores SIGINT and SIGTERM, which reach the gateway's whole process group: it writes what it
-  was sent and exits when stdin closes, which happens however the gateway ends (SIGKILL included);
-- lowers its CPU priority (`writer_nice`), so under contention the gateway's requests come first
-  and samples wait in the pipe instead.
+- ignores SIGINT and SIGTERM (a terminal's Ctrl-C, a stop): it writes what it was sent and exits
+  when stdin closes, which happens however the gateway ends (SIGKILL included);
+- runs in a session of its own and lowers its CPU priority (`writer_nice`), its session's too
+  where Linux groups CPU by session, so under contention the gateway's requests (and every other
+  process's) come first and samples wait in the pipe instead.
 """
 
 from __future__ import annotations
@@ -49,6 +50,15 @@ _REPORT_EVERY_S = 0.25
 _LOCK_WAIT_S = 30.0
 LOCK_FILE = "writer.lock"
 _READ = 1 << 20
+# Once it has drained its pipe the writer sleeps this long before it reads again, rather than
+# wait on the pipe: a reader waiting on a pipe is woken by every frame the gateway writes (20 a
+# second under load), and each wake-up cost the gateway's event loop. Measured with four gateways
+# loaded at once (two without samples, one writer each way), 4 trials of fresh processes: 0.969
+# -> 0.977 of the sample-free throughput, 0.944 -> 0.957 in CPU per request. Samples wait in the
+# pipe meanwhile (the gateway's death does not lose them); a pipe more than half full is read
+# again at once, so the pause never caps the rate.
+_GATHER_S = 0.2
+_F_GETPIPE_SZ = 1032
 
 
 def _report(fd: int, message: tuple[str, Any]) -> bool:
@@ -60,6 +70,19 @@ def _report(fd: int, message: tuple[str, Any]) -> bool:
     except BrokenPipeError:
         return False
     return True
+
+
+def _gather() -> None:
+    """The pause after a read that drained the pipe (see `_GATHER_S`)."""
+    time.sleep(_GATHER_S)
+
+
+def _pipe_bytes(fd: int) -> int:
+    """The capacity of the pipe `fd` reads (64 KiB, Linux's default, when it cannot be asked)."""
+    try:
+        return int(fcntl.fcntl(fd, _F_GETPIPE_SZ))
+    except OSError:  # not a pipe (a test's file), or not Linux
+        return 1 << 16
 
 
 def _families(writer: SampleWriter) -> list[Any]:
@@ -115,6 +138,7 @@ def _serve(settings: SinkSettings, stdin: int, report: int, handled: HandledCoun
         return 1
     reporting = _report(report, ("ready", _families(writer)))
     frames = FrameReader()
+    pipe_bytes = _pipe_bytes(stdin)
     status = 0
     last_report = time.monotonic()
     done = 0  # handled so far
@@ -122,6 +146,8 @@ def _serve(settings: SinkSettings, stdin: int, report: int, handled: HandledCoun
         wait = last_report + _REPORT_EVERY_S - time.monotonic()
         readable, _, _ = select.select([stdin], [], [], max(0.0, wait))
         data = os.read(stdin, _READ) if readable else None
+        if data and len(data) < pipe_bytes // 2:  # drained: let samples gather
+            _gather()
         if data:
             bad = ""
             try:
@@ -157,6 +183,21 @@ def _serve(settings: SinkSettings, stdin: int, report: int, handled: HandledCoun
     return status
 
 
+def _nice_session(nice: int) -> None:
+    """Where Linux shares CPU between sessions first (autogroup, on by default in Debian and most
+    distributions), a process's nice ranks it only against the processes of its own session
+    (sched(7)): in the gateway's session, nice 19 made the writer yield to its gateway and to
+    nothing else on the host. The sink starts it in a session of its own; this gives that
+    session the nice too, so it yields to every other. Only as the session's leader: run by hand
+    inside a shell's session, it must not lower the shell's."""
+    if os.getsid(0) != os.getpid():
+        return
+    try:
+        Path("/proc/self/autogroup").write_text(f"{nice}\n")
+    except OSError:
+        pass  # no autogroup here (a container's cgroup decides): the process nice stands alone
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `python -m log_pipeline.sidecar REPORT_FD COUNT_FD SETTINGS LOG_LEVEL`."""
     args = sys.argv[1:] if argv is None else argv
@@ -175,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     disable_created_metrics()  # as the gateway, whose /metrics shows these families
     if settings.writer_nice:
         os.nice(settings.writer_nice)
+        _nice_session(settings.writer_nice)
     try:
         return serve(settings, sys.stdin.fileno(), report, handled)
     finally:

@@ -69,7 +69,9 @@ class _Writer:
         cmd = [sys.executable, "-m", "log_pipeline.sidecar", str(report_w), str(count_fd),
                settings.model_dump_json(), level]  # fmt: skip
         try:
-            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, pass_fds=(report_w, count_fd))
+            self.proc = subprocess.Popen(  # its own session: see log_pipeline.sidecar
+                cmd, stdin=subprocess.PIPE, pass_fds=(report_w, count_fd), start_new_session=True
+            )
         finally:
             os.close(report_w)
             os.close(count_fd)

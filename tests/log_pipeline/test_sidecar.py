@@ -13,6 +13,7 @@ from log_pipeline import sidecar
 from log_pipeline.settings import SinkSettings
 from log_pipeline.wire import FrameReader, HandledCount, frame, to_wire
 from tests.log_pipeline.conftest import make_sample
+from tests.log_pipeline.support import wait_until
 from tests.log_pipeline.test_writer import records
 
 
@@ -125,3 +126,46 @@ def test_one_writer_per_spool_the_next_waits_then_gives_up_with_the_holder(
             os.close(fd)
     assert len(records(spool)) == 3
     assert (spool / sidecar.LOCK_FILE).read_text() == f"{os.getpid()}\n"
+
+
+def test_a_drained_pipe_is_read_again_after_a_pause_a_half_full_one_at_once(
+    spool: Path, keep_all: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between reads of a drained pipe the writer sleeps (frames gather in the pipe, and no frame
+    wakes it); a pipe more than half full it reads again without a pause."""
+    pauses: list[None] = []
+    monkeypatch.setattr(sidecar, "_gather", lambda: pauses.append(None))  # count, do not sleep
+    stdin_r, stdin_w = os.pipe()
+    report_r, report_w = os.pipe()
+    os.close(report_r)
+    half = sidecar._pipe_bytes(stdin_w) // 2
+    small = frame([to_wire(make_sample(0))])
+    os.write(stdin_w, small)  # a few hundred bytes: then a pause
+    thread = threading.Thread(target=_serve, args=(spool, keep_all, stdin_r, report_w))
+    thread.start()
+    wait_until(lambda: bool(pauses), "the first pause")
+    assert len(pauses) == 1
+    big = b"".join(frame([to_wire(make_sample(i))]) for i in range(1, 10_000))
+    assert len(big) > 2 * half  # more than a full pipe: reads of it come whole, no pause
+    os.set_blocking(stdin_w, True)
+    os.write(stdin_w, big)
+    os.close(stdin_w)
+    thread.join(60)
+    os.close(stdin_r)
+    os.close(report_w)
+    assert len(records(spool)) == 10_000
+    # `big` came in ~26 reads of a full pipe (the writer is slower than this thread's write):
+    # no pause between them, one after its tail at most
+    assert 1 <= len(pauses) <= 1 + 4
+
+
+def test_the_pipe_size_is_asked_of_the_pipe(tmp_path: Path) -> None:
+    r, w = os.pipe()
+    try:
+        fcntl.fcntl(w, 1031, 1 << 17)  # F_SETPIPE_SZ
+        assert sidecar._pipe_bytes(r) == 1 << 17
+    finally:
+        os.close(r)
+        os.close(w)
+    with open(tmp_path / "file", "wb") as f:  # not a pipe: Linux's default is assumed
+        assert sidecar._pipe_bytes(f.fileno()) == 1 << 16

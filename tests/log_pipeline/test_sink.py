@@ -285,3 +285,14 @@ def test_gateway_keeps_answering_at_the_disk_cap_and_counts_drops(
     assert sum(p.stat().st_size for p in list_segments(spool)) <= 4096
     exposition = generate_latest(sink.registry).decode()
     assert f'tokenpulse_spool_records_dropped_total{{reason="disk_cap"}} {dropped}' in exposition
+
+
+def test_the_writer_runs_in_a_session_of_its_own_niced_there_too(make: Make) -> None:
+    sink = make(writer_nice=7)
+    pid = sink.writer.proc.pid
+    # the sink returns once the writer reported ready, which it does after it niced itself
+    assert os.getsid(pid) == pid != os.getsid(0)
+    assert os.getpriority(os.PRIO_PROCESS, pid) == os.getpriority(os.PRIO_PROCESS, 0) + 7
+    autogroup = Path(f"/proc/{pid}/autogroup")
+    if autogroup.exists():  # a kernel that shares CPU by session first: the session is niced
+        assert autogroup.read_text().split()[-1] == "7", autogroup.read_text()
