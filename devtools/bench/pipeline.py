@@ -14,10 +14,10 @@
    trio alone would count as the sampling's cost or gain. Target: >= 97 %. The two sampling-off
    gateways against each other are the control: how far apart two identical instances land.
    Beside it, the capacity ratio: CPU per request off over on, what one core of gateway serves.
-   The box is saturated while a round runs, so the writer process (nice 19) hardly runs; it
-   catches up between rounds, and the bench reports its CPU per request, its share of CPU
-   inside the rounds, how long it took to catch up, and whether it wrote a record for every
-   request (none dropped).
+   The writer process (nice 19) runs on what the rounds leave idle (the clients and the
+   stand-in wait too) and catches up between rounds; the bench reports its CPU per request, its
+   CPU inside the rounds against the gateway's, how long it took to catch up, and whether it
+   wrote a record for every request (none dropped).
 3. End-to-end delay from response to acknowledgement (p50/p95 over every record): the sampling
    gateway under steady load with a shipper feeding both stores. Target: p95 <= 5 s.
 4. What the default rules (`log_pipeline/sampling.toml`) keep of the local stack's traffic: a
