@@ -9,6 +9,7 @@ the shared stack once.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from xdist.scheduler import LoadScopeScheduling
 
 from devtools.stack import Stack, StackOptions, running_stack
 from tests.support.stack import DRILL_STACK, SHARED_STACK, scope_of
+from tokenpulse import logging as tp_logging
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -58,6 +60,29 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return FIRST.index(scope) if scope in FIRST else len(FIRST)
 
     items.sort(key=rank)
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_found() -> Iterator[None]:
+    """A test that configures logging in this process (a CLI's `main()` run in-process) leaves it
+    as it found it. Otherwise every later test on its worker logs that way: a module's httpx
+    client then wrote INFO lines into a captured stderr that a test expected empty, in CI only,
+    where the worker had run such a test before it."""
+    root = logging.getLogger()
+    level = root.level
+    ours = [h for h in root.handlers if isinstance(h, tp_logging._Handler)]
+    output = dict(vars(tp_logging._out))
+    yield
+    for handler in [h for h in root.handlers if isinstance(h, tp_logging._Handler)]:
+        root.removeHandler(handler)
+    for handler in ours:
+        root.addHandler(handler)
+    root.setLevel(level)
+    for name in ("component", "level", "stream", "render"):
+        if name in output:
+            setattr(tp_logging._out, name, output[name])
+        elif name in vars(tp_logging._out):
+            delattr(tp_logging._out, name)  # back to the class's default
 
 
 @pytest.fixture(scope="session")
