@@ -9,7 +9,6 @@ the shared stack once.
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -68,21 +67,8 @@ def _logging_as_found() -> Iterator[None]:
     as it found it. Otherwise every later test on its worker logs that way: a module's httpx
     client then wrote INFO lines into a captured stderr that a test expected empty, in CI only,
     where the worker had run such a test before it."""
-    root = logging.getLogger()
-    level = root.level
-    ours = [h for h in root.handlers if isinstance(h, tp_logging._Handler)]
-    output = dict(vars(tp_logging._out))
-    yield
-    for handler in [h for h in root.handlers if isinstance(h, tp_logging._Handler)]:
-        root.removeHandler(handler)
-    for handler in ours:
-        root.addHandler(handler)
-    root.setLevel(level)
-    for name in ("component", "level", "stream", "render"):
-        if name in output:
-            setattr(tp_logging._out, name, output[name])
-        elif name in vars(tp_logging._out):
-            delattr(tp_logging._out, name)  # back to the class's default
+    with tp_logging.configuration_kept():
+        yield
 
 
 @pytest.fixture(scope="session")

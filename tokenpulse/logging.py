@@ -12,10 +12,11 @@ level is DEBUG (see tokenpulse.native_logs); call it before anything imports Ten
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import threading
-from collections.abc import MutableMapping
+from collections.abc import Iterator, MutableMapping
 from typing import Annotated, Any
 
 import structlog
@@ -181,3 +182,29 @@ def configure_logging(component: str, level: str = "INFO", stream: Any = None) -
 def get_logger(name: str) -> Any:
     """A structlog logger tagged with its module name."""
     return structlog.get_logger(logger_name=name)
+
+
+@contextlib.contextmanager
+def configuration_kept() -> Iterator[None]:
+    """Put the logging configuration back as it was on leaving (the root logger's level and our
+    handler, and where and how lines go): for code, such as a test, that runs a CLI in-process,
+    whose `configure_logging` would otherwise outlive it."""
+    root = logging.getLogger()
+    level = root.level
+    ours = [h for h in root.handlers if isinstance(h, _Handler)]
+    output = {
+        k: v for k, v in vars(_out).items() if k in ("component", "level", "stream", "render")
+    }
+    try:
+        yield
+    finally:
+        for handler in [h for h in root.handlers if isinstance(h, _Handler)]:
+            root.removeHandler(handler)
+        for handler in ours:
+            root.addHandler(handler)
+        root.setLevel(level)
+        for name in ("component", "level", "stream", "render"):
+            if name in output:
+                setattr(_out, name, output[name])
+            elif name in vars(_out):
+                delattr(_out, name)  # back to the class's default

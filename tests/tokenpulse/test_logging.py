@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -14,7 +15,7 @@ import threading
 import pytest
 
 from tokenpulse import native_logs
-from tokenpulse.logging import check_level, configure_logging, get_logger
+from tokenpulse.logging import check_level, configuration_kept, configure_logging, get_logger
 
 
 class _Tty(io.StringIO):
@@ -103,3 +104,16 @@ def test_levels_are_checked_and_map_onto_tensorflow_cpp_logging() -> None:
     if "tensorflow" not in sys.modules:  # the first TF import will be quiet, once
         assert [type(f).__name__ for f in sys.meta_path].count("_QuietTensorFlowFinder") == 1
     native_logs.uninstall()
+
+
+def test_configuration_kept_puts_logging_back_as_it_was() -> None:
+    root = logging.getLogger()
+    before = (root.level, list(root.handlers))
+    with configuration_kept():
+        configure_logging("demo", "DEBUG", stream=io.StringIO())
+        assert root.level == logging.DEBUG
+    assert (root.level, list(root.handlers)) == before
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        logging.getLogger("httpx").info("HTTP Request: x")  # below the level as it was
+    assert err.getvalue() == ""
