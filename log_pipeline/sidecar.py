@@ -50,13 +50,10 @@ _REPORT_EVERY_S = 0.25
 _LOCK_WAIT_S = 30.0
 LOCK_FILE = "writer.lock"
 _READ = 1 << 20
-# Once it has drained its pipe the writer sleeps this long before it reads again, rather than
-# wait on the pipe: a reader waiting on a pipe is woken by every frame the gateway writes (20 a
-# second under load), and each wake-up cost the gateway's event loop. Measured with four gateways
-# loaded at once (two without samples, one writer each way), 4 trials of fresh processes: 0.969
-# -> 0.977 of the sample-free throughput, 0.944 -> 0.957 in CPU per request. Samples wait in the
-# pipe meanwhile (the gateway's death does not lose them); a pipe more than half full is read
-# again at once, so the pause never caps the rate.
+# Once it has drained its pipe (and written what it read) the writer sleeps this long rather
+# than wait on the pipe, where every frame the gateway writes would wake it, at a cost to the
+# gateway's loop (figures: log_pipeline/README.md, "Reads in gulps"). Samples wait in the pipe
+# meanwhile; a pipe more than half full is read again at once, so the pause never caps the rate.
 _GATHER_S = 0.2
 _F_GETPIPE_SZ = 1032
 
@@ -146,8 +143,6 @@ def _serve(settings: SinkSettings, stdin: int, report: int, handled: HandledCoun
         wait = last_report + _REPORT_EVERY_S - time.monotonic()
         readable, _, _ = select.select([stdin], [], [], max(0.0, wait))
         data = os.read(stdin, _READ) if readable else None
-        if data and len(data) < pipe_bytes // 2:  # drained: let samples gather
-            _gather()
         if data:
             bad = ""
             try:
@@ -175,6 +170,8 @@ def _serve(settings: SinkSettings, stdin: int, report: int, handled: HandledCoun
             last_report = time.monotonic()
         if data == b"":  # the gateway closed the pipe (or died): all it sent is written
             break
+        if data and len(data) < pipe_bytes // 2:  # drained: let samples gather
+            _gather()
     if frames.partial:  # a frame cut off by the gateway's death: its samples are not counted
         log.warning("sample stream ended inside a frame", bytes=frames.partial)
     writer.close()

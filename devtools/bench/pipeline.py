@@ -300,7 +300,7 @@ def _trial(gateways: dict[str, Any], key: str, args: argparse.Namespace) -> dict
         t["round_on"].append(counts["on"] / ((counts["off"] + counts["control"]) / 2))
         t["round_control"].append(counts["control"] / counts["off"])
         t0 = time.perf_counter()
-        _wait(lambda t=target + counts["on"]: _written(on.port) >= t, "the writer", 300)
+        _wait(lambda n=target + counts["on"]: _written(on.port) >= n, "the writer", 300)
         t["catch_up"].append(time.perf_counter() - t0)
     t["writer_cpu"] = cpu_seconds(writer) - writer_cpu0
     t["written"] = _written(on.port) - written0
