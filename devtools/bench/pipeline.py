@@ -32,6 +32,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import os
 import random
 import re
@@ -455,12 +456,23 @@ def _delay(
     return out
 
 
+def _check(args: argparse.Namespace) -> None:
+    """One error line for flags no run can use."""
+    counts = ("trials", "rounds", "records", "concurrency", "sampling_requests")
+    for name in counts:
+        if getattr(args, name) < 1:
+            raise SystemExit(f"bench pipeline: --{name.replace('_', '-')} must be >= 1")
+    for name in ("phase_seconds", "delay_seconds", "delay_rps"):
+        value = getattr(args, name)
+        if not (math.isfinite(value) and value > 0):
+            raise SystemExit(f"bench pipeline: --{name.replace('_', '-')} must be a number > 0")
+
+
 def main(args: argparse.Namespace) -> int:
     """Run the three measurements and print the figures."""
     from devtools.standins.tfserving import TfServingStandin
 
-    if min(args.trials, args.rounds, args.records, args.concurrency) < 1:
-        raise SystemExit("bench pipeline: --trials, --rounds, --records, --concurrency: >= 1")
+    _check(args)
     say = progress("pipeline", quiet=False)
     result: dict[str, Any] = {"records": args.records}
     with tempfile.TemporaryDirectory(prefix="tp-bench-pipeline-") as name:

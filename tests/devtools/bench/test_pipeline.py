@@ -7,6 +7,8 @@ import math
 import subprocess
 import sys
 
+import pytest
+
 from devtools.bench.pipeline import _quantile
 
 
@@ -47,10 +49,14 @@ def test_a_tiny_run_reports_every_figure_and_the_writer_wrote_every_record() -> 
     assert 0 < shares["skipped_not_sampled"] < 1
 
 
-def test_no_rounds_is_a_clear_error_not_a_traceback() -> None:
+@pytest.mark.parametrize(
+    "flag", ["--trials=0", "--rounds=-1", "--sampling-requests=0", "--phase-seconds=nan",
+             "--delay-rps=0", "--delay-seconds=-2"],
+)  # fmt: skip
+def test_unusable_flags_are_one_clear_error_not_a_traceback(flag: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "stack.cli", "bench", "pipeline", "--trials", "0"],
+        [sys.executable, "-m", "stack.cli", "bench", "pipeline", flag],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode != 0
-    assert "--trials" in done.stderr and "Traceback" not in done.stderr
+    assert flag.split("=")[0] in done.stderr and "Traceback" not in done.stderr
