@@ -124,6 +124,13 @@ class UpstreamFailed(GatewayError):
     openai_type = "server_error"
 
 
+class UpstreamRejected(UpstreamFailed):
+    """The upstream refused a request the gateway had validated (TF Serving's 4xx, e.g.
+    FAILED_PRECONDITION or INVALID_ARGUMENT as 400): the server's fault, not the client's."""
+
+    code = "upstream_rejected"
+
+
 class StreamingUnsupported(GatewayError):
     """The routed version has no `continue` signature (exported before streaming existed)."""
 

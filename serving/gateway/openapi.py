@@ -26,10 +26,15 @@ _ERRORS = {
     "413": "Body or prompt over the size limit.",
     "422": "A field with a wrong type or out of range.",
     "429": "Per-key rate limit on requests or tokens; see Retry-After.",
-    "501": "stream: true, and the routed model version has no `continue` signature.",
-    "502": "The upstream answered with an error.",
-    "503": "Overloaded, circuit open, or upstream unavailable; see Retry-After.",
-    "504": "Deadline exceeded (X-Request-Timeout or the gateway default).",
+    "501": "`streaming_unsupported`: stream: true, and the routed model version has no "
+    "`continue` signature.",
+    "502": "`upstream_error`: the model server failed (5xx) or answered what the gateway cannot "
+    "read; `upstream_rejected`: it refused a request the gateway had validated (4xx, e.g. "
+    "TF Serving's FAILED_PRECONDITION or INVALID_ARGUMENT): the server's fault, not the "
+    "request's.",
+    "503": "`overloaded` (load shed), `circuit_open`, or `upstream_unavailable` (no model "
+    "server or version to call, or it is busy); see Retry-After.",
+    "504": "`deadline_exceeded`: the deadline passed (X-Request-Timeout or the gateway default).",
 }
 _TIMEOUT_HEADER: dict[str, Any] = {
     "name": "X-Request-Timeout",

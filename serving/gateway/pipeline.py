@@ -21,6 +21,7 @@ from serving.gateway.errors import (
     RateLimited,
     Unauthenticated,
     UpstreamFailed,
+    UpstreamRejected,
     UpstreamUnavailable,
 )
 from serving.gateway.jobs import Job
@@ -264,13 +265,17 @@ class Pipeline:
         raise UpstreamFailed(exc.message) from exc
 
     def _http_error(self, exc: UpstreamHTTPError) -> tuple[None, str]:
+        # whose fault each status is: serving/config/gateway/README.md, "Upstream errors"
         status = exc.status or 502
         if status == 404:
-            return None, "neutral"
-        if status >= 500 or status == 429:
-            self.breaker.record_failure()
-            if status in (429, 503):
-                raise UpstreamUnavailable(f"upstream busy: {exc.message}", retry_after=1)
-            raise UpstreamFailed(f"upstream error {status}: {exc.message}")
-        self.breaker.record_success()  # the upstream is healthy; it refused this input
-        raise InvalidParameter(f"the model rejected the request: {exc.message}")
+            return None, "neutral"  # the version went away between poll and call: route again
+        self.breaker.record_failure()
+        if status in (429, 503):
+            raise UpstreamUnavailable(f"upstream busy: {exc.message}", retry_after=1) from exc
+        if status >= 500:
+            raise UpstreamFailed(f"upstream error {status}: {exc.message}") from exc
+        # every request is validated before it is sent, so a refusal (TF Serving answers
+        # FAILED_PRECONDITION and INVALID_ARGUMENT with 400) says the version cannot serve
+        raise UpstreamRejected(
+            f"the model server refused a validated request (upstream {status}): {exc.message}"
+        ) from exc

@@ -28,6 +28,8 @@ from tokenpulse.tfserving.signature import (
 from tokenpulse.tfserving.status import VersionStatus
 
 NLL_PER_TOKEN = 0.5
+# what TF Serving says when a version cannot run a well-formed request (FAILED_PRECONDITION)
+REFUSAL = "Failed precondition: the version's session is not initialized"
 
 
 @dataclass
@@ -40,6 +42,9 @@ class FakeState:
     fail_from_call: int | None = None  # continue calls from this one (1-based) answer 500
     window_drop: int = 0  # truncated_prompt_tokens to report
     no_continue: bool = False  # an export from before streaming: TF Serving's 400 for it
+    # continue calls from this one (1-based) are refused as TF Serving refuses a request its
+    # version cannot run: 400 (FAILED_PRECONDITION), although the gateway validated it
+    reject_from_call: int | None = None
 
 
 class FakeContinue(BackgroundStandin):
@@ -71,6 +76,8 @@ class FakeContinue(BackgroundStandin):
             await asyncio.sleep(self.state.delay_s)
             if request.transport is None or request.transport.is_closing():
                 self.cancelled += 1  # the gateway closed the call's connection: cancelled
+            if self.state.reject_from_call is not None and n >= self.state.reject_from_call:
+                return web.json_response({"error": REFUSAL}, status=400)
             if self.state.fail_from_call is not None and n >= self.state.fail_from_call:
                 return web.json_response({"error": "fake told to fail"}, status=500)
             if any(set(row) != set(CONTINUE_INPUTS) for row in rows):

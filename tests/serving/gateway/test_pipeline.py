@@ -107,3 +107,54 @@ def test_openai_sdk_timeout_becomes_the_upstream_deadline(
     (entry,) = logs
     # only the SDK's 0.5 s can have expired: the default deadline is 30 s, the upstream takes 3
     assert entry["status"] == 504 and entry["error_code"] == "deadline_exceeded"
+
+
+@pytest.mark.parametrize("status", [400, 403, 409])
+def test_an_upstream_refusal_of_a_validated_request_is_a_server_error(
+    standin: TfServingStandin, keys_file: Path, keys: dict[str, str], status: int
+) -> None:
+    # 400: TF Serving's FAILED_PRECONDITION or INVALID_ARGUMENT; 403, 409: PERMISSION_DENIED,
+    # ABORTED. The gateway validated the request: a refusal of it is the server's fault.
+    settings = {"breaker_failure_threshold": 2, "breaker_open_s": 60.0}
+    with running_gateway(standin.url, keys_file, **settings) as gw:
+        standin.state.fail_status = status
+        native = httpx.post(
+            f"{gw.url}/v1/generate",
+            json={"prompt": "hi", "max_new_tokens": 2},
+            headers={**auth(keys["demo"]), "X-Request-ID": "refused-1"},
+        )
+        assert native.status_code == 502
+        err = native.json()["error"]
+        assert (err["status"], err["code"], err["request_id"]) == (502, "upstream_rejected",
+                                                                   "refused-1")  # fmt: skip
+        assert f"upstream {status}" in err["message"] and "stand-in told to fail" in err["message"]
+        client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key=keys["demo"], max_retries=0)
+        with pytest.raises(openai.InternalServerError) as caught:
+            client.completions.create(model="gen", prompt="hi", max_tokens=2)
+        assert caught.value.status_code == 502
+        assert (caught.value.code, caught.value.type) == ("upstream_rejected", "server_error")
+        # both count as server errors: in the availability SLI (5xx) and on the breaker
+        assert metric_value(gw.url, "tokenpulse_gateway_requests_total", code="502") == 2
+        assert metric_value(gw.url, "tokenpulse_gateway_requests_total", code="422") == 0
+        assert metric_value(gw.url, "tokenpulse_gateway_circuit_breaker_state") == BreakerState.OPEN
+        calls = standin.predict_calls()
+        fast = httpx.post(
+            f"{gw.url}/v1/generate", json={"prompt": "hi"}, headers=auth(keys["demo"])
+        )
+        assert fast.status_code == 503 and fast.json()["error"]["code"] == "circuit_open"
+        assert standin.predict_calls() == calls
+
+
+def test_a_version_gone_between_poll_and_call_is_still_routed_again(
+    standin: TfServingStandin, keys_file: Path, keys: dict[str, str]
+) -> None:
+    # a 404 is the one upstream 4xx that is no failure: the version went away, route again
+    settings = {"breaker_failure_threshold": 1}
+    with running_gateway(standin.url, keys_file, **settings) as gw:
+        standin.state.fail_status = 404
+        resp = httpx.post(
+            f"{gw.url}/v1/generate", json={"prompt": "hi"}, headers=auth(keys["demo"])
+        )
+        assert resp.status_code == 503 and resp.json()["error"]["code"] == "upstream_unavailable"
+        assert standin.predict_calls() == 2  # routed again once
+        assert metric_value(gw.url, "tokenpulse_gateway_circuit_breaker_state") == 0

@@ -383,3 +383,60 @@ def test_streams_refused_before_they_start_count_as_streams(served, fake) -> Non
     unary = metric_value(gw.url, name, mode="unary")
     resp = httpx.post(f"{gw.url}/v1/completions", headers=auth(keys["demo"]), content=b"{not json")
     assert resp.status_code == 400 and metric_value(gw.url, name, mode="unary") == unary + 1
+
+
+def test_a_refusal_after_the_first_byte_ends_the_stream_as_a_server_error(served, fake) -> None:
+    gw, _, keys = served
+    fake.state.outputs["p"] = b"v" * 32
+    fake.state.reject_from_call = fake.calls["continue"] + 2  # the second chunk is refused
+    name = "tokenpulse_gateway_requests_total"
+    before = {c: metric_value(gw.url, name, route="completions", code=c) for c in ("200", "502")}
+    body = {"model": "gen", "prompt": "p", "max_tokens": 32, "stream": True}
+    resp = httpx.post(f"{gw.url}/v1/completions", headers=auth(keys["demo"]), json=body)
+    assert resp.status_code == 200
+    events = _events(resp)
+    assert json.loads(events[0])["choices"][0]["text"] == "vvvv" and events[-1] == "[DONE]"
+    err = json.loads(events[-2])["error"]
+    assert (err["code"], err["type"]) == ("upstream_rejected", "server_error")
+    # counted as what it is, a server error, like any other failure after the first byte
+    after = {c: metric_value(gw.url, name, route="completions", code=c) for c in ("200", "502")}
+    assert after == {"200": before["200"], "502": before["502"] + 1}
+
+
+def test_a_refused_stream_is_a_502_and_opens_the_breaker(tmp_path: Path) -> None:
+    key = make_keys_file(tmp_path / "keys.json", demo={})["demo"]
+    state = FakeState(outputs={"p": b"x" * 16}, reject_from_call=1)
+    body = {"model": "gen", "prompt": "p", "max_tokens": 16, "stream": True}
+    kw = {"headers": auth(key), "json": body, "timeout": 10}
+    with (
+        FakeContinue(state) as up,
+        running_gateway(
+            up.url, tmp_path / "keys.json", breaker_failure_threshold=2, breaker_open_s=60
+        ) as gw,
+    ):
+        url = f"{gw.url}/v1/completions"
+        for _ in range(2):
+            refused = httpx.post(url, **kw)
+            assert refused.status_code == 502
+            assert refused.json()["error"]["code"] == "upstream_rejected"
+        opened = httpx.post(url, **kw)
+        assert opened.status_code == 503 and opened.json()["error"]["code"] == "circuit_open"
+        name = "tokenpulse_gateway_requests_total"
+        assert metric_value(gw.url, name, route="completions", code="502") == 2
+        assert up.calls["continue"] == 2  # the open breaker called nothing
+
+
+def test_a_version_without_continue_stays_a_501_that_leaves_the_breaker_closed(
+    tmp_path: Path,
+) -> None:
+    key = make_keys_file(tmp_path / "keys.json", demo={})["demo"]
+    body = {"model": "gen", "prompt": "p", "max_tokens": 8, "stream": True}
+    with (
+        FakeContinue(FakeState(no_continue=True)) as up,
+        running_gateway(up.url, tmp_path / "keys.json", breaker_failure_threshold=1) as gw,
+    ):
+        for _ in range(2):
+            resp = httpx.post(f"{gw.url}/v1/completions", headers=auth(key), json=body)
+            assert resp.status_code == 501
+            assert resp.json()["error"]["code"] == "streaming_unsupported"
+        assert metric_value(gw.url, "tokenpulse_gateway_circuit_breaker_state") == 0
