@@ -21,7 +21,7 @@ from serving.gateway.chunkbatch import ChunkBatcher
 from serving.gateway.errors import GatewayError, PayloadTooLarge, dump, native_body, openai_body
 from serving.gateway.jobs import Job, Limits
 from serving.gateway.keys import KeysFileError, KeyStore
-from serving.gateway.metrics import GatewayMetrics
+from serving.gateway.metrics import CLIENT_GONE, GatewayMetrics
 from serving.gateway.openapi import build_openapi
 from serving.gateway.pipeline import Pipeline, authenticate, deadline_for
 from serving.gateway.probes import Health, ModelReadiness, Readiness
@@ -158,6 +158,8 @@ class Gateway:
             return
         self.upstream_ok = True
         self.router.set_available(model, versions)
+        for version in versions:
+            self.metrics.version_available(model, str(version))
 
     def reload_keys(self) -> None:
         """Pick up a changed keys file (e.g. `keys add` while running); keep the old on error."""
@@ -391,9 +393,9 @@ class Gateway:
         """The client left mid-stream: its own outcome (499, as nginx logs it), not an error."""
         run.close()
         run.stats.disconnected = True
-        run.stats.status, run.stats.error_code = 499, "client_disconnected"
+        run.stats.status, run.stats.error_code = CLIENT_GONE, "client_disconnected"
         self._close_stream(run, arrival)
-        return resp if resp is not None else web.Response(status=499)
+        return resp if resp is not None else web.Response(status=CLIENT_GONE)
 
     def _close_stream(self, run: StreamRun, arrival: float) -> None:
         run.stats.total_s = time.time() - arrival

@@ -8,6 +8,15 @@ holding a key can send any name) and a finish reason the model should not give a
 `__unknown__`, so no request can add series.
 Versions only come from the router, which only knows versions the model server reported.
 
+A series exists before its first event: a series born with its first observation hides that
+observation from `rate()`. So every closed-set combination is created at 0 when its values
+become known: per model and route at start-up, per version when the status poll first sees it
+AVAILABLE (`version_available`): the request counters for every status the gateway answers,
+the latency histogram of answered requests (code 200: the latency SLI reads only those; an
+error's duration is in no ratio, and a histogram per error code would cost 20 series each), the
+per-output series (TTFT, inter-token latency, time per output token, tokens, quality, finish
+reasons, disconnects) and the feedback counters.
+
 Streams (SSE) follow vLLM's semantics: time to first token is arrival to the first generated
 token; inter-token latency is the time between chunks spread over the chunk's tokens (one
 observation per token, so its mean is the time per output token); time per output token is
@@ -25,6 +34,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.openmetrics import exposition as openmetrics
 
+from serving.gateway.errors import GatewayError
 from tokenpulse.samples import FEEDBACK_CLASSES, RequestStats
 from tokenpulse.tfserving.signature import FINISH_LENGTH, FINISH_STOP
 
@@ -53,6 +63,17 @@ CONNECTION_REJECT_REASONS = ("header_timeout", "max_connections")
 UPSTREAM_OUTCOMES = ("success", "http_error", "unreachable", "timeout", "bad_response")
 FINISH_REASONS = (FINISH_STOP, FINISH_LENGTH)
 MODES = ("stream", "unary")
+ROUTES = ("generate", "completions", "chat")  # the generation endpoints' `route` values
+CLIENT_GONE = 499  # a client that left mid-stream (nginx's code): its own outcome, no error
+
+
+def _error_codes(cls: type[GatewayError] = GatewayError) -> set[int]:
+    return {cls.status}.union(*(_error_codes(sub) for sub in cls.__subclasses__()))
+
+
+# every status a generation endpoint answers: the typed errors' (and 500 for a bug), 200, 499
+ERROR_CODES = tuple(str(c) for c in sorted(_error_codes()))
+ANSWER_CODES = ("200", str(CLIENT_GONE), *ERROR_CODES)
 EXEMPLAR_LABEL = "request_id"  # the exemplar's one label: what `samples show` looks up
 UNKNOWN = "__unknown__"
 
@@ -189,6 +210,35 @@ class GatewayMetrics:
         # (model, version, route, code) -> (requests, request_duration, queue_wait) children
         self._answered: dict[tuple[str, str, str, str], tuple[Any, Any, Any]] = {}
         self._modes: dict[tuple[str, str, str, str], Any] = {}
+        self._versions: set[tuple[str, str]] = set()  # (model, version) created at 0
+        for route in ROUTES:
+            self.in_flight.labels(route)
+            for model in self.models:
+                self.rate_limited.labels(model, route)
+                self.shed.labels(model, route)
+                self.breaker_rejected.labels(model, route)
+                self.queue_wait.labels(model, route)
+                for code in ERROR_CODES:  # refused before a version was chosen: version ""
+                    self.requests.labels(model, "", route, code)
+
+    def version_available(self, model: str, version: str) -> None:
+        """Create the series of a version the status poll saw AVAILABLE, at 0 (once)."""
+        if model not in self.models or (model, version) in self._versions:
+            return
+        self._versions.add((model, version))
+        self._feedback_at_zero(model, version)
+        for route in ROUTES:
+            self._children(model, version, route)
+            self._answered_children((model, version, route, "200"))
+            for code in ANSWER_CODES:
+                self.requests.labels(model, version, route, code)
+            for mode in MODES:
+                self._mode(model, version, route, mode)
+
+    def _feedback_at_zero(self, model: str, version: str) -> None:
+        # from when the version is known: rates see its first feedback
+        for score_class in FEEDBACK_CLASSES:
+            self.feedback.labels(model, version, score_class)
 
     def observe_feedback(self, model: str, version: str, score_class: str) -> None:
         """Count one feedback (labels from closed sets: served models, known versions)."""
@@ -208,8 +258,7 @@ class GatewayMetrics:
         children = self._bound.get(key)
         if children is None:
             children = self._bound[key] = _OutputChildren(self, key)
-            for score_class in FEEDBACK_CLASSES:  # from the version's first output: rates see
-                self.feedback.labels(model, version, score_class)  # its first feedback
+            self._feedback_at_zero(model, version)  # also for a version no poll announced
         return children
 
     def _answered_children(self, key: tuple[str, str, str, str]) -> tuple[Any, Any, Any]:
@@ -305,7 +354,9 @@ class _OutputChildren:
         self.client_disconnects = m.client_disconnects.labels(*key)  # 0 from the first output
         self._key = key
         self._finish_reason = m.finish_reason
-        self._finish: dict[str, Any] = {}  # bound as reasons appear: no zero series up front
+        self._finish: dict[str, Any] = {}
+        for reason in (*FINISH_REASONS, UNKNOWN):  # the closed set, at 0
+            self.finish(reason)
 
     def finish(self, reason: str) -> Any:
         """The finish_reason child of one (closed-set) reason."""

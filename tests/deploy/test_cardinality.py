@@ -64,6 +64,8 @@ def _samples(registry: CollectorRegistry, created: bool) -> int:
 def gateway_series() -> int:
     """One gateway replica: its metrics with every assumed label set, and its spool writer's."""
     metrics = GatewayMetrics(models=GATEWAY_VALUES["model"])
+    for model, version in product(GATEWAY_VALUES["model"], GATEWAY_VALUES["version"]):
+        metrics.version_available(model, version)  # its closed-set series, at 0
     for metric in vars(metrics).values():
         if isinstance(metric, MetricWrapperBase) and metric._labelnames:
             names = metric._labelnames

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from serving.gateway.metrics import GatewayMetrics
+import time
+from pathlib import Path
+
+import httpx
+
+from serving.gateway.metrics import ITL_BUCKETS, TPOT_BUCKETS, TTFT_BUCKETS, GatewayMetrics
+from tests.serving.gateway.fake_continue import FakeContinue, FakeState
+from tests.serving.gateway.helpers import auth, samples
+from tests.support.gateway import make_keys_file, running_gateway
 from tokenpulse.samples import OutputSignals, RequestStats
 
 EXPECTED = {
@@ -185,3 +193,106 @@ def test_exemplars_carry_the_request_id_in_openmetrics_only() -> None:
         assert any('# {request_id="abc123"}' in ln for ln in lines), name
     classic, content_type = m.exposition("text/plain")
     assert content_type.startswith("text/plain") and b"request_id" not in classic
+
+
+ROUTES = ("generate", "completions", "chat")  # the generation endpoints' route label values
+STREAM_HISTOGRAMS = {
+    "tokenpulse_gateway_time_to_first_token_seconds": TTFT_BUCKETS,
+    "tokenpulse_gateway_inter_token_latency_seconds": ITL_BUCKETS,
+    "tokenpulse_gateway_time_per_output_token_seconds": TPOT_BUCKETS,
+}
+ZEROED = (  # counters whose every closed-set combination must exist before its first event
+    "tokenpulse_gateway_requests_total",
+    "tokenpulse_gateway_requests_by_mode_total",
+    "tokenpulse_gateway_feedback_total",
+    "tokenpulse_gateway_finish_reason_total",
+    *(f"{name}_count" for name in STREAM_HISTOGRAMS),
+)
+
+
+def _series(url: str) -> dict[str, set[frozenset[tuple[str, str]]]]:
+    return {
+        name: {frozenset(labels.items()) for labels, _ in samples(url, name)} for name in ZEROED
+    }
+
+
+def test_a_versions_series_exist_at_zero_before_its_first_request_then_move(
+    tmp_path: Path,
+) -> None:
+    key = make_keys_file(tmp_path / "keys.json", demo={})["demo"]
+    version = {"model": "gen", "version": "1"}
+    with (
+        FakeContinue(FakeState(outputs={"p": b"abcdefgh"})) as up,
+        running_gateway(
+            up.url, tmp_path / "keys.json", stream_chunk_tokens=4, stream_first_chunk_tokens=4
+        ) as gw,
+    ):
+        ttft = "tokenpulse_gateway_time_to_first_token_seconds_count"
+        deadline = time.monotonic() + 10
+        while not samples(gw.url, ttft, **version) and time.monotonic() < deadline:
+            time.sleep(0.1)  # until the status poll has seen version 1 AVAILABLE
+        # no request yet: every closed-set combination of version 1 is there, at 0
+        for route in ROUTES:
+            labels = {**version, "route": route}
+            for name, buckets in STREAM_HISTOGRAMS.items():
+                assert [v for _, v in samples(gw.url, f"{name}_count", **labels)] == [0.0], name
+                bucket = samples(gw.url, f"{name}_bucket", **labels)
+                assert len(bucket) == len(buckets) + 1 and {v for _, v in bucket} == {0.0}, name
+            for code in ("200", "499", "502", "503", "504"):
+                got = samples(gw.url, "tokenpulse_gateway_requests_total", **labels, code=code)
+                assert [v for _, v in got] == [0.0], (route, code)
+            # the latency SLI's histogram, of answered requests (an error's duration is no SLI)
+            got = samples(gw.url, "tokenpulse_gateway_request_duration_seconds_count", **labels)
+            assert [(s["code"], v) for s, v in got] == [("200", 0.0)], route
+            for mode in ("stream", "unary"):
+                got = samples(gw.url, "tokenpulse_gateway_requests_by_mode_total", **labels,
+                              mode=mode)  # fmt: skip
+                assert [v for _, v in got] == [0.0], (route, mode)
+        for score_class in ("negative", "neutral", "positive"):
+            got = samples(gw.url, "tokenpulse_gateway_feedback_total", **version,
+                          score_class=score_class)  # fmt: skip
+            assert [v for _, v in got] == [0.0], score_class
+        before = _series(gw.url)
+
+        # one stream moves its route's series: 8 bytes in chunks of 4
+        body = {"model": "gen", "prompt": "p", "max_tokens": 8, "stream": True}
+        resp = httpx.post(f"{gw.url}/v1/completions", headers=auth(key), json=body)
+        assert resp.status_code == 200
+        for route in ROUTES:
+            labels = {**version, "route": route}
+            moved = route == "completions"
+            counts = {
+                name: sum(v for _, v in samples(gw.url, f"{name}_count", **labels))
+                for name in STREAM_HISTOGRAMS
+            }
+            assert counts == {
+                "tokenpulse_gateway_time_to_first_token_seconds": 1.0 if moved else 0.0,
+                "tokenpulse_gateway_inter_token_latency_seconds": 4.0 if moved else 0.0,
+                "tokenpulse_gateway_time_per_output_token_seconds": 1.0 if moved else 0.0,
+            }, route
+        # unary answers on the other routes, and a refusal, add no series: all existed already
+        for path, payload in (
+            ("/v1/generate", {"prompt": "p", "max_new_tokens": 4}),
+            ("/v1/chat/completions",
+             {"model": "gen", "messages": [{"role": "user", "content": "p"}], "max_tokens": 4}),
+        ):  # fmt: skip
+            assert httpx.post(f"{gw.url}{path}", headers=auth(key), json=payload).status_code == 200
+        up.state.reject_from_call = 1
+        refused = httpx.post(f"{gw.url}/v1/completions", headers=auth(key), json=body)
+        assert refused.status_code == 502
+        assert _series(gw.url) == before
+
+
+def test_only_served_models_versions_are_created_and_only_once() -> None:
+    m = GatewayMetrics(models=["gen"])
+    m.version_available("not-served", "1")  # not a model of this gateway: nothing
+    models = {s.labels.get("model") for f in m.registry.collect() for s in f.samples}
+    assert models <= {"gen", None}
+    m.version_available("gen", "3")
+    page = m.render()
+    m.version_available("gen", "3")
+    assert m.render() == page
+    get = m.registry.get_sample_value
+    labels = {"model": "gen", "version": "3", "route": "chat"}
+    assert get("tokenpulse_gateway_requests_total", {**labels, "code": "502"}) == 0
+    assert get("tokenpulse_gateway_finish_reason_total", {**labels, "finish_reason": "stop"}) == 0
