@@ -2,7 +2,9 @@
 
 Labels move in the models.config the model server and the gateway poll (labels.py); the canary
 weight in the gateway's canary weight file; the gateway's /readyz says which versions are
-AVAILABLE and which labels it routes by, on the local stack and on compose alike.
+AVAILABLE and which labels it routes by, on the local stack and on compose alike. On Kubernetes
+the file is the source of a ConfigMap: a move is written and then applied by hand (K8S_APPLY),
+so the action does not wait for the gateway to route by it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from serving.gateway.admin import (
     write_canary_weight,
 )
 from stack.rollout.labels import ModelsConfig, RolloutError
-from stack.rollout.settings import RolloutSettings
+from stack.rollout.settings import K8S_APPLY, K8S_CANARY_WEIGHT, RolloutSettings
 
 PROG = "tokenpulse rollout"
 
@@ -82,8 +84,10 @@ def move_label(settings: RolloutSettings, label: str, version: int) -> list[str]
     if old == version:
         return [f"{label} is already version {version} of {settings.model}; nothing to do"]
     config.write()
-    _wait_routed(settings, label, version, settings.models_config)
     was = "new label" if old is None else f"was version {old}"
+    if settings.applied_by_hand:
+        return [f"{settings.model}: {label} -> version {version} ({was})", *_apply(settings)]
+    _wait_routed(settings, label, version, settings.models_config)
     return [
         f"{settings.model}: {label} -> version {version} ({was}); the gateway routes by it now",
         f"the model server applies {settings.models_config} at its next config poll",
@@ -105,6 +109,9 @@ def rollback(settings: RolloutSettings) -> list[str]:
     old = config.move(settings.model, label, target, remember=False)
     config.forget_last(settings.model, label)
     config.write()
+    if settings.applied_by_hand:
+        done = f"{settings.model}: {label} back to version {target} (from {old})"
+        return [done, *_apply(settings)]
     _wait_routed(settings, label, target, path)
     return [
         f"{settings.model}: rolled {label} back to version {target} (from {old}); "
@@ -119,13 +126,15 @@ def serve(settings: RolloutSettings, versions: list[int]) -> list[str]:
     config = ModelsConfig.read(path)
     config.serve(settings.model, versions)
     config.write()
+    shown = ", ".join(map(str, sorted(set(versions))))
+    if settings.applied_by_hand:
+        return [f"{settings.model}: serving versions {shown}", *_apply(settings)]
     deadline = time.monotonic() + settings.wait_s
     while True:
         missing = sorted(set(versions) - set(gateway_view(settings)[0]))
         if not missing or time.monotonic() >= deadline:
             break
         time.sleep(0.5)
-    shown = ", ".join(map(str, sorted(set(versions))))
     lines = [f"{settings.model}: serving versions {shown} ({path})"]
     if missing:
         lines.append(
@@ -138,6 +147,11 @@ def serve(settings: RolloutSettings, versions: list[int]) -> list[str]:
 def canary_weight(settings: RolloutSettings, percent: float) -> list[str]:
     """Write the gateway's canary weight file."""
     path = settings.canary_weight_path
+    if path is None:
+        raise RolloutError(
+            f"the {settings.deployment} gateway reads no canary weight file; set its start-up "
+            f"weight instead: {K8S_CANARY_WEIGHT}"
+        )
     try:
         write_canary_weight(path, percent / 100)
     except (OSError, CanaryWeightFileError) as exc:
@@ -166,12 +180,24 @@ def status(settings: RolloutSettings) -> list[str]:
     return lines
 
 
+def _apply(settings: RolloutSettings) -> list[str]:
+    """What to run so a written models.config reaches a deployment that does not poll it."""
+    return [
+        f"wrote {settings.models_config}; apply it: {K8S_APPLY} (the tfserving-config "
+        "ConfigMap's new hash rolls the gateway and TF Serving pods)",
+        f"then `{PROG} status --deployment {settings.deployment}` shows when the gateway routes "
+        "by it",
+    ]
+
+
 def _labels(labels: dict[str, int]) -> str:
     return ", ".join(f"{k} -> {v}" for k, v in sorted(labels.items())) or "none"
 
 
 def _weight(settings: RolloutSettings) -> str:
     path = settings.canary_weight_path
+    if path is None:
+        return "the gateway Deployment's TOKENPULSE_GATEWAY_CANARY_WEIGHT (no weight file)"
     try:
         return f"{parse_canary_weight(path.read_text(encoding='utf-8')) * 100:g}% ({path})"
     except FileNotFoundError:

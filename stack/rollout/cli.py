@@ -7,12 +7,15 @@
     tokenpulse rollout serve 1 2                 # load version 2 beside 1, then label it canary
     tokenpulse rollout progressive 5 25 50 100   # steps judged on Prometheus; rolls back itself
     tokenpulse rollout rollback --deployment compose
+    tokenpulse rollout rollback --deployment kubernetes   # then tokenpulse build; kubectl apply
 
 Labels live in the models.config both the model server (TF Serving's config poll: ours or the
 stock image) and the gateway poll; the canary weight in the gateway's canary weight file. Both
 are files, so the same command works on `tokenpulse up`'s run directory and on compose's
-bind-mounted serving/config. The gateway's /readyz (published by compose too) says which versions
-are AVAILABLE and confirms the label it routes by.
+bind-mounted serving/config. The gateway's /readyz (published by compose too, port-forwarded on
+Kubernetes) says which versions are AVAILABLE and confirms the label it routes by. On Kubernetes
+the file is the source of the tfserving-config ConfigMap: the action writes it and says how to
+apply it; the gateway there has no canary weight file (`canary-weight` names the kubectl line).
 """
 
 from __future__ import annotations
