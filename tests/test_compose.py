@@ -18,10 +18,10 @@ from stack.cli import build_parser
 from tokenpulse.tfserving import config as tfs_config
 
 ROOT = Path(__file__).resolve().parents[1]
-ONE_SHOTS = {"model-build", "setup", "es-users", "alertmanager-check"}
+ONE_SHOTS = {"model-build", "setup", "es-users", "alertmanager-check", "links"}
 PROJECT_SERVICES = {
     "model-build", "gateway", "exporter", "shipper", "setup", "oncall-receiver",
-    "alertmanager-check",
+    "alertmanager-check", "links",
 }  # fmt: skip
 
 
@@ -90,8 +90,8 @@ def test_a_missing_secret_fails_with_a_message_naming_it(tmp_path: Path) -> None
 
 def test_every_variable_it_reads_is_documented_in_env_example(raw: dict) -> None:
     text = (ROOT / "docker-compose.yml").read_text()
-    used = set(re.findall(r"(?<!\$)\$\{([A-Z_]+)", text))
-    documented = set(re.findall(r"^([A-Z_]+)=", (ROOT / ".env.example").read_text(), re.M))
+    used = set(re.findall(r"(?<!\$)\$\{([A-Z][A-Z0-9_]*)", text))
+    documented = set(re.findall(r"^([A-Z][A-Z0-9_]*)=", (ROOT / ".env.example").read_text(), re.M))
     assert used <= documented, used - documented
     assert ".env" in (ROOT / ".gitignore").read_text().split()
 
@@ -101,6 +101,7 @@ SETTINGS_MODULES = [
     "exporter.settings",
     "log_pipeline.settings",
     "monitoring.oncall.server",
+    "monitoring.deploy_links",
     "serving.model.settings",
 ]
 
@@ -229,14 +230,57 @@ def test_prometheus_scrapes_each_service_where_it_listens(compose: dict) -> None
     for host, port in listening.items():
         assert f"{host}:{port}" in targets, (host, port)
     assert prom["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == [
-        "alertmanager:9093"
-    ]
-    # the rule glob matches the generated files once ./alerts is mounted at /etc/prometheus/rules
-    mounts = {m["target"]: Path(m["source"]) for m in _mounts(services["prometheus"])}
+        "alertmanager:9093", "alertmanager-2:9093"
+    ]  # fmt: skip
+    # the rule glob matches the generated files the `links` one-shot writes into its volume,
+    # from ./alerts (moved to the deployment's links)
+    mounts = {m["target"]: m["source"] for m in _mounts(services["prometheus"])}
+    links = services["links"]["command"]
+    written = {m["target"]: m["source"] for m in _mounts(services["links"])}
     for pattern in prom["rule_files"]:
         inside = Path(pattern)
-        host_dir = mounts[str(inside.parent)]
+        assert mounts[str(inside.parent)] == written[_listen_flag(links, "--out-dir")]
+        host_dir = Path(written[_listen_flag(links, "--rules-dir")])
         assert list(host_dir.glob(inside.name)), pattern
+
+
+def test_two_prometheus_and_two_gossiping_alertmanagers(compose: dict) -> None:
+    """HA (issue 26 B.8): each Prometheus runs its own generated file (one external label value
+    apiece, dropped from alerts) with the same rules and targets, and each Alertmanager peers with
+    the other on the cluster port, with its own data volume and published port."""
+    services = compose["services"]
+    files = {}
+    for name in ("prometheus", "prometheus-2"):
+        mounts = {m["target"]: m for m in _mounts(services[name])}
+        source = Path(mounts["/etc/prometheus/prometheus.yml"]["source"])
+        assert source == ROOT / "monitoring" / "prometheus" / f"{name}.yml"
+        files[name] = yaml.safe_load(source.read_text())
+        assert "--config.file=/etc/prometheus/prometheus.yml" in services[name]["command"]
+        assert mounts["/prometheus"]["type"] == "volume"
+    one, two = files["prometheus"], files["prometheus-2"]
+    assert one["global"].pop("external_labels") == {"prometheus_replica": "prometheus"}
+    assert two["global"].pop("external_labels") == {"prometheus_replica": "prometheus-2"}
+    assert one == two  # nothing else differs
+    assert one["alerting"]["alert_relabel_configs"] == [
+        {"action": "labeldrop", "regex": "prometheus_replica"}
+    ]
+    scraped = {t for job in one["scrape_configs"] if job["job_name"] in ("prometheus",
+               "alertmanager") for sc in job["static_configs"] for t in sc["targets"]}  # fmt: skip
+    assert scraped == {"prometheus:9090", "prometheus-2:9090", "alertmanager:9093",
+                       "alertmanager-2:9093"}  # fmt: skip
+    peers = {"alertmanager": "alertmanager-2", "alertmanager-2": "alertmanager"}
+    for name, peer in peers.items():
+        command = services[name]["command"]
+        assert "--cluster.listen-address=0.0.0.0:9094" in command
+        assert f"--cluster.peer={peer}:9094" in command
+        assert "internal" in services[name]["networks"] and "internal" in services[peer]["networks"]
+    data = [next(m["source"] for m in _mounts(services[n]) if m["target"] == t) for n, t in
+            (("prometheus", "/prometheus"), ("prometheus-2", "/prometheus"),
+             ("alertmanager", "/alertmanager"), ("alertmanager-2", "/alertmanager"))]  # fmt: skip
+    assert len(set(data)) == 4  # a TSDB or notification log is never shared
+    published = [p for n in ("prometheus", "prometheus-2", "alertmanager", "alertmanager-2")
+                 for p in services[n]["ports"]]  # fmt: skip
+    assert len(set(published)) == 4
 
 
 def test_grafana_provisioning_points_at_the_compose_services(compose: dict) -> None:
@@ -285,7 +329,9 @@ def _listen_flag(command: list[str], flag: str) -> str:
 def test_links_in_notifications_point_at_published_addresses(compose: dict) -> None:
     """generatorURL, the Alertmanager link and every runbook_url open from the operator's host."""
     services = compose["services"]
-    for name, port in (("prometheus", 9090), ("alertmanager", 9093)):
+    pairs = (("prometheus", 9090), ("prometheus-2", 9090), ("alertmanager", 9093),
+             ("alertmanager-2", 9093))  # fmt: skip
+    for name, port in pairs:
         (published,) = [p for p in services[name]["ports"] if p.endswith(f":{port}/tcp")]
         host = published.rsplit(":", 1)[0]  # docker-compose writes host:published:target/tcp
         assert f"--web.external-url=http://{host}/" in services[name]["command"], name
@@ -371,69 +417,3 @@ def test_the_shipper_and_grafana_sign_in_with_least_privilege(raw: dict) -> None
         env = service.get("environment", {})
         uses_elastic = "elastic" in env.values() or "ELASTIC_PASSWORD" in env
         assert not uses_elastic or name in {"setup", "es-users", "elasticsearch"}, name
-
-
-_COMPOSE_VERBS = {"logs", "restart", "ps", "exec", "run", "up", "stop", "start"}
-
-
-def _compose_services(words: list[str]) -> list[str]:
-    """The services a `docker compose <verb> ...` command names (--scale NAME=N included)."""
-    verb, rest = words[2], words[3:]
-    names, i = [], 0
-    while i < len(rest):
-        word = rest[i]
-        if word == "--scale":
-            names.append(rest[i + 1].split("=")[0])
-            i += 2
-            continue
-        if not word.startswith("-"):
-            names.append(word)
-            if verb in ("exec", "run"):
-                break  # the rest is the command run inside
-        i += 1
-    return names
-
-
-def _pipeline(line: str) -> list[list[str]]:
-    """The simple commands of a shell line (split at |, ||, && and ;), as words."""
-    import shlex
-
-    lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    parts: list[list[str]] = [[]]
-    for token in lexer:
-        if token in ("|", "||", "&&", ";"):
-            parts.append([])
-        else:
-            parts[-1].append(token)
-    return [p for p in parts if p]
-
-
-def _published(port: str | dict) -> str:
-    """The host port of a `ports:` entry (`[IP:]HOST:CONTAINER[/proto]` or the long syntax)."""
-    if isinstance(port, dict):
-        return str(port["published"])
-    return port.split("/")[0].split(":")[-2]
-
-
-def test_runbooks_compose_variants_use_published_ports_and_real_services(compose: dict) -> None:
-    from tests.support.runbooks import HOST_URL, all_commands, fill
-
-    published = {_published(p) for s in compose["services"].values() for p in s.get("ports", [])}
-    services = set(compose["services"])
-    bad = []
-    for command in (c for c in all_commands() if c.compose):
-        for part in _pipeline(fill(command.line)):
-            words = [w for w in part if not re.fullmatch(r"[A-Z_]+=.*", w)]
-            if words[:2] == ["docker", "compose"]:
-                assert words[2] in _COMPOSE_VERBS, (command.runbook, command.line)
-                unknown = set(_compose_services(words)) - services
-                bad += [f"{command.runbook}: no service {s}" for s in sorted(unknown)]
-                if words[2] in ("exec", "run"):
-                    continue  # URLs inside a container are the internal network's
-            elif words[:1] == ["tokenpulse"]:
-                build_parser(words[1:]).parse_args(words[1:])  # a wrong flag exits here
-            for port in HOST_URL.findall(" ".join(part)):
-                if port not in published:
-                    bad.append(f"{command.runbook}: port {port} is not published: {command.line}")
-    assert bad == []

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from monitoring.mixin import config, links
+from tests.support.runbooks import DEPLOYMENTS, blocks, fill, label_of, program, simple_commands
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = yaml.safe_load((ROOT / "alerts" / "alerts.rules.yml").read_text())
@@ -59,7 +60,10 @@ def test_runbook_has_four_sections_with_their_content(name: str) -> None:
     uids = re.findall(r"uid `([a-z0-9-]+)`", diagnosis)
     assert uids and set(uids) <= set(config.DASHBOARD_UIDS.values()), "a dashboard panel"
     assert "Saved sample search:" in diagnosis and "tokenpulse samples search" in diagnosis
-    assert "```sh\n" in mitigation, "mitigation gives the commands"
+    # the commands per deployment (the order and labels: test_shell_blocks_come_per_deployment)
+    for part, text in (("diagnosis", diagnosis), ("mitigation", mitigation)):
+        for deployment in DEPLOYMENTS:
+            assert f"```sh {deployment}\n" in text, f"{part} gives the {deployment} commands"
 
 
 @pytest.mark.parametrize(
@@ -98,6 +102,38 @@ def test_runbook_dashboard_panels_exist(name: str) -> None:
     board = json.loads((ROOT / "dashboards" / f"{m[1]}.json").read_text())
     missing = set(re.findall(r'"([^"]+)"', m[2])) - _panel_titles(board["panels"])
     assert missing == set(), f"panels not on dashboard {m[1]}"
+
+
+@pytest.mark.parametrize("path", sorted(RUNBOOKS.glob("*.md")), ids=lambda p: p.stem)
+def test_shell_blocks_come_per_deployment(path: Path) -> None:
+    """Local, compose, Kubernetes, in this order, each after its label line (tests/support/
+    runbooks.py), so a reader on call finds theirs and the runbook tests can check each."""
+    found = blocks(path)
+    bad = [f"```{b.info} in {b.section}: sh local|compose|kubernetes" for b in found
+           if b.deployment not in DEPLOYMENTS]  # fmt: skip
+    bad += [f"```{b.info} in {b.section} follows {b.label!r}, not its label" for b in found
+            if label_of(b) != b.deployment]  # fmt: skip
+    order = [b.deployment for b in found]
+    groups = [order[i : i + 3] for i in range(0, len(order), 3)]
+    if any(g != list(DEPLOYMENTS) for g in groups):
+        bad.append(f"blocks {order}: local, compose, kubernetes, in this order, each time")
+    for i in range(0, len(found) - 2, 3):
+        if len({b.section for b in found[i : i + 3]}) != 1:
+            bad.append(f"a group spans sections: {[b.section for b in found[i : i + 3]]}")
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("path", sorted(RUNBOOKS.glob("*.md")), ids=lambda p: p.stem)
+def test_no_line_uses_another_deployments_tools(path: Path) -> None:
+    tools = {"local": {"docker", "docker-compose", "kubectl"}, "compose": {"kubectl"},
+             "kubernetes": {"docker", "docker-compose"}}  # fmt: skip
+    bad = []
+    for block in blocks(path):
+        for line in block.lines:
+            for words in simple_commands(fill(line)):
+                if program(words) in tools.get(block.deployment, set()):
+                    bad.append(f"{block.deployment}: {line}")
+    assert not bad, "\n".join(bad)
 
 
 def runbook_promql() -> list[tuple[str, str]]:

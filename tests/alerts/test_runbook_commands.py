@@ -1,9 +1,11 @@
 """Every runbook's local commands run against a running stack: exit 0, sane output.
 
-The lines come from tests/support/runbooks.py's convention (```sh blocks; lines starting with
-`tokenpulse `, `curl ` or `amtool `; `<placeholders>` from its table), so a runbook added later is
-run too. Each line runs in bash as a user would type it (a pipe's status is its last command's:
-`curl ... | grep X` fails when curl gets nothing; a curl line must print something). The default
+The lines come from tests/support/runbooks.py's convention (```sh local blocks; lines starting
+with `tokenpulse `, `curl ` or `amtool `; `<placeholders>` from its table), so a runbook added
+later is run too. The compose and Kubernetes variants beside them are checked against what those
+deployments publish and name (test_runbook_compose.py, test_runbook_kubernetes.py). Each line
+runs in bash as a user would type it (a pipe's status is its last command's: `curl ... | grep X`
+fails when curl gets nothing; a curl line must print something). The default
 ports the runbooks name (tokenpulse/ports.py) are mapped onto the shared test stack's free ports;
 `tokenpulse rollout` and `samples` find the stack through their environment variables, as they
 would find `run/` under `tokenpulse up`. A silence a runbook adds is expired right after; labels,
@@ -80,8 +82,10 @@ class Runner:
         return result
 
     def prefetch(self, lines: list[str]) -> None:
-        """Run the commands that change nothing side by side (the others run in order later)."""
-        ready = {c for line in lines if not MUTATES.search(c := self.local(line))}
+        """Run the commands that change nothing side by side (the others run in order later; a
+        line naming a port the stack lacks fails in its runbook's test, not here)."""
+        known = [line for line in lines if set(HOST_URL.findall(fill(line))) <= set(self.ports)]
+        ready = {c for line in known if not MUTATES.search(c := self.local(line))}
         with ThreadPoolExecutor(max_workers=4) as pool:
             for command, result in zip(ready, pool.map(self._exec, ready), strict=True):
                 self.done[command] = result
