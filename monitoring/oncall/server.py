@@ -6,10 +6,14 @@ Each notification is appended as one line to a JSON-lines file before the answer
 each alert (runbook, dashboard panel and sample search around its start, its Prometheus source),
 and each alert becomes one readable line for whoever watches the terminal. The Watchdog, on its own
 path, is recorded without a line; GET /watchdog says when it last arrived, so a dead man's switch
-(or a drill) sees it stop.
+(or a drill) sees it stop. The receiver is a dead man's switch itself (monitoring/oncall/
+deadman.py): when the Watchdog is `watchdog_late_factor` intervals late it records a page of its
+own, TokenPulseWatchdogMissing on the `pager` path, and records it resolved when the Watchdog is
+back; with `heartbeat_url` set it also relays each arrival to an external one (heartbeat.py).
 
-GET /healthz answers 200; GET /notifications returns what the file holds (for tests and curious
-humans); GET /runbooks/<alert> the alert's runbook as HTML (GET /runbooks: the list); GET
+GET /healthz answers 200; GET /metrics the Watchdog's arrivals, the switch and the relayed
+pings; GET /notifications returns what the file holds (for tests and curious humans); GET
+/runbooks/<alert> the alert's runbook as HTML (GET /runbooks: the list); GET
 /samples?model=&version=&since=&until= how to search the samples of that window.
 """
 
@@ -18,24 +22,38 @@ from __future__ import annotations
 import html
 import json
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from pydantic import Field
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from monitoring.mixin.config import AM_WATCHDOG_INTERVAL
+from monitoring.mixin.promql import seconds
 from monitoring.oncall import runbooks
-from monitoring.oncall.links import WATCHDOG, alert_links, samples_command
+from monitoring.oncall.deadman import ALERTNAME, RECEIVER, DeadMansSwitch, Event, Timing, page
+from monitoring.oncall.heartbeat import Heartbeat
+from monitoring.oncall.links import WATCHDOG, alert_links, samples_command, started
+from monitoring.oncall.metrics import OncallCollector
 from monitoring.oncall.payload import BadNotification, parse_notification
 from tokenpulse import paths, ports
 from tokenpulse.logging import get_logger
 from tokenpulse.threaded_http import CappedHTTPServer
 
-__all__ = ["BadNotification", "NotificationLog", "OncallSettings", "parse_notification", "serve"]
+__all__ = [
+    "BadNotification",
+    "NotificationLog",
+    "OncallSettings",
+    "Receiver",
+    "parse_notification",
+    "serve",
+]
 
 log = get_logger(__name__)
 
@@ -65,6 +83,58 @@ class OncallSettings(BaseSettings):
         f"http://127.0.0.1:{ports.ONCALL}",
         description="this receiver as a browser reaches it (the sample-search links point here)",
     )
+    watchdog_switch: bool = Field(
+        True,
+        description="page TokenPulseWatchdogMissing when the Watchdog stops arriving (off where "
+        "Alertmanager sends the Watchdog elsewhere: your own config, the Kubernetes runbooks pod)",
+    )
+    watchdog_interval: str = Field(
+        AM_WATCHDOG_INTERVAL,
+        description="how often Alertmanager sends the Watchdog (its route's repeat_interval; "
+        "`tokenpulse up --watchdog-interval`)",
+    )
+    watchdog_late_factor: float = Field(
+        3.0,
+        ge=1.5,
+        description="the receiver pages TokenPulseWatchdogMissing once the Watchdog is this many "
+        "intervals late (1.5 at least: one late notification is jitter, not an outage)",
+    )
+    watchdog_grace_s: float = Field(
+        120.0,
+        ge=0,
+        description="seconds after the receiver starts before a missing Watchdog counts (the "
+        "Watchdog first waits for Prometheus, Alertmanager and its own `for`)",
+    )
+    heartbeat_url: SecretStr = Field(
+        SecretStr(""),
+        description="an external dead man's switch pinged (POST) at every Watchdog arrival, e.g. "
+        "https://hc-ping.com/<uuid>; it carries a secret: prefer the env var (empty: none)",
+    )
+    heartbeat_authorization: SecretStr = Field(
+        SecretStr(""),
+        description="Authorization header of each ping, e.g. `GenieKey <key>` for an Opsgenie "
+        "heartbeat (prefer the env var; empty: none)",
+    )
+
+    @field_validator("watchdog_interval")
+    @classmethod
+    def _duration(cls, value: str) -> str:
+        if seconds(value) <= 0:  # raises DurationError (a ValueError) on junk
+            raise ValueError("the Watchdog interval must be positive")
+        return value
+
+    @field_validator("heartbeat_url")
+    @classmethod
+    def _heartbeat_url(cls, value: SecretStr) -> SecretStr:
+        url = urlsplit(value.get_secret_value())
+        if value.get_secret_value() and (url.scheme not in ("http", "https") or not url.netloc):
+            raise ValueError("must be an http(s) URL (not shown: it carries a secret)")
+        return value
+
+    def timing(self) -> Timing:
+        """The dead man's switch's timing."""
+        interval = float(seconds(self.watchdog_interval))
+        return Timing(interval, self.watchdog_late_factor, self.watchdog_grace_s)
 
 
 def alert_line(receiver: str, alert: dict[str, Any], links: dict[str, str] | None = None) -> str:
@@ -98,9 +168,15 @@ def _has_watchdog(alerts: list[dict[str, Any]]) -> bool:
 class NotificationLog:
     """Appends notifications to the JSON-lines file, one writer at a time."""
 
-    def __init__(self, path: Path, on_alert: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        path: Path,
+        on_alert: Callable[[str], None],
+        on_watchdog: Callable[[datetime], None] = lambda _: None,
+    ) -> None:
         self.path = path
         self._on_alert = on_alert
+        self._on_watchdog = on_watchdog  # after each Watchdog is written
         self._lock = threading.Lock()
         path.parent.mkdir(parents=True, exist_ok=True)
         path.touch(mode=0o600)  # alert texts and labels: private, as the keys file
@@ -126,6 +202,8 @@ class NotificationLog:
         for alert, its_links in zip(doc["alerts"], links, strict=True):
             if alert["labels"].get("alertname") != WATCHDOG:
                 self._on_alert(alert_line(receiver, alert, its_links))
+        if _has_watchdog(doc["alerts"]):
+            self._on_watchdog(now)
 
     def watchdog_state(self) -> dict[str, Any]:
         """When the Watchdog last arrived (None: not since start), how long ago, how often."""
@@ -161,8 +239,77 @@ def samples_page(query: str) -> str:
 SAMPLE_PARAMS = ("model", "version", "since", "until")
 
 
-def make_handler(store: NotificationLog, settings: OncallSettings) -> type[BaseHTTPRequestHandler]:
-    """A request handler class bound to one notification log and the receiver's settings."""
+class Receiver:
+    """The notification log with the receiver's own dead man's switch and heartbeat relay."""
+
+    def __init__(
+        self,
+        settings: OncallSettings,
+        on_alert: Callable[[str], None],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.timing = settings.timing()
+        self.store = NotificationLog(settings.file, on_alert, self._watchdog_arrived)
+        last = self.store.watchdog.timestamp() if self.store.watchdog else None
+        self.switch = DeadMansSwitch(self.timing, clock(), last)
+        self.switch.missing_since = _open_page(self.store.read())  # a restart mid-page
+        url = settings.heartbeat_url.get_secret_value()
+        auth = settings.heartbeat_authorization.get_secret_value()
+        self.heartbeat = Heartbeat(url, auth) if url else None
+        self.registry = CollectorRegistry(auto_describe=False)
+        collector = OncallCollector(
+            self.switch, lambda: self.store.watchdog_count, self.heartbeat, clock
+        )
+        self.registry.register(collector)
+
+    def check_every_s(self) -> float:
+        """How often the switch is read: a fraction of the interval, within [0.2, 5] s."""
+        return min(max(self.timing.interval_s / 4, 0.2), 5.0)
+
+    def check(self) -> None:
+        """Page once when the Watchdog is late (with the switch on)."""
+        if not self.settings.watchdog_switch:
+            return
+        event = self.switch.check(self.clock())
+        if event is not None:
+            self._record(event)
+
+    def _watchdog_arrived(self, at: datetime) -> None:
+        if self.heartbeat is not None:
+            self.heartbeat.ping()
+        event = self.switch.arrived(at.timestamp())
+        if event is not None:
+            self._record(event)
+
+    def _record(self, event: Event) -> None:
+        doc = page(event, self.clock(), self.timing, self.settings.public_url)
+        if event.status == "firing":
+            log.warning("watchdog_missing", silent_s=round(event.silent_s, 1), alert=ALERTNAME)
+        else:
+            log.info("watchdog_back", silent_s=round(event.silent_s, 1), alert=ALERTNAME)
+        self.store.record(RECEIVER, doc, self.settings.public_url)
+
+    def watchdog_state(self) -> dict[str, Any]:
+        """GET /watchdog: the last arrival and the switch."""
+        switch = {"switch": self.settings.watchdog_switch, **self.switch.state(self.clock())}
+        return {**self.store.watchdog_state(), **switch}
+
+
+def _open_page(entries: list[dict[str, Any]]) -> float | None:
+    """When the receiver's own page started, if the log's last word on it is firing."""
+    status, since = "resolved", None
+    for entry in entries:
+        for alert in entry.get("alerts", []):
+            if alert.get("labels", {}).get("alertname") == ALERTNAME:
+                status, since = alert.get("status"), started(alert, datetime.now(UTC))
+    return since.timestamp() if status == "firing" and since is not None else None
+
+
+def make_handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
+    """A request handler class bound to one receiver (its log, switch and settings)."""
+    store, settings = receiver.store, receiver.settings
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "tokenpulse-oncall"
@@ -192,7 +339,14 @@ def make_handler(store: NotificationLog, settings: OncallSettings) -> type[BaseH
             elif path == "/notifications":
                 self._answer(200, store.read())
             elif path == "/watchdog":
-                self._answer(200, store.watchdog_state())
+                self._answer(200, receiver.watchdog_state())
+            elif path == "/metrics":
+                body = generate_latest(receiver.registry)
+                self.send_response(200)
+                self.send_header("Content-Type", CONTENT_TYPE_LATEST)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
             elif path == "/runbooks":
                 self._html(200, runbooks.index(settings.runbooks_dir))
             elif path.startswith("/runbooks/"):
@@ -231,8 +385,33 @@ def make_handler(store: NotificationLog, settings: OncallSettings) -> type[BaseH
     return Handler
 
 
-def serve(settings: OncallSettings, on_alert: Callable[[str], None]) -> ThreadingHTTPServer:
+class OncallServer(CappedHTTPServer):
+    """The HTTP server; while it serves, a thread reads the dead man's switch."""
+
+    def __init__(self, receiver: Receiver) -> None:
+        self.receiver = receiver
+        settings = receiver.settings
+        super().__init__(
+            (settings.host, settings.port), make_handler(receiver), settings.max_connections
+        )
+
+    def serve_forever(self, poll_interval: float = 0.5) -> None:
+        """Serve, and check the Watchdog's lateness, until shutdown()."""
+        stop = threading.Event()
+
+        def watch() -> None:
+            while not stop.wait(self.receiver.check_every_s()):
+                self.receiver.check()
+
+        thread = threading.Thread(target=watch, name="deadman", daemon=True)
+        thread.start()
+        try:
+            super().serve_forever(poll_interval)
+        finally:
+            stop.set()
+            thread.join()
+
+
+def serve(settings: OncallSettings, on_alert: Callable[[str], None]) -> OncallServer:
     """A bound server (not yet serving); call serve_forever() on it."""
-    store = NotificationLog(settings.file, on_alert)
-    handler = make_handler(store, settings)
-    return CappedHTTPServer((settings.host, settings.port), handler, settings.max_connections)
+    return OncallServer(Receiver(settings, on_alert))
