@@ -45,6 +45,10 @@ MONITORING_SERIES = frozenset(
         "alertmanager_notifications_failed_total",
         "alertmanager_notifications_total",
         "alertmanager_config_last_reload_successful",
+        # a clustered Alertmanager only (`up --ha`, compose, the Operator's replicas)
+        "alertmanager_cluster_members",
+        "alertmanager_cluster_failed_peers",
+        "alertmanager_peer_position",
     }
 )
 # family type -> the suffixes of its series (prometheus_client family names carry none)

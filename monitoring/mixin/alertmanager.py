@@ -20,17 +20,19 @@ import yaml
 from monitoring.mixin import config as c
 from monitoring.mixin.alerts import Alert, all_alerts, slo_alerts
 from monitoring.mixin.health import MODELSERVER_COLLECTORS
-from monitoring.mixin.promql import NORMAL, seconds
+from monitoring.mixin.promql import NORMAL, render_seconds, seconds
 from tokenpulse.samples import DATA_VIEW_ID
 
 SECRETS = "/etc/alertmanager/secrets"
 TICKET_URL = "http://ticket-bridge:9096/tickets"  # the team's ticket bridge (no secret in the URL)
-# Dead man's switch: wants the Watchdog every AM_WATCHDOG_INTERVAL and alarms when it stops
-# (the compose on-call receiver records it: GET /watchdog; a deployment points this at its
-# heartbeat service, e.g. healthchecks.io or an Opsgenie heartbeat).
+# Dead man's switch: wants the Watchdog every AM_WATCHDOG_INTERVAL and alarms when it stops. The
+# compose on-call receiver records it (GET /watchdog), pages itself when it is late and relays it
+# to the heartbeat URL in its environment (Alertmanager 0.25 reads no URL from a file, and a
+# heartbeat URL carries its secret); Kubernetes posts to the URL of a Secret instead.
 WATCHDOG_URL = "http://oncall-receiver:9096/watchdog"
 # The monitoring's own alerts: a webhook with no secret file, so a pager or chat receiver whose
-# secret is missing cannot hide the alert that says so. Point it at a second channel.
+# secret is missing cannot hide the alert that says so. Point it at a second channel. They go on
+# (`continue`) to the pager (critical) or chat (warning) too: a person is woken by them.
 META_URL = "http://oncall-receiver:9096/meta"
 CHAT_CHANNEL = "#tokenpulse-alerts"
 WATCHDOG = "Watchdog"
@@ -65,7 +67,9 @@ def inhibit_rules() -> list[dict[str, Any]]:
     scoped by `equal`: config.REPLICA_LABEL (one replica explains only its own alerts; the fleet
     alerts have no replica label, so only a whole-fleet page, which has none either, explains
     them; with one replica and no label, absent equals absent), and `model` where the cause is
-    one model's. The gateway's outage explains every model's SLO alerts: it has no narrower scope.
+    one model's. One gateway pod down explains only its own alerts (`equal: [instance]`); the
+    whole gateway fleet down (the info alert GatewayFleetDown, no labels) explains every model's
+    gateway symptoms, so it alone has no narrower scope.
     """
     alerts = all_alerts(NORMAL)
     symptoms = [a for a in alerts if a.symptom]
@@ -77,6 +81,7 @@ def inhibit_rules() -> list[dict[str, Any]]:
         f'collector=~"{MODELSERVER_COLLECTORS}"',
     ]
     gateway_windowed = [a for a in windowed if not a.per_replica and a.component == "Gateway"]
+    gateway_symptoms = _names(slo_alerts(NORMAL) + gateway_windowed)
     recently = f"{p}TfServingRecentlyDown|{p}TfServingFleetRecentlyDown"
     unavailable = f"{p}TfServingRecentlyUnavailable|{p}TfServingFleetRecentlyUnavailable"
     return [
@@ -111,14 +116,23 @@ def inhibit_rules() -> list[dict[str, Any]]:
             "equal": ["model", replica],
         },
         {
-            # a GPU out of memory is why its model server answers RESOURCE_EXHAUSTED
+            # a GPU out of memory is why the model servers on its machine (node; one machine
+            # locally) answer RESOURCE_EXHAUSTED
             "source_matchers": [f'alertname="{p}GpuMemoryNearlyFull"'],
             "target_matchers": [f'alertname="{p}TfServingResourceExhausted"'],
-            "equal": [replica],
+            "equal": [c.NODE_LABEL],
         },
         {
+            # one gateway pod down: only what that pod itself reports (its breaker); the
+            # fleet's symptoms carry no instance, so the pods that still serve keep theirs
             "source_matchers": [f'alertname="{p}GatewayDown"'],
-            "target_matchers": [f'alertname=~"{_names(slo_alerts(NORMAL) + gateway_windowed)}"'],
+            "target_matchers": [f'alertname=~"{gateway_symptoms}"'],
+            "equal": ["instance"],
+        },
+        {
+            # every gateway pod paged down at once: every model's gateway symptoms
+            "source_matchers": [f'alertname="{p}GatewayFleetDown"'],
+            "target_matchers": [f'alertname=~"{gateway_symptoms}"'],
         },
         {
             "source_matchers": ['severity="critical"'],
@@ -129,8 +143,13 @@ def inhibit_rules() -> list[dict[str, Any]]:
 
 
 def _watchdog_timing(interval: str) -> dict[str, str]:
-    # sent at once, then every `interval`: repeat_interval only counts at group_interval ticks
-    return {"group_wait": "0s", "group_interval": interval, "repeat_interval": interval}
+    """Sent at once, then at every group_interval tick. A repeat is due when the last send is
+    older than repeat_interval, and the last send happened just after the previous tick: with
+    repeat_interval equal to the interval, the next tick finds it a moment too young and the
+    Watchdog comes every other interval. Half an interval is due at every tick."""
+    secs = seconds(interval)
+    repeat = render_seconds(secs // 2) if secs >= 2 else f"{secs * 500}ms"
+    return {"group_wait": "0s", "group_interval": interval, "repeat_interval": repeat}
 
 
 def _route_tree(watchdog_interval: str = c.AM_WATCHDOG_INTERVAL) -> dict[str, Any]:
@@ -139,6 +158,10 @@ def _route_tree(watchdog_interval: str = c.AM_WATCHDOG_INTERVAL) -> dict[str, An
         route: dict[str, Any] = {"receiver": receiver, "matchers": matchers}
         if receiver == "watchdog":
             route.update(_watchdog_timing(watchdog_interval))
+        if receiver == "meta":
+            # on to the pager or chat by severity as well: the meta webhook needs no secret, so
+            # a pager that cannot send still leaves the alert saying so somewhere
+            route["continue"] = True
         routes.append(route)
     return {
         "receiver": "chat",  # anything without a known severity still reaches people

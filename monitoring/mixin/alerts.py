@@ -8,6 +8,7 @@ with no AVAILABLE version) explains, which Alertmanager then inhibits.
 from __future__ import annotations
 
 from monitoring.mixin import config as c
+from monitoring.mixin.canary import live_alerts
 from monitoring.mixin.health import health_alerts, in_flight_per_replica
 from monitoring.mixin.meta import meta_alerts
 from monitoring.mixin.model import (
@@ -27,14 +28,30 @@ SLO_NAMES = {
     "tpot": ("GatewayTokenLatencyBudgetBurn", "generating too slowly per output token"),
     "ttft": ("GatewayTtftBudgetBurn", "slow to stream the first token"),
 }
-# The events each SLO counts, for its traffic guard: TTFT is observed for streams only.
-SLO_EVENTS = {"ttft": "time_to_first_token_seconds_count"}
+# The events each SLO's ratio is a share of (its denominator), for the bad-event count: latency
+# counts answered requests only, TPOT and TTFT their histograms' observations (TTFT: streams).
+SLO_EVENTS = {
+    "availability": "requests_total",
+    "latency": 'request_duration_seconds_count{code=~"2.."}',
+    "tpot": "time_per_output_token_seconds_count",
+    "ttft": "time_to_first_token_seconds_count",
+}
 
 
 def _traffic(window: str, metric: str = "requests_total") -> str:
     """The minimum-traffic guard: the model had enough requests in the window."""
     rate = f"rate({GATEWAY_PREFIX}{metric}{sel('gateway')}[{window}])"
     return f"sum by (model) ({rate}) > {number(c.MIN_REQUEST_RATE)}"
+
+
+def _bad_events(slo: str, window: str, t: Timing) -> str:
+    """The burn's guard: at least MIN_BAD_EVENTS bad events of the SLO in the (long) window, per
+    model: its recorded ratio times the events it is a share of."""
+    metric, _, extra = SLO_EVENTS[slo].partition("{")
+    s = sel("gateway", extra.rstrip("}")) if extra else sel("gateway")
+    events = f"sum by (model) (increase({GATEWAY_PREFIX}{metric}{s}[{t(window)}]))"
+    ratio = f"max without (window) ({sli_name(slo, window)})"
+    return f"{ratio} * on (model) {events} >= {c.MIN_BAD_EVENTS}"
 
 
 def _min_events(metric: str, window: str, count: int, extra: str = "") -> str:
@@ -55,16 +72,14 @@ def slo_alerts(t: Timing) -> list[Alert]:
     out = []
     for slo in c.SLOS:
         name, what = SLO_NAMES[slo.name]
-        events = SLO_EVENTS.get(slo.name, "requests_total")
         for tier in c.BURN_TIERS:
             thr = number(tier.factor * (1 - slo.objective))
-            # the guard holds on both windows: a burst of errors after a quiet hour must be
-            # more than a handful of requests in the short window as well
+            # the guard is a count of bad events in the long window, not a rate: a model with
+            # little traffic that fails every request pages, 3 errors in an hour do not
             expr = (
                 f"max without (window) ({sli_name(slo.name, tier.long)} > {thr})\n"
                 f"and max without (window) ({sli_name(slo.name, tier.short)} > {thr})\n"
-                f"and on (model) {_traffic(t(tier.long), events)}\n"
-                f"and on (model) {_traffic(t(tier.short), events)}"
+                f"and on (model) ({_bad_events(slo.name, tier.long, t)})"
             )
             out.append(
                 Alert(
@@ -306,6 +321,7 @@ def all_alerts(t: Timing) -> list[Alert]:
         *quality_alerts(t),
         *traffic_alerts(t),
         *canary_alerts(),
+        *live_alerts(),
         *batching_alerts(t),
         *health_alerts(t),
         *meta_alerts(t),

@@ -38,10 +38,16 @@ JOBS = Jobs()
 # and inhibitions between replica-level alerts hold it `equal`. A deployment with one model server
 # may leave it out: an absent label is equal to an absent label.
 REPLICA_LABEL = "replica"
+# The label that names the machine a series comes from where one exporter serves a whole node
+# (Kubernetes' GPU DaemonSet: the node name, relabelled onto TF Serving's and the exporters'
+# series). GPU alerts join a GPU to the model servers beside it on this label, and their
+# inhibitions hold it equal; locally and on compose it is absent everywhere (one machine: absent
+# equals absent).
+NODE_LABEL = "node"
 
-# Kibana as the analyst's browser reaches it: the dashboards' "samples in Kibana" links open its
-# Discover here. The default is the compose Kibana's published address (loopback, port
-# KIBANA_PUBLISH, 5601 by default); change it where Kibana is published elsewhere.
+# Kibana as the analyst's browser reaches it: the dashboards' and notifications' "samples in
+# Kibana" links open its Discover here. The local default (loopback, port 5601); compose and
+# Kubernetes link their own (see RUNBOOK_URL_PATTERN below).
 KIBANA_URL = "http://127.0.0.1:5601"
 # The one label of the gateway's OpenMetrics exemplars (latency, TTFT and NLL histograms): the
 # request id of the sample, which Kibana's genai_sample.request_id and `tokenpulse samples show`
@@ -112,12 +118,20 @@ BURN_TIERS = (
     BurnTier("warning", "3d", "6h", 1.0, "3h"),
 )
 
-# Minimum traffic before any gateway SLO or quality alert may fire, requests per second over
-# each of the alert's windows (a burn tier checks its long and its short window): with fewer
-# requests a handful of errors is a large ratio. 0.05/s is 180 requests an hour, so the 1h page
-# tier (7.2% bad) needs at least 13 bad requests, never the 3 that paged at 0.01/s. Raise for
-# noisier models; lower only with a lower objective.
+# Minimum traffic before a quality alert may fire, requests per second over its window, and
+# before a traffic collapse counts (a day and a week ago): with fewer requests a handful of bad
+# outputs is a large share. Raise for noisier models.
 MIN_REQUEST_RATE = 0.05
+# A burn tier needs at least this many bad events (5xx, slow answers, slow tokens or first
+# tokens) in its long window: a count, not a rate (issue 26 A.4). The old guard, 0.05 req/s in
+# both windows, let a model at 0.02-0.04 req/s fail half or all of its requests for an hour
+# with no page. 6 is twice the 3 errors in an hour at 0.01 req/s that must not page (a blip
+# of one failed second at that rate); a model at 0.01 req/s failing every request has 6 after
+# 10 minutes, so the 1h tier (for 2m) fires by 13 minutes and pages within 14 (group_wait);
+# at 0.02 req/s with half failing, the same. The short window needs no count: its ratio over
+# the threshold says the burn goes on (at 0.01 req/s, a 5m window holds about 3 requests).
+# Raise it for a model whose errors come in harmless bursts.
+MIN_BAD_EVENTS = 6
 
 
 @dataclass(frozen=True)
@@ -189,6 +203,55 @@ CANARY_FOR = "5m"
 CANARY_NLL_MARGIN = 0.5
 CANARY_WORSE_FOR = "15m"
 
+# Canary vs stable on live traffic (TokenPulseCanaryDegradedVsStable). A version exported broken
+# answers its own golden prompts as recorded, so CanaryMismatch stays quiet, and at a 5% weight
+# it moves the model-level quality signals too little for their 30m windows. So each signal of
+# the gateway's outputs (empty share, truncated share, mean repetition, mean NLL) and the share
+# of slow requests is compared per version between the versions behind the canary and stable
+# labels, over the same window.
+# Timing: a canary broken from its first output fires once CANARY_LIVE_MIN_OUTPUTS are in the
+# window, plus CANARY_LIVE_FOR, a scrape and an evaluation: at 1 req/s total and a 5% weight
+# (0.05 canary outputs/s) 30 outputs take 10m, firing at 12m30s, the chat message at 13m. The
+# 15-minute bound (chat message included) holds from 0.044 canary outputs/s (0.87 req/s total
+# at 5%); below 30 outputs per window (0.033/s: 0.67 req/s at 5%) it never fires, and the
+# model-level alerts remain.
+# Longer window: more outputs, later alarm at low traffic; the guard sets the delay, not the window.
+CANARY_LIVE_WINDOW = "15m"
+# Counts, not rates, guard it: at least this many outputs of the canary AND of stable in the
+# window. 30 is the smallest sample the margins below are computed for.
+CANARY_LIVE_MIN_OUTPUTS = 30
+# Worse by this much (canary - stable, absolute) counts as broken, per signal. Each margin keeps
+# a healthy canary with 30 outputs quiet (one-sided chance of crossing it, per evaluation):
+# - empty_output 0.2: a healthy canary at the stable's share p needs more than 30 * (p + 0.2)
+#   empty outputs: binomial tail 2e-6 at p = 2%, 5e-4 at p = 10%. An all-empty canary (100%)
+#   or a half-empty one (50%) is far past it.
+# - truncation 0.3: 3e-4 at most for any stable share (the binomial spread is widest at 50%, sd
+#   0.09 at 30 outputs: 0.3 is 3.3 sd). A canary that never stops (100%) fires while stable cuts
+#   under 70% of its outputs; long-form traffic cut more often than that cannot show it here.
+# - repetition 0.15: mean of per-output ratios; with a per-output sd up to 0.25, 0.15 is 3.3
+#   standard errors at 30 outputs (5e-4). Degenerate loops sit at 0.5 and above.
+# - nll 0.5 nats (as CANARY_NLL_MARGIN): with a per-output sd of the mean NLL up to 0.7 nats,
+#   0.5 is 3.9 standard errors at 30 outputs (5e-5); at sd 1.0 nat it is 2.7 (3e-3): raise it for
+#   a model whose per-output NLL spreads that wide (the "Mean NLL per token" panel's p90 - mean
+#   is about 1.3 sd). Measured on the `tiny` preset (64 sampled outputs at temperature 0.8): sd
+#   0.15 nats, and its noise-2 degraded export only 0.11 nats above it on its own samples, with
+#   the same empty, truncated and repetition shares: the gibberish of a tiny model hides a
+#   broken one (CanaryMismatch against stable's golden answers is what catches that drill).
+# - latency 0.2: share of answered requests slower than the latency SLO's bound (2.5 s); the
+#   same binomial tails as empty_output (stable is meant to be slow under 1%). A canary 5x
+#   slower than stable, right in every answer, shows here only.
+# Stable's own noise is small beside it (19x the canary's outputs at 5%). Callers stick to a side
+# (the gateway hashes the caller), so a canary serving one odd caller can differ by its mix:
+# the runbook says how to tell.
+CANARY_LIVE_MARGINS = {
+    "empty_output": 0.2, "truncation": 0.3, "repetition": 0.15, "nll": 0.5, "latency": 0.2,
+}  # fmt: skip
+# Held this long: the window already smooths, so this only rides out one odd evaluation.
+CANARY_LIVE_FOR = "2m"
+# Chat, not a page: the canary serves a few per cent of callers and rolling back is one command
+# for whoever runs the rollout; a canary failing requests pages through the availability SLO.
+CANARY_LIVE_SEVERITY = "warning"
+
 # Batching ineffective: mean processed batch size below this while, on average, at least
 # BATCH_IN_FLIGHT_MIN predict calls per model-server replica are in flight from the gateway, so
 # there were requests to batch. (The gateway's own queue is no witness: it only fills once every
@@ -220,13 +283,46 @@ DOWN_FOR = "1m"  # a scrape target is unreachable
 # last firing evaluation while the burn clears only a recording and an alert evaluation after
 # its window is clean (drill restart-no-available-version, compressed: with exactly 30m the hold
 # outlasted the 6h tier's firing by 2-3 s only). Lengthen it with the page tiers' short windows.
+# A hold may only hide what the outage explains (issue 26 A.2, monitoring/mixin/holds.py):
+# - only a page that went out starts it: its cause active for its `for` plus AM_GROUP_WAIT.
+#   A firing shorter than group_wait was never sent, so the burn it leaves is the only page;
+# - fresh failures after the recovery end it for good: over FRESH_WINDOW (the fast page tier's
+#   short window, so "fresh" is what that tier would page on), starting FRESH_MARGIN after the
+#   target (or the model's AVAILABLE version) came back, the model's 5xx share is above the fast
+#   tier's threshold (14.4 x 0.5%) with at least FRESH_MIN_FAILED of them. Such a window holds
+#   none of the outage, so what it shows the outage does not explain. The margin rides out the
+#   gateway's own lag (its breaker stays open up to 5 s, a replica rejoins its rotation at the
+#   next status poll); the count keeps a stray error or two among few requests from counting
+#   (with the drill's compressed 5 s window at 2 req/s, one error is already 10%). Released, the
+#   burn tiers page on their own evidence (their guards still apply); a server that restarts
+#   and then fails every request pages within FRESH_MARGIN + FRESH_WINDOW (6m) and an
+#   evaluation of coming back, plus Alertmanager's group_interval (up to 5m) for a burn that was
+#   already firing inhibited. A model at under FRESH_MIN_FAILED / FRESH_WINDOW (0.01 req/s)
+#   releases no hold: its burn waits for the window's end, as before.
 RECOVERY_WINDOW = "35m"
-# Crash loop: a model-server target whose `up` changed this often within the window went down
-# and came back at least twice, even when no outage lasted DOWN_FOR (so TfServingDown never
-# fired). Pages: every down spell fails requests.
-FLAP_WINDOW = "15m"
-FLAP_CHANGES = 4
-FLAP_FOR = "1m"
+FRESH_WINDOW = "5m"
+FRESH_MARGIN = "1m"
+FRESH_MIN_FAILED = 3
+# Crash loop (issue 26 A.3): a model-server target that went down, came back and went down
+# again (FLAP_CHANGES changes of `up`) within FLAP_WINDOW, and was down within FLAP_RECENT, so
+# TfServingFlapping is true around every outage of the loop; keep_firing_for (Prometheus 2.42+)
+# carries it over the up-times between them, so a loop is ONE page, firing steadily, and
+# TfServingDown stays quiet while it fires (the loop's outages are not paged one by one).
+# - It fires at the first evaluation that sees the second outage (no `for`: the window's history
+#   is the evidence), so within a scrape and an evaluation (45 s) of it, plus group_wait.
+# - FLAP_WINDOW: two outages whose starts are this close make a loop: outages of 20 s to 10 min
+#   with up-times of 30 s to 10 min between them (alerts/tests/restarts.test.yml). It must
+#   exceed an outage plus an up-time (the second outage must find the first in the window) and
+#   hold two outages and an up-time to stay true through long outages. Two restarts within it
+#   page too: a deploy that needs a second restart within half an hour is worth a look.
+# - FLAP_RECENT: at least an evaluation interval, so a one-scrape outage is seen.
+# - FLAP_KEEP_FIRING: the longest up-time the page is carried over; it resolves that long (plus
+#   FLAP_RECENT) after the loop's last outage ended. A loop with longer up-times pages again.
+FLAP_WINDOW = "30m"
+FLAP_CHANGES = 3
+FLAP_RECENT = "1m"
+FLAP_FOR = "0s"
+FLAP_KEEP_FIRING = "10m"
 # Requests TF Serving refused with RESOURCE_EXHAUSTED (out of memory, a full batch queue),
 # per second over the window, per replica. Any sustained rate is a ticket.
 RESOURCE_EXHAUSTED_WINDOW = "10m"
@@ -321,21 +417,35 @@ COMPRESSION_FACTOR = 60
 COMPRESSED_MIN_SECONDS = 5
 
 # Where each alert's runbook lives (kubernetes-mixin's runbookURLPattern); {alertname} is
-# replaced. The default is the deployment's own runbooks, which its on-call receiver serves
-# rendered (GET /runbooks/<alert>): the compose receiver published on the host's loopback, the
-# local stack's on its port (9095 both by default; `up` points its rules at its own). Change it
-# where runbooks are published elsewhere (a wiki, an internal site); keep one page per alert.
+# replaced. These are the local stack's links, which every committed generated file (and the
+# promtool tests) carries: its on-call receiver serves the runbooks rendered (GET
+# /runbooks/<alert>; `up` points its rules at its own port). Compose and Kubernetes link their
+# own addresses instead, from settings (monitoring/deploy_links.py: TOKENPULSE_LINKS_* in .env,
+# deploy/k8s/links.env), moved in by monitoring/mixin/relink.py. Keep one page per alert.
 RUNBOOK_URL_PATTERN = f"http://127.0.0.1:{ports.ONCALL}/runbooks/{{alertname}}"
-# The same for the Kubernetes deployment (deploy/k8s), whose rules and dashboards link this: its
-# `runbooks` Deployment serves the runbooks (the on-call receiver's image, the pages from a
-# generated ConfigMap) and its `runbooks` Ingress publishes them at this host and path. The host
-# is the example Ingress's placeholder: change both together (a test holds them equal).
-K8S_RUNBOOK_URL_PATTERN = "https://tokenpulse.example.com/runbooks/{alertname}"
 
 # Grafana as the on-call engineer's browser reaches it: each notification links the dashboard
-# panel of its alert there. The default is the compose Grafana's published address (loopback,
-# GRAFANA_PUBLISH, 3000 by default); change it where Grafana is published elsewhere.
+# panel of its alert there. The local default (a Grafana on this machine); compose and
+# Kubernetes link their own, as the runbooks.
 GRAFANA_URL = "http://127.0.0.1:3000"
+
+
+@dataclass(frozen=True)
+class Links:
+    """Where a deployment's pages and dashboards link: runbooks, Grafana, Kibana, as the on-call
+    engineer's browser reaches them (relink.check holds their shape and refuses loopback)."""
+
+    runbook_url_pattern: str  # ends with {alertname}, which is replaced
+    grafana_url: str  # no trailing slash; + /d/<uid>/?viewPanel=<id>
+    kibana_url: str  # no trailing slash; + /app/discover#...
+
+    def runbook_url(self, alertname: str) -> str:
+        """The runbook page of one alert."""
+        return self.runbook_url_pattern.format(alertname=alertname)
+
+
+# The local stack's links: every generated file is rendered with these.
+LINKS = Links(RUNBOOK_URL_PATTERN, GRAFANA_URL, KIBANA_URL)
 # A notification's dashboard and sample-search links cover this long before and after the
 # alert's start.
 LINK_WINDOW = "1h"
@@ -352,6 +462,7 @@ ALERT_PANELS: dict[str, tuple[str, str]] = {
     "GatewayTtftBudgetBurn": ("slo", "Time to first token"),
     "GatewaySaturated": ("slo", "Queued for a slot"),
     "GatewayDown": ("pipeline", "Scrape targets up"),
+    "GatewayFleetDown": ("pipeline", "Scrape targets up"),
     "Quality": ("quality", "Mean NLL per token"),
     "QualityEmptyOutputs": ("quality", "Empty outputs"),
     "QualityTruncation": ("quality", "Truncation"),
@@ -360,6 +471,7 @@ ALERT_PANELS: dict[str, tuple[str, str]] = {
     "QualityNegativeFeedback": ("quality", "Negative feedback"),
     "Canary": ("quality", "Canary success and match"),
     "CanaryWorseThanStable": ("quality", "Canary NLL: answers vs golden"),
+    "CanaryDegradedVsStable": ("quality", "Canary vs stable on live traffic"),
     "TfServing": ("serving", "Available versions"),
     "TfServingBatchQueueSlow": ("serving", "Batch queueing latency"),
     "TfServingBatchingIneffective": ("serving", "Batch size"),

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from monitoring.mixin import config as c
+from monitoring.mixin.holds import down_holds, unavailable_holds
 from monitoring.mixin.model import GATEWAY_PREFIX, Alert
 from monitoring.mixin.promql import Timing, number, sel
 
@@ -43,67 +46,50 @@ def _exhausted(t: Timing) -> str:
     return f"rate(:tensorflow:serving:request_count{status}[{w}])"
 
 
+def flapping_alert(t: Timing) -> Alert:
+    """A crash loop: down again within FLAP_WINDOW of an earlier outage; one page through it."""
+    up = f"up{sel('modelserver')}"
+    return Alert(
+        "TfServingFlapping",
+        # `up` went down, came back and went down again within the window (3 changes), and it
+        # was down within FLAP_RECENT: true around every outage of the loop, and keep_firing_for
+        # carries it over the up-times between them
+        f"changes({up}[{t(c.FLAP_WINDOW)}]) >= {c.FLAP_CHANGES}\n"
+        f"and min_over_time({up}[{t(c.FLAP_RECENT)}]) == 0",
+        c.FLAP_FOR,
+        "critical",
+        "TF Serving keeps going down and coming back: a crash loop.",
+        "TF Serving at {{ $labels.instance }} changed between up and down "
+        f"{{{{ $value }}}} times in {c.FLAP_WINDOW}: every down spell fails requests, even those "
+        "too short to page as TokenPulseTfServingDown (which the loop's page stands for).",
+        per_replica=True,
+        keep_firing_for=c.FLAP_KEEP_FIRING,
+    )
+
+
 def component_alerts(t: Timing) -> list[Alert]:
-    """Scrape targets down, flapping; model versions; the gateway's breaker."""
+    """Scrape targets down, flapping; model versions (and the holds after their pages); the
+    gateway's breaker."""
     tfs_down = f"up{sel('modelserver')} == 0"
     ex = sel("exporter")
-    recovery = t(c.RECOVERY_WINDOW)
-    # "recently down" is a TfServingDown page actually sent (firing), not any dip of `up`: a
-    # crash loop whose outages are each shorter than DOWN_FOR pages nobody about the outage, so
-    # it must not silence the burn it causes either
-    paged = f'ALERTS{{alertname="{c.ALERT_PREFIX}TfServingDown",alertstate="firing"}}'
-    replica_by = f"job, instance, {c.REPLICA_LABEL}"
-    # the whole fleet: every model-server target had that page firing at once. No labels, like
-    # the fleet-wide symptoms it explains (they have no replica label either)
-    fleet_paged = f"count({paged}) >= count(up{sel('modelserver')})"
-    # the same after a NoAvailableVersion page: every request for the model failed while it
-    # fired, and the burn's windows hold those failures after it resolves
-    unavailable = f"{c.ALERT_PREFIX}TfServingNoAvailableVersion"
-    no_version = f'ALERTS{{alertname="{unavailable}",alertstate="firing"}}'
-    # ... on every model-server target at once: the model was gone from the whole fleet
-    fleet_no_version = f"count by (model) ({no_version}) >= scalar(count(up{sel('modelserver')}))"
+    # node: kept where present (Kubernetes), so a GPU alert can explain it (GpuMemoryNearlyFull)
+    replica_by = f"job, instance, {c.REPLICA_LABEL}, {c.NODE_LABEL}"
     exhausted = _exhausted(t)
     reads = sel("exporter", f'collector=~"{MODELSERVER_COLLECTORS}"')
     others = sel("exporter", f'collector!~"{MODELSERVER_COLLECTORS}"')
+    flapping = f'ALERTS{{alertname="{c.ALERT_PREFIX}TfServingFlapping",alertstate="firing"}}'
     return [
-        _down("modelserver", "TfServing", "critical", "The model server (TF Serving)", REPLICA),
+        replace(
+            _down("modelserver", "TfServing", "critical", "The model server (TF Serving)", REPLICA),
+            # a crash loop is one page (TfServingFlapping, firing through the loop): its outages
+            # are not paged one by one
+            expr=f"{tfs_down}\nunless on ({replica_by}) {flapping}",
+        ),
         _down("gateway", "Gateway", "critical", "The gateway"),
         _down("exporter", "Exporter", "warning", "The exporter"),
         _down("shipper", "Shipper", "warning", "The sample shipper"),
-        Alert(
-            "TfServingRecentlyDown",
-            f"max by ({replica_by}) (max_over_time({paged}[{recovery}]))",
-            # fires in the evaluation that sends the page, so the page's symptoms never race it
-            "0s",
-            "info",
-            "TF Serving was paged down within the recovery window; its windowed symptoms stay "
-            "silenced.",
-            "TokenPulseTfServingDown fired for {{ $labels.instance }} in the last "
-            f"{c.RECOVERY_WINDOW}: windowed alerts it explains are inhibited until its effects "
-            "age out of their windows.",
-            per_replica=True,
-        ),
-        Alert(
-            "TfServingFleetRecentlyDown",
-            f"max_over_time(({fleet_paged})[{recovery}:])",
-            "0s",
-            "info",
-            "Every TF Serving replica was paged down at once within the recovery window.",
-            "TokenPulseTfServingDown fired for every replica ({{ $value }}) at once in the last "
-            f"{c.RECOVERY_WINDOW}: the fleet-wide windowed symptoms it explains (SLO burn, "
-            "quality, traffic) are inhibited until its effects age out of their windows.",
-        ),
-        Alert(
-            "TfServingFlapping",
-            f"changes(up{sel('modelserver')}[{t(c.FLAP_WINDOW)}]) >= {c.FLAP_CHANGES}",
-            c.FLAP_FOR,
-            "critical",
-            "TF Serving keeps going down and coming back: a crash loop.",
-            "TF Serving at {{ $labels.instance }} changed between up and down "
-            f"{{{{ $value }}}} times in {c.FLAP_WINDOW}: every down spell fails requests, "
-            "even those too short to page as TokenPulseTfServingDown.",
-            per_replica=True,
-        ),
+        *down_holds(t),
+        flapping_alert(t),
         Alert(
             "TfServingResourceExhausted",
             f"sum by ({replica_by}, model_name) ({exhausted})"
@@ -127,31 +113,7 @@ def component_alerts(t: Timing) -> list[Alert]:
             "TF Serving reports no AVAILABLE version of model {{ $labels.model }}.",
             per_replica=True,
         ),
-        Alert(
-            "TfServingRecentlyUnavailable",
-            f"max by (model, {c.REPLICA_LABEL}) (max_over_time({no_version}[{recovery}]))",
-            # fires in the evaluation that sends the page, as TfServingRecentlyDown
-            "0s",
-            "info",
-            "A model was paged with no AVAILABLE version within the recovery window; its "
-            "windowed symptoms stay silenced.",
-            "TokenPulseTfServingNoAvailableVersion fired for model {{ $labels.model }} in the "
-            f"last {c.RECOVERY_WINDOW}: windowed alerts of that model it explains are inhibited "
-            "until its failed requests age out of their windows.",
-            per_replica=True,
-        ),
-        Alert(
-            "TfServingFleetRecentlyUnavailable",
-            f"max_over_time(({fleet_no_version})[{recovery}:])",
-            "0s",
-            "info",
-            "A model was paged with no AVAILABLE version on every TF Serving replica at once "
-            "within the recovery window.",
-            "TokenPulseTfServingNoAvailableVersion fired for model {{ $labels.model }} on every "
-            f"replica ({{{{ $value }}}}) at once in the last {c.RECOVERY_WINDOW}: the fleet-wide "
-            "windowed symptoms of that model (SLO burn, quality, traffic) are inhibited until "
-            "its failed requests age out of their windows.",
-        ),
+        *unavailable_holds(t),
         Alert(
             "TfServingVersionLoadFailed",
             f"tokenpulse_tfserving_model_version_status_ok{ex} == 0",
@@ -194,8 +156,9 @@ def component_alerts(t: Timing) -> list[Alert]:
 
 def gpu_alerts(t: Timing) -> list[Alert]:
     """GPU memory pressure, throttling, heat, row remaps, idling, XIDs, ECC, lost GPUs (exporter's
-    nvml collector). The exporter is the model server's sidecar: its series carry the same
-    config.REPLICA_LABEL, which joins a GPU to the model server on it (absent = absent with one)."""
+    nvml collector). A GPU joins the model servers on the same machine by config.NODE_LABEL: on
+    Kubernetes the node (the GPU exporter is a DaemonSet, no replica's witness); locally and on
+    compose one machine, where the label is absent on both sides (absent equals absent)."""
     ex = sel("exporter")
     xids = sel("exporter", f'xid=~"{c.GPU_CRITICAL_XIDS}"')
     ecc = sel("exporter", 'type="uncorrected"')
@@ -203,15 +166,16 @@ def gpu_alerts(t: Timing) -> list[Alert]:
     policy = sel("exporter", f'policy="{c.GPU_THROTTLE_POLICY}"')
     hw = sel("exporter", f'reason=~"{c.GPU_THROTTLE_HW_REASONS}"')
     gpu = "job, instance, gpu, uuid"
-    r = c.REPLICA_LABEL
-    exhausted = f"sum by ({r}) ({_exhausted(t)}) > 0"
+    r = f"{c.REPLICA_LABEL}, {c.NODE_LABEL}"  # kept where present
+    node = c.NODE_LABEL
+    exhausted = f"sum by ({node}) ({_exhausted(t)}) > 0"
     return [
         Alert(
             "GpuMemoryNearlyFull",
             # "used" alone is always near full (TF reserves memory up front): pressure is the
             # allocator failing on the model server that uses this GPU
             f"tokenpulse_gpu_memory_used_bytes{ex} / tokenpulse_gpu_memory_total_bytes{ex}"
-            f" > {number(c.GPU_MEMORY_FULL)}\nand on ({r}) ({exhausted})",
+            f" > {number(c.GPU_MEMORY_FULL)}\nand on ({node}) ({exhausted})",
             c.GPU_MEMORY_FOR,
             "warning",
             "A GPU's memory is exhausted: the model server's allocations fail.",
@@ -364,6 +328,26 @@ def pipeline_alerts(t: Timing) -> list[Alert]:
     ]
 
 
+def gateway_fleet_alerts() -> list[Alert]:
+    """The whole gateway fleet paged down: the one cause that explains every model's gateway
+    symptoms (one pod of several down explains only its own)."""
+    paged = f'ALERTS{{alertname="{c.ALERT_PREFIX}GatewayDown",alertstate="firing"}}'
+    return [
+        Alert(
+            "GatewayFleetDown",
+            # no labels, like the fleet-wide symptoms it explains (SLO burns carry none of a pod)
+            f"count({paged}) >= count(up{sel('gateway')})",
+            # fires in the evaluation after the pages fire: it notifies nobody, it only inhibits
+            "0s",
+            "info",
+            "Every gateway target is paged down at once.",
+            "TokenPulseGatewayDown fires for every gateway target ({{ $value }}): the fleet-wide "
+            "gateway symptoms it explains (SLO burns, traffic, throughput) are inhibited while "
+            "it lasts.",
+        )
+    ]
+
+
 def health_alerts(t: Timing) -> list[Alert]:
     """Every health alert."""
-    return component_alerts(t) + gpu_alerts(t) + pipeline_alerts(t)
+    return component_alerts(t) + gateway_fleet_alerts() + gpu_alerts(t) + pipeline_alerts(t)

@@ -18,16 +18,32 @@ def _meta(name: str, expr: str, for_: str, severity: str, summary: str, desc: st
     return Alert(name, expr, for_, severity, summary, desc, labels=dict(c.META_LABELS))
 
 
-def _down(component: str, name: str, what: str) -> Alert:
-    return _meta(
-        f"{name}Down",
-        f"up{sel(component)} == 0",
-        c.DOWN_FOR,
-        "critical",
-        f"{what} cannot be scraped.",
-        f"Prometheus cannot scrape {what[0].lower()}{what[1:]} at {{{{ $labels.instance }}}} "
-        "(job {{ $labels.job }}): alerts may not be evaluated or delivered.",
-    )
+def _down(component: str, name: str, what: str) -> list[Alert]:
+    """Critical when no instance of the job answers; in HA (two Prometheus, an Alertmanager
+    cluster) one down while another answers is a ticket: paging still works, with no spare."""
+    up = f"up{sel(component)}"
+    lower = f"{what[0].lower()}{what[1:]}"
+    return [
+        _meta(
+            f"{name}Down",
+            f"{up} == 0 unless on (job) ({up} == 1)",
+            c.DOWN_FOR,
+            "critical",
+            f"{what} cannot be scraped.",
+            f"Prometheus cannot scrape {lower} at {{{{ $labels.instance }}}} "
+            "(job {{ $labels.job }}): alerts may not be evaluated or delivered.",
+        ),
+        _meta(
+            f"{name}Down",
+            f"{up} == 0 and on (job) ({up} == 1)",
+            c.DOWN_FOR,
+            "warning",
+            f"One {what} cannot be scraped; another still delivers.",
+            f"Prometheus cannot scrape {lower} at {{{{ $labels.instance }}}} "
+            "(job {{ $labels.job }}) while another instance of the job answers: alerts are still "
+            "evaluated and delivered, with no spare left.",
+        ),
+    ]
 
 
 def meta_alerts(t: Timing) -> list[Alert]:
@@ -36,8 +52,10 @@ def meta_alerts(t: Timing) -> list[Alert]:
     prom, am = sel("prometheus"), sel("alertmanager")
     errors = f"rate(prometheus_notifications_errors_total{prom}[{w}])"
     sent = f"rate(prometheus_notifications_sent_total{prom}[{w}])"
-    failed = f"rate(alertmanager_notifications_failed_total{am}[{w}])"
-    total = f"rate(alertmanager_notifications_total{am}[{w}])"
+    # Alertmanager 0.26 added `reason` to the failure counter (one series per reason), which
+    # the total lacks: summed away, both label shapes divide one to one
+    failed = f"sum without (reason) (rate(alertmanager_notifications_failed_total{am}[{w}]))"
+    total = f"sum without (reason) (rate(alertmanager_notifications_total{am}[{w}]))"
     return [
         Alert(
             c.WATCHDOG_NAME,
@@ -48,8 +66,8 @@ def meta_alerts(t: Timing) -> list[Alert]:
             "Prometheus evaluates rules and Alertmanager delivers (value {{ $value }}). A dead "
             "man's switch outside the stack pages when this stops arriving.",
         ),
-        _down("prometheus", "Prometheus", "Prometheus"),
-        _down("alertmanager", "Alertmanager", "Alertmanager"),
+        *_down("prometheus", "Prometheus", "Prometheus"),
+        *_down("alertmanager", "Alertmanager", "Alertmanager"),
         _meta(
             "PrometheusRuleFailures",
             f"increase(prometheus_rule_evaluation_failures_total{prom}[{w}]) > 0",
@@ -105,5 +123,16 @@ def meta_alerts(t: Timing) -> list[Alert]:
             "Alertmanager failed to load its configuration.",
             "Alertmanager at {{ $labels.instance }} runs an old configuration: its last reload "
             "failed (value {{ $value }}).",
+        ),
+        _meta(  # HA: a split cluster notifies once per part (twice), never less: a ticket
+            "AlertmanagerMembersInconsistent",
+            f"max_over_time(alertmanager_cluster_members{am}[{w}]) < on (job) group_left () "
+            f"count by (job) (max_over_time(alertmanager_cluster_members{am}[{w}]))",
+            c.META_FOR,
+            "warning",
+            "Alertmanagers do not gossip with each other: they may notify twice.",
+            "Alertmanager at {{ $labels.instance }} sees {{ $value }} cluster members, fewer than "
+            "the Alertmanagers Prometheus scrapes: a split cluster sends each notification once "
+            "per part.",
         ),
     ]

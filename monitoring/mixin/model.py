@@ -42,14 +42,17 @@ class Alert:
     symptom: bool = False
     # ... and a symptom read over a window (or from the last canary run), which the outage keeps
     # filling after it ends: also inhibited for config.RECOVERY_WINDOW after a TfServingDown (or,
-    # for its model, a NoAvailableVersion) page was sent. State alerts (a model with no AVAILABLE
-    # version) are never held past their cause: they show the present, so a model server that
-    # comes back broken pages at once.
+    # for its model, a NoAvailableVersion) page was sent, unless fresh failures follow (holds.py).
+    # State alerts (a model with no AVAILABLE version) are never held past their cause: they show
+    # the present, so a model server that comes back broken pages at once.
     windowed: bool = False
     labels: dict[str, str] = field(default_factory=dict)
     # its series carry config.REPLICA_LABEL (one model-server replica's, or its exporter's):
     # inhibitions between such alerts hold that label equal
     per_replica: bool = False
+    # Prometheus's keep_firing_for (2.42+): the alert keeps firing this long after its expression
+    # stops matching, so a condition that comes and goes (a crash loop) stays one page
+    keep_firing_for: str = ""
 
     @property
     def alertname(self) -> str:
@@ -63,10 +66,14 @@ class Alert:
 
     def rule(self, t: Timing) -> Rule:
         """The rule as it goes into the YAML file."""
+        keep = {"keep_firing_for": t(self.keep_firing_for)} if self.keep_firing_for else {}
+        # no `for` stays none when compressed: the floor is for waits, and a crash loop's short
+        # compressed outages would not outlast a 5 s one
         return {
             "alert": self.alertname,
             "expr": self.expr,
-            "for": t(self.for_),
+            "for": t(self.for_) if seconds(self.for_) else self.for_,
+            **keep,
             "labels": {"severity": self.severity, **self.labels},
             "annotations": {
                 "summary": self.summary,

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from monitoring.mixin import config
+from monitoring.mixin.canary import live_rules
 from monitoring.mixin.model import (
     GATEWAY_PREFIX,
     TFSERVING_PREFIX,
@@ -211,5 +212,5 @@ def recording_groups(t: Timing) -> list[dict[str, Any]]:
         {"name": "tokenpulse-tfserving.rules", "rules": tfserving_rules(t)},
         {"name": "tokenpulse-slis.rules", "rules": sli_rules(t)},
         {"name": "tokenpulse-quality.rules", "rules": quality_rules(t) + traffic_rules(t)},
-        {"name": "tokenpulse-canary.rules", "rules": canary_rules()},
+        {"name": "tokenpulse-canary.rules", "rules": canary_rules() + live_rules(t)},
     ]

@@ -5,6 +5,8 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import dashboard
 
 from monitoring.mixin import config as cfg
+from monitoring.mixin.canary import OUTPUTS as LIVE_OUTPUTS
+from monitoring.mixin.canary import SIGNALS as LIVE_SIGNALS
 from monitoring.mixin.dashboards.panels import (
     GRAFANA,
     PROM,
@@ -199,6 +201,53 @@ def _canary_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
     )  # fmt: skip
 
 
+def _live_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
+    """The canary against stable on live traffic: what TokenPulseCanaryDegradedVsStable reads."""
+    model = 'model=~"$model"'
+    # each labelled version minus stable: stable draws the zero line, so the panel shows the
+    # comparison's state before a canary is labelled too
+    worse = [
+        Q(
+            f"({name}{{{model}}}\n  - on (model) group_left "
+            f'{name}{{{model}, version_label="stable"}}) / {cfg.CANARY_LIVE_MARGINS[signal]:g}',
+            f"{{{{model}}}} {{{{version_label}}}} v{{{{version}}}} {signal}",
+        )
+        for signal, (name, _, _) in LIVE_SIGNALS.items()
+    ]
+    window, n = cfg.CANARY_LIVE_WINDOW, cfg.CANARY_LIVE_MIN_OUTPUTS
+    return (
+        d.with_row(dashboard.Row("Canary vs stable (gateway, live traffic)"))
+        .with_panel(
+            ts_panel(
+                "Canary vs stable on live traffic",
+                f"Per signal, over the last {window}: (version - stable) / the signal's margin "
+                "for the versions behind the canary and stable labels (empty, truncated and "
+                "slow shares, mean repetition, mean NLL); stable is the zero line. At 1 (the "
+                "dashed line) the canary is worse by the alert's margin; the alert also needs "
+                f"{n} outputs of each (the panel beside). Each version's own values: the panels "
+                "of the first row.",
+                "none",
+                worse,
+                bad_above(1),
+                width=16,
+                runbooks=("TokenPulseCanaryDegradedVsStable",),
+            )
+        )
+        .with_panel(
+            ts_panel(
+                "Outputs per version label",
+                f"Outputs of the versions behind the canary and stable labels over the last "
+                f"{window}; under the dashed line ({n}) the live comparison waits for more.",
+                "short",
+                [Q(f"{LIVE_OUTPUTS}{{{model}}}", "{{model}} {{version_label}} v{{version}}")],
+                ok_above(n),
+                width=8,
+                runbooks=("TokenPulseCanaryDegradedVsStable",),
+            )
+        )
+    )  # fmt: skip
+
+
 def build() -> dashboard.Dashboard:
     """The model quality dashboard."""
     d = (
@@ -246,4 +295,4 @@ def build() -> dashboard.Dashboard:
             .target(dashboard.AnnotationTarget().type("tags").tags(["deployment"]).limit(100))
         )
     )
-    return _canary_row(_gateway_row(d))
+    return _live_row(_canary_row(_gateway_row(d)))

@@ -48,6 +48,20 @@ MISMATCH = {
 }  # fmt: skip
 FLAPPING = {"alertname": f"{P}TfServingFlapping", "severity": "critical", "job": "tfserving"}
 GPU_FULL = {"alertname": f"{P}GpuMemoryNearlyFull", "severity": "warning", "gpu": "0"}
+# one of three gateway pods down (the Kubernetes shape: a target per pod) and the fleet's burn
+GATEWAY_DOWN = {
+    "alertname": f"{P}GatewayDown", "severity": "critical", "job": "gateway",
+    "instance": "10.0.0.7:8080",
+}  # fmt: skip
+GATEWAY_FLEET_DOWN = {"alertname": f"{P}GatewayFleetDown", "severity": "info"}
+BREAKER = {
+    "alertname": f"{P}GatewayCircuitBreakerOpen", "severity": "warning", "job": "gateway",
+    "instance": "10.0.0.7:8080",
+}  # fmt: skip
+LATENCY_BURN = {
+    "alertname": f"{P}GatewayLatencyBudgetBurn", "severity": "critical", "model": "gen",
+    "slo": "latency", "long_window": "1h",
+}  # fmt: skip
 EXHAUSTED = {"alertname": f"{P}TfServingResourceExhausted", "severity": "warning"}
 
 
@@ -127,8 +141,26 @@ _CASES = iter(range(10_000))
 def test_every_inhibition_is_scoped_or_says_why_not() -> None:
     rules = alertmanager.inhibit_rules()
     unscoped = [r for r in rules if not r.get("equal")]
-    # the gateway serves every model: its outage has no narrower scope
-    assert [r["source_matchers"] for r in unscoped] == [[f'alertname="{P}GatewayDown"']]
+    # only the whole gateway fleet down explains every model's gateway symptoms: it has no
+    # narrower scope (and no labels); one pod down is scoped to its own instance
+    assert [r["source_matchers"] for r in unscoped] == [[f'alertname="{P}GatewayFleetDown"']]
+
+
+def test_one_gateway_pod_down_hides_nothing_of_the_fleet(am_url: str) -> None:
+    # two pods still serve: a burn measured on them is theirs, not the dead pod's
+    assert _suppressed(am_url, GATEWAY_DOWN, BURN, LATENCY_BURN, want=set()) == set()
+    other_pod = {**BREAKER, "instance": "10.0.0.8:8080"}
+    assert _suppressed(am_url, GATEWAY_DOWN, other_pod, want=set()) == set()
+
+
+def test_one_gateway_pod_down_hides_its_own_windowed_alerts(am_url: str) -> None:
+    breaker = {BREAKER["alertname"]}
+    assert _suppressed(am_url, GATEWAY_DOWN, BREAKER, want=breaker) == breaker
+
+
+def test_the_whole_gateway_fleet_down_hides_the_fleet_burn(am_url: str) -> None:
+    burns = {BURN["alertname"], LATENCY_BURN["alertname"]}
+    assert _suppressed(am_url, GATEWAY_FLEET_DOWN, BURN, LATENCY_BURN, want=burns) == burns
 
 
 @pytest.mark.parametrize("source", ["RecentlyDown", "RecentlyUnavailable"])
@@ -170,10 +202,16 @@ def test_the_whole_fleet_recently_down_hides_the_fleet_burn(am_url: str) -> None
     assert _suppressed(am_url, FLEET, BURN, want=burn) == burn
 
 
-def test_gpu_memory_exhaustion_explains_resource_exhausted_on_its_replica(am_url: str) -> None:
-    full, exhausted = {**GPU_FULL, "replica": "0"}, {EXHAUSTED["alertname"]}
-    assert _suppressed(am_url, full, {**EXHAUSTED, "replica": "0"}, want=exhausted) == exhausted
-    assert _suppressed(am_url, full, {**EXHAUSTED, "replica": "1"}, want=set()) == set()
+def test_gpu_memory_exhaustion_explains_resource_exhausted_on_its_machine(am_url: str) -> None:
+    # a node's GPU (the DaemonSet exporter's: no replica) and a TF Serving pod on that node
+    full, exhausted = {**GPU_FULL, "node": "a"}, {EXHAUSTED["alertname"]}
+    on_a = {**EXHAUSTED, "node": "a", "replica": "tfs-0"}
+    assert _suppressed(am_url, full, on_a, want=exhausted) == exhausted
+    on_b = {**EXHAUSTED, "node": "b", "replica": "tfs-1"}
+    assert _suppressed(am_url, full, on_b, want=set()) == set()
+    # one machine (local, compose): no node label on either, whichever replica
+    local = {**GPU_FULL, "replica": "0"}
+    assert _suppressed(am_url, local, {**EXHAUSTED, "replica": "1"}, want=exhausted) == exhausted
 
 
 def test_after_a_no_available_version_page_its_burn_stays_silenced(am_url: str) -> None:

@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 import yaml
 
+from monitoring import deploy_links
 from monitoring.mixin import alertmanager, config, operator, prometheus, rulefiles
 from monitoring.mixin.dashboards import render_all
+from monitoring.mixin.relink import relink
 from tokenpulse import paths
 
 
@@ -28,13 +30,17 @@ def test_prometheus_rules_hold_exactly_the_rule_files_groups() -> None:
     for name, text in rulefiles.render_files().items():
         kind = name.removesuffix(".rules.yml")
         (rule,) = [r for r in rules if r["metadata"]["name"] == f"tokenpulse-{kind}"]
-        # the same groups, but each runbook link is the cluster's (config.K8S_RUNBOOK_URL_PATTERN)
+        # the same groups, but each runbook and dashboard link is the cluster's (links.env)
+        links = deploy_links.kubernetes_links()
         groups = yaml.safe_load(text)["groups"]
         for group in groups:
             for r in group["rules"]:
-                if "runbook_url" in r.get("annotations", {}):
-                    url = config.K8S_RUNBOOK_URL_PATTERN.format(alertname=r["alert"])
-                    r["annotations"]["runbook_url"] = url
+                notes = r.get("annotations", {})
+                if "runbook_url" in notes:
+                    notes["runbook_url"] = links.runbook_url(r["alert"])
+                if "dashboard_url" in notes:
+                    url = notes["dashboard_url"].removeprefix(config.LINKS.grafana_url)
+                    notes["dashboard_url"] = links.grafana_url + url
         assert rule["spec"]["groups"] == groups
         # and the committed files say the same (the drift check keeps them so)
         committed = yaml.safe_load((paths.ALERTS / name).read_text())["groups"]
@@ -80,7 +86,8 @@ def test_static_labels_and_relabel_configs_carry_over(monkeypatch: pytest.Monkey
     for monitor in operator.monitors():
         spec = monitor["spec"]
         (endpoint,) = spec.get("endpoints") or spec["podMetricsEndpoints"]
-        carried = [r for r in endpoint["relabelings"][1:] if r.get("targetLabel") != "replica"]
+        scoped = (config.REPLICA_LABEL, config.NODE_LABEL)
+        carried = [r for r in endpoint["relabelings"][1:] if r.get("targetLabel") not in scoped]
         assert carried == [
             {"action": "replace", "targetLabel": "cluster", "replacement": "local"},
             {"sourceLabels": ["__address__"], "targetLabel": "instance", "regex": "(.*)"},
@@ -108,7 +115,9 @@ def test_alertmanager_config_has_the_same_routes_inhibitions_and_receivers() -> 
     (pager,) = [r for r in spec["receivers"] if r["name"] == "pager"]
     (pd,) = pager["pagerdutyConfigs"]
     assert pd["description"] == alertmanager.TITLE
-    assert pd["details"] == [{"key": "alerts", "value": alertmanager.ALERT_TEXT}]
+    # ... linking the cluster's Kibana (deploy/k8s/links.env)
+    text = relink(alertmanager.ALERT_TEXT, deploy_links.kubernetes_links())
+    assert pd["details"] == [{"key": "alerts", "value": text}]
 
 
 def test_receiver_secrets_are_keys_named_after_the_secret_files() -> None:
@@ -172,6 +181,7 @@ def test_files_are_the_monitoring_kustomization_and_the_adapter_values() -> None
     assert {operator.MONITORING / r for r in kustomization["resources"]} | {
         operator.MONITORING / "kustomization.yaml",
         operator.ADAPTER / "values.yaml",
+        operator.KUBE_PROMETHEUS_STACK / "values.yaml",
     } == set(files)
     for path, text in files.items():
         assert text.startswith(operator.HEADER), path
@@ -188,6 +198,8 @@ def test_a_model_server_pod_and_its_sidecar_exporter_are_one_replica() -> None:
             for r in endpoints[0]["relabelings"]
             if r.get("targetLabel") == config.REPLICA_LABEL
         ]
-    assert scoped[config.JOBS.modelserver] == [["__meta_kubernetes_pod_name"]]
-    assert scoped[config.JOBS.exporter] == [["__meta_kubernetes_pod_name"]]
+    # a TF Serving pod's name only: the GPU DaemonSet's exporter pods are no replica
+    tfserving_pod = [[operator.REPLICA_POD_LABEL, "__meta_kubernetes_pod_name"]]
+    assert scoped[config.JOBS.modelserver] == tfserving_pod
+    assert scoped[config.JOBS.exporter] == tfserving_pod
     assert scoped[config.JOBS.gateway] == []  # fleet jobs keep no replica label

@@ -1,0 +1,140 @@
+"""The Watchdog path end to end on loopback: a real Alertmanager loaded with the generated local
+config sends the Watchdog to a real receiver every interval; Alertmanager stopped, the receiver's
+own dead man's switch pages within its bound; Alertmanager back, the page resolves."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import shutil
+import socket
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from monitoring.mixin import alertmanager
+from monitoring.oncall.deadman import ALERTNAME
+from monitoring.oncall.server import OncallServer, OncallSettings, serve
+from stack.launch import http_ok, running_process
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("prometheus-alertmanager") is None, reason="needs prometheus-alertmanager"
+)
+
+INTERVAL_S = 2  # the Watchdog's route interval; the receiver pages after 3 of them
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def _receiver(tmp: Path) -> Iterator[OncallServer]:
+    settings = OncallSettings(
+        port=0, file=tmp / "oncall.jsonl", watchdog_interval=f"{INTERVAL_S}s",
+        watchdog_late_factor=3.0, watchdog_grace_s=0.0,
+    )  # fmt: skip
+    server = serve(settings, lambda _: None)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextlib.contextmanager
+def _alertmanager(tmp: Path, receiver_url: str, port: int) -> Iterator[str]:
+    config = tmp / "alertmanager.yml"
+    config.write_text(
+        alertmanager.render_local(
+            receiver_url, group_wait="1s", group_interval="1s",
+            watchdog_interval=f"{INTERVAL_S}s",
+        )
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    argv = [
+        "prometheus-alertmanager", f"--config.file={config}", f"--storage.path={tmp / 'am'}",
+        f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address=",
+        "--log.level=error",
+    ]  # fmt: skip
+    with running_process(argv, lambda: http_ok(f"{url}/-/ready"), what="alertmanager"):
+        yield url
+
+
+def _fire_watchdog(am_url: str) -> None:
+    """Prometheus' part: the always-firing Watchdog, valid for a minute."""
+    now = datetime.datetime.now(datetime.UTC)
+    body = [
+        {
+            "labels": {"alertname": "Watchdog", "severity": "none"},
+            "startsAt": now.isoformat(),
+            "endsAt": (now + datetime.timedelta(minutes=1)).isoformat(),
+        }
+    ]
+    req = urllib.request.Request(
+        f"{am_url}/api/v2/alerts", data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"}, method="POST",
+    )  # fmt: skip
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        assert resp.status == 200
+
+
+def _entries(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def _arrivals(path: Path) -> list[float]:
+    return [
+        datetime.datetime.fromisoformat(e["received_at"]).timestamp()
+        for e in _entries(path)
+        if e["receiver"] == "watchdog"
+    ]
+
+
+def _pages(path: Path) -> list[tuple[str, float]]:
+    return [
+        (e["status"], datetime.datetime.fromisoformat(e["received_at"]).timestamp())
+        for e in _entries(path)
+        if e["alerts"][0]["labels"]["alertname"] == ALERTNAME
+    ]
+
+
+def test_alertmanager_stopped_pages_from_the_receiver_and_resolves(tmp_path: Path) -> None:
+    port = _free_port()
+    with _receiver(tmp_path) as server:
+        receiver_url = f"http://127.0.0.1:{server.server_address[1]}"
+        log = server.receiver.settings.file
+        with _alertmanager(tmp_path, receiver_url, port) as am_url:
+            for _ in range(5 * INTERVAL_S):  # Prometheus re-sends the firing alert
+                _fire_watchdog(am_url)
+                time.sleep(1)
+            # every interval, not every other one: the switch's bound counts intervals
+            arrivals = _arrivals(log)
+            gaps = [b - a for a, b in zip(arrivals, arrivals[1:], strict=False)]
+            assert len(arrivals) >= 4 and max(gaps) < 1.5 * INTERVAL_S, gaps
+            assert _pages(log) == []
+        stopped = time.time()  # Alertmanager is gone: nothing arrives
+        bound = 3 * INTERVAL_S + 1.0  # late after 3 intervals, read every 0.5 s
+        deadline = time.monotonic() + bound + 5.0
+        while not _pages(log) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        ((status, at),) = _pages(log)
+        assert status == "firing"
+        assert at - arrivals[-1] <= bound + 1.0 and at - stopped <= bound
+        with _alertmanager(tmp_path, receiver_url, port) as am_url:
+            back = time.time()
+            _fire_watchdog(am_url)
+            deadline = time.monotonic() + 10.0
+            while len(_pages(log)) < 2 and time.monotonic() < deadline:
+                time.sleep(0.1)
+        assert [s for s, _ in _pages(log)] == ["firing", "resolved"]
+        assert _pages(log)[1][1] - back < 3.0
