@@ -134,16 +134,19 @@ def merge(base: Any, patch: Any) -> Any:
 
 def _merge_list(base: list[Doc], patch: list[Doc], key: str) -> list[Doc]:
     out = [dict(item) for item in base]
-    new = []  # items the base lacks go first, in the patch's order, as kustomize puts them
+    # as kustomize orders them: items the base lacks first, then the base's items the patch
+    # names, each in the patch's order, then the base's others (so a sidecar patch, then a patch
+    # of the main container, leaves the main container first)
+    new, merged = [], []
     for item in patch:
         at = [i for i, have in enumerate(out) if have.get(key) == item.get(key)]
         if item.get("$patch") == "delete":
             out = [have for i, have in enumerate(out) if i not in at]
         elif at:
-            out[at[0]] = merge(out[at[0]], item)
+            merged.append(merge(out.pop(at[0]), item))
         else:
             new.append(copy.deepcopy(item))
-    return new + out
+    return new + merged + out
 
 
 def _key(doc: Doc) -> tuple[str, str]:

@@ -19,6 +19,7 @@ from log_pipeline import assets
 from monitoring import generate
 from monitoring.mixin import operator, references
 from monitoring.mixin.dashboards.lint import lint
+from monitoring.mixin.relink import LinkError
 from stack.catalogue import declared_metrics
 from tokenpulse import paths
 
@@ -112,7 +113,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(check: bool, root: Path = ROOT) -> int:
     """Regenerate (or check) every generated file under `root`; the exit code."""
-    files = generated_files()
+    try:
+        files = generated_files()
+    except LinkError as exc:  # a deployment's links file names a malformed or loopback host
+        print(f"tokenpulse build: error: {exc}", file=sys.stderr)  # noqa: T201
+        return 2
     found = problems(files, root)
     for line in found:
         print(f"tokenpulse build: {line}", file=sys.stderr)  # noqa: T201

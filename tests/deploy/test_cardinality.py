@@ -110,7 +110,7 @@ def rows() -> list[tuple[str, str, int]]:
         ("TF Serving (`tfserving`)", "replica", tfserving_series() + PER_TARGET),
         ("gateway (`tokenpulse-gateway`, with its spool writer)", "replica",
          gateway_series() + PER_TARGET),
-        ("exporter sidecar (CPU overlay, NVML off)", "TF Serving replica",
+        ("exporter sidecar (both overlays, NVML off)", "TF Serving replica",
          exporter_series(0) + PER_TARGET),
         (f"exporter DaemonSet (GPU overlay, {GPUS_PER_NODE} GPUs a node)", "GPU node",
          exporter_series(GPUS_PER_NODE) + PER_TARGET),

@@ -130,7 +130,7 @@ EXPECTED = {
         ("Ingress", "runbooks"),
     },  # fmt: skip
     "cpu": set(),
-    "gpu": {("DaemonSet", "exporter"), ("Service", "tfserving-local")},
+    "gpu": {("DaemonSet", "exporter")},
 }
 
 
@@ -167,7 +167,8 @@ def test_every_pod_that_mounts_the_serving_config_gets_the_hashed_name(
                 if "configMap" in volume:
                     assert volume["configMap"]["name"] == name, doc["metadata"]["name"]
                     mounting += 1
-    assert mounting == {"cpu": 2, "gpu": 3}[overlay]
+    # gpu: TF Serving with its exporter sidecar (the DaemonSet reads NVML only, no config)
+    assert mounting == {"cpu": 2, "gpu": 2}[overlay]
 
 
 def test_the_config_map_holds_serving_configs_files() -> None:
@@ -205,12 +206,16 @@ def test_gpu_overlay_takes_a_gpu_tolerates_the_taint_and_runs_the_exporter_per_n
     assert main["resources"]["limits"]["cpu"] == "4"  # the base's limits kept
     taint = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
     assert taint in pod_spec(tfs)["tolerations"]
-    assert [c["name"] for c in pod_spec(tfs)["containers"]] == ["tfserving"]
+    # model status and canaries beside each replica (the sidecar, NVML off): issue 26 D.11
+    assert sorted(c["name"] for c in pod_spec(tfs)["containers"]) == ["exporter", "tfserving"]
+    assert "--no-collector.nvml" in container(tfs, "exporter")["args"]
+    # the GPUs from one NVML reader a node, which watches no replica
     exporter = find(gpu, "DaemonSet", "exporter")
     assert taint in pod_spec(exporter)["tolerations"]
     args = container(exporter, "exporter")["args"]
-    assert "--collector.nvml" in args and "--tfserving.url=http://tfserving-local:8501" in args
-    assert find(gpu, "Service", "tfserving-local")["spec"]["internalTrafficPolicy"] == "Local"
+    assert "--collector.nvml" in args
+    assert {"--no-collector.tfserving", "--no-collector.canary"} <= set(args)
+    assert not [a for a in args if a.startswith("--tfserving.")]
     # CPU: the exporter is a sidecar, NVML off, no GPU anywhere
     tfs_cpu = find(cpu, "Deployment", "tfserving")
     sidecar = container(tfs_cpu, "exporter")
@@ -261,7 +266,7 @@ def test_network_policies_admit_only_the_named_clients(rendered: dict[str, list[
     peers = _allowed_from(tfs)
     same_ns = {p["podSelector"]["matchLabels"]["app.kubernetes.io/name"] for p in peers
                if "namespaceSelector" not in p}  # fmt: skip
-    assert same_ns == {"gateway", "exporter"}
+    assert same_ns == {"gateway"}  # the exporter is TF Serving's sidecar, or reads NVML only
     (scraper,) = [p for p in peers if "namespaceSelector" in p]
     assert scraper["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "prometheus"}
     es = find(docs, "NetworkPolicy", "elasticsearch")

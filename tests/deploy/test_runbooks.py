@@ -1,6 +1,6 @@
 """Every runbook link of the Kubernetes deployment resolves in the cluster the manifests describe.
 
-The link (config.K8S_RUNBOOK_URL_PATTERN) names the `runbooks` Ingress's host and path; the
+The link (deploy/k8s/links.env's runbook pattern) names the `runbooks` Ingress's host and path; the
 Ingress sends that path to the `runbooks` Service, the Service to the Deployment's port, and the
 Deployment serves the ConfigMap it mounts, which holds alerts/runbooks/. The pages are then
 fetched from the real server the Deployment runs (the on-call receiver), given those files.
@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from monitoring import deploy_links
 from monitoring.mixin import config, operator
 from monitoring.oncall.server import OncallSettings, serve
 from stack.cli import build_parser
@@ -77,7 +78,7 @@ def test_the_link_is_the_ingress_path_to_the_runbooks_pod(
     (path,) = rule["http"]["paths"]
     assert rule["host"] in ingress["spec"]["tls"][0]["hosts"]  # so https
     base = f"https://{rule['host']}{path['path'].rstrip('/')}/"
-    assert config.K8S_RUNBOOK_URL_PATTERN == base + "{alertname}"
+    assert deploy_links.kubernetes_links().runbook_url_pattern == base + "{alertname}"
     assert path["pathType"] == "Prefix"
     backend = path["backend"]["service"]
     service = find(docs, "Service", backend["name"])
@@ -107,7 +108,7 @@ def test_every_rule_and_dashboard_links_the_clusters_runbooks(
 ) -> None:
     docs = rendered[overlay]
     links = _links(docs)
-    base = config.K8S_RUNBOOK_URL_PATTERN.removesuffix("{alertname}")
+    base = deploy_links.kubernetes_links().runbook_url_pattern.removesuffix("{alertname}")
     assert len(links) > 60 and all(u.startswith(base) for u in links), sorted(set(links))[:5]
     local = config.RUNBOOK_URL_PATTERN.removesuffix("{alertname}")
     assert local != base and local not in json.dumps(docs)  # no loopback link left anywhere
