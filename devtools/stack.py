@@ -18,7 +18,9 @@ model "gen" labelled "stable", the FAKE NVML backend (2 GPUs), the time-compress
 (alerts/compressed/), fast scrapes and polls; with `alerting=True` also Alertmanager (the
 generated local routes, short group timings) and the on-call receiver (`workdir/oncall.jsonl`).
 `model_server_replicas=N` runs N model servers (`modelserver-0` ..) behind the gateway, each on
-free ports. Everything is stopped when the block ends, also on failure.
+free ports. `ha=True` runs `up --ha`'s pairs: `prometheus-2` and `alertmanager-2` beside the first
+ones, the Alertmanagers gossiping on free loopback ports (`stop_component`/`restart_component`
+take any of them down and back). Everything is stopped when the block ends, also on failure.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from devtools.traffic import steady_traffic
 from serving.gateway.keys import add_key
 from stack import launch
 from stack.components import modelserver_name
-from stack.config import RULES, Ports, StackConfig
+from stack.config import RULES, HaPorts, Ports, StackConfig, ha_group_interval_problem
 from stack.launch import ExporterProcess, GatewayProcess, ModelServerProcess
 from stack.supervise import Stack as Supervisor
 from tokenpulse.procs import free_port
@@ -68,6 +70,9 @@ class StackOptions:
     canary_interval_s: float = 5.0
     max_new_tokens: int = 4
     model_server_replicas: int = 1
+    # `up --ha`: prometheus-2 and alertmanager-2 too (group_interval must then exceed a scrape
+    # and an evaluation: stack.config.ha_group_interval_problem)
+    ha: bool = False
 
 
 @dataclass
@@ -184,6 +189,14 @@ class Stack:
         """Start a model server again on the same ports; returns once a version is AVAILABLE."""
         self.supervisor.restart(modelserver_name(self.config, replica))
 
+    def stop_component(self, name: str) -> None:
+        """Stop any component by name (SIGTERM); restart_component() starts it again."""
+        self.supervisor.stop(name)
+
+    def restart_component(self, name: str) -> None:
+        """Start a stopped component again on the same ports; returns once it is healthy."""
+        self.supervisor.restart(name)
+
     # --- on-call ----------------------------------------------------------------------------------
     def notifications(self) -> list[dict[str, Any]]:
         """Every notification the on-call receiver recorded ([] without alerting)."""
@@ -210,6 +223,14 @@ def _write_models(workdir: Path, export_dir: Path) -> None:
 
 def config_for_tests(workdir: Path, options: StackOptions) -> StackConfig:
     """The component table's options for a test: free ports, fake GPUs, fast polls."""
+    ha = None
+    if options.ha:
+        o = options
+        problem = ha_group_interval_problem(o.scrape_interval, o.evaluation_interval,
+                                            o.group_interval)  # fmt: skip
+        if problem:
+            raise ValueError(problem)
+        ha = HaPorts(**{name: free_port() for name in HaPorts.names()})
     return StackConfig(
         run_dir=workdir,
         ports=Ports(**{name: free_port() for name in Ports.names()}),
@@ -232,6 +253,7 @@ def config_for_tests(workdir: Path, options: StackOptions) -> StackConfig:
         replica_ports=tuple(
             (free_port(), free_port()) for _ in range(options.model_server_replicas - 1)
         ),
+        ha=ha,
     )
 
 

@@ -30,6 +30,6 @@ def files() -> dict[Path, str]:
         out[COMPRESSED / name] = text
     out[ALERTMANAGER / "alertmanager.yml"] = alertmanager.render()
     out[ALERTMANAGER / "alertmanager.local.yml"] = alertmanager.render_local(ONCALL_URL)
-    out[PROMETHEUS / "prometheus.yml"] = prometheus.render_compose()
+    out.update({PROMETHEUS / name: text for name, text in prometheus.compose_files().items()})
     out.update(dashboards.files())
     return out

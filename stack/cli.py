@@ -36,6 +36,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "monitoring.alertmanager_check",
         "refuse an Alertmanager config whose receivers' secret files are missing",
     ),
+    "links": (
+        "monitoring.deploy_links",
+        "move compose's rule files and Alertmanager config to the configured link hosts",
+    ),
     "shipper": ("log_pipeline.commands.shipper", "ship spooled samples to SQLite/Elasticsearch"),
     "samples": ("log_pipeline.commands.samples", "search sampled generations; show one"),
     "es": ("log_pipeline.commands.es", "install Elasticsearch/Kibana assets for the samples"),

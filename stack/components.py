@@ -8,6 +8,12 @@ With `model_server_replicas` N > 1 the model server row becomes N rows, `modelse
 `modelserver-<N-1>`, each on its own ports; the gateway spreads requests over all of them,
 Prometheus scrapes each with a `replica` target label, and the exporter watches replica 0 (as a
 sidecar would: its target carries `replica="0"` too). With N = 1 the row is `modelserver`, as ever.
+
+With `ha` (`up --ha`) Prometheus and Alertmanager are two rows each: `prometheus-2` evaluates the
+same rules as `prometheus`, both tell their alerts apart by an external label that they drop
+before sending (monitoring/mixin/prometheus.py), and both send to `alertmanager` and
+`alertmanager-2`, which gossip on loopback and so notify once per alert group between them.
+Every Prometheus scrapes every Prometheus and Alertmanager.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from dataclasses import dataclass
 
 from monitoring.mixin import alertmanager as am_config
 from monitoring.mixin import prometheus as prom_config
-from monitoring.mixin.config import REPLICA_LABEL, RUNBOOK_URL_PATTERN
+from monitoring.mixin.config import LINKS, REPLICA_LABEL, Links
 from monitoring.mixin.relink import relink
 from stack.config import RULES, StackConfig
 from stack.launch import (
@@ -174,27 +180,61 @@ def _shipper(c: StackConfig) -> contextlib.AbstractContextManager[Launched]:
 def _oncall(c: StackConfig) -> contextlib.AbstractContextManager[Launched]:
     argv = tokenpulse_argv(
         "oncall-receiver", f"--port={c.ports.oncall_port}", f"--file={c.path('oncall.jsonl')}",
-        f"--public-url={c.url('oncall_port')}",
+        f"--public-url={c.url('oncall_port')}", f"--watchdog-interval={c.watchdog_interval}",
+        # its own dead man's switch: only when the generated config sends it the Watchdog
+        "--watchdog-switch" if c.alertmanager_config is None else "--no-watchdog-switch",
     )  # fmt: skip
     return _process(c, "oncall", argv, c.url("oncall_port", "/healthz"))
 
 
-def _alertmanager(c: StackConfig) -> contextlib.AbstractContextManager[Launched]:
-    timing = {"group_wait": c.group_wait, "group_interval": c.group_interval}
-    if c.repeat_interval:
-        timing["repeat_interval"] = c.repeat_interval
-    config = c.alertmanager_config or c.path("alertmanager.yml")
-    if c.alertmanager_config is None:
-        timing["watchdog_interval"] = c.watchdog_interval
-        config.write_text(am_config.render_local(c.url("oncall_port"), **timing))
-    argv = [
-        binary("prometheus-alertmanager", "alertmanager"), f"--config.file={config}",
-        f"--storage.path={c.path('alertmanager')}",
-        f"--web.listen-address=127.0.0.1:{c.ports.alertmanager_port}",
-        f"--web.external-url={c.url('alertmanager_port')}/",  # the links in notifications
-        "--cluster.listen-address=", "--log.level=warn",
-    ]  # fmt: skip
-    return _process(c, "alertmanager", argv, c.url("alertmanager_port", "/-/ready"))
+# Prometheus and Alertmanager: one of each, or with `ha` two of each (`up --ha`). Index i names
+# the i-th one's row, its port field and (Alertmanager) its gossip port field.
+PROMETHEUS = ("prometheus", "prometheus-2")
+PROMETHEUS_PORTS = ("prometheus_port", "prometheus_2_port")
+ALERTMANAGER = ("alertmanager", "alertmanager-2")
+ALERTMANAGER_PORTS = ("alertmanager_port", "alertmanager_2_port")
+CLUSTER_PORTS = ("alertmanager_cluster_port", "alertmanager_2_cluster_port")
+
+
+def instances(c: StackConfig) -> range:
+    """The indexes of the Prometheus (and Alertmanagers) this config runs."""
+    return range(2 if c.ha is not None else 1)
+
+
+def _host(c: StackConfig, port_field: str) -> str:
+    return c.url(port_field).removeprefix("http://")
+
+
+def _cluster_flags(c: StackConfig, i: int) -> list[str]:
+    """Gossip on loopback with the other peer; without ha, no cluster at all."""
+    if c.ha is None:
+        return ["--cluster.listen-address="]
+    own, peer = _host(c, CLUSTER_PORTS[i]), _host(c, CLUSTER_PORTS[1 - i])
+    # 127.0.0.1 is no private address: Alertmanager advertises it only when told to
+    return [f"--cluster.listen-address={own}", f"--cluster.advertise-address={own}",
+            f"--cluster.peer={peer}"]  # fmt: skip
+
+
+def _alertmanager_start(i: int) -> Start:
+    def start(c: StackConfig) -> contextlib.AbstractContextManager[Launched]:
+        timing = {"group_wait": c.group_wait, "group_interval": c.group_interval}
+        if c.repeat_interval:
+            timing["repeat_interval"] = c.repeat_interval
+        config = c.alertmanager_config or c.path("alertmanager.yml")
+        if c.alertmanager_config is None:  # both peers run the same file
+            timing["watchdog_interval"] = c.watchdog_interval
+            config.write_text(am_config.render_local(c.url("oncall_port"), **timing))
+        port = ALERTMANAGER_PORTS[i]
+        argv = [
+            binary("prometheus-alertmanager", "alertmanager"), f"--config.file={config}",
+            f"--storage.path={c.path(ALERTMANAGER[i])}",
+            f"--web.listen-address={_host(c, port)}",
+            f"--web.external-url={c.url(port)}/",  # the links in notifications
+            *_cluster_flags(c, i), "--log.level=warn", *c.flags("alertmanager"),
+        ]  # fmt: skip
+        return _process(c, ALERTMANAGER[i], argv, c.url(port, "/-/ready"))
+
+    return start
 
 
 def _targets(c: StackConfig) -> prom_config.Targets:
@@ -208,10 +248,15 @@ def _targets(c: StackConfig) -> prom_config.Targets:
         labels.update({host: {REPLICA_LABEL: "0"} for host in at("exporter_port")})
     return prom_config.Targets(
         modelserver=replicas, gateway=at("gateway_port"), exporter=at("exporter_port"),
-        shipper=at("shipper_port"), prometheus=at("prometheus_port"),
-        alertmanager=at("alertmanager_port") if c.alerting else [],
+        shipper=at("shipper_port"), prometheus=_hosts(c, PROMETHEUS_PORTS),
+        alertmanager=_hosts(c, ALERTMANAGER_PORTS) if c.alerting else [],
         target_labels=labels,
     )  # fmt: skip
+
+
+def _hosts(c: StackConfig, port_fields: tuple[str, str]) -> list[str]:
+    """host:port of every Prometheus (or Alertmanager) of the stack: each scrapes them all."""
+    return [_host(c, port_fields[i]) for i in instances(c)]
 
 
 def rule_files(c: StackConfig) -> list[str]:
@@ -219,42 +264,50 @@ def rule_files(c: StackConfig) -> list[str]:
     receiver serves them) and its Grafana."""
     folder = c.path("rules")
     folder.mkdir(exist_ok=True)
-    runbooks = RUNBOOK_URL_PATTERN
+    runbooks = LINKS.runbook_url_pattern
     if c.alerting:
         runbooks = c.url("oncall_port", "/runbooks/{alertname}")
+    links = Links(runbooks, c.grafana_url.rstrip("/"), LINKS.kibana_url)
     out = []
     for i, src in enumerate(c.rules):
         dst = folder / f"{i}-{src.name}"
         header = f"{GENERATED}# From {src}, linking this stack's runbooks and Grafana.\n"
-        dst.write_text(relink(src.read_text(), runbooks, c.grafana_url, header))
+        dst.write_text(relink(src.read_text(), links, header))
         out.append(str(dst))
     return out
 
 
-def _prometheus(c: StackConfig) -> contextlib.AbstractContextManager[Launched]:
-    config = c.path("prometheus.yml")
-    config.write_text(
-        prom_config.render(
-            _targets(c), rule_files(c),
-            alertmanagers=[f"127.0.0.1:{c.ports.alertmanager_port}"] if c.alerting else [],
-            scrape_interval=c.scrape_interval, evaluation_interval=c.evaluation_interval,
-            header=GENERATED,
-        )
-    )  # fmt: skip
-    argv = [
-        binary("prometheus"), f"--config.file={config}",
-        f"--storage.tsdb.path={c.path('prometheus')}",
-        f"--web.listen-address=127.0.0.1:{c.ports.prometheus_port}", "--log.level=warn",
-        f"--web.external-url={c.url('prometheus_port')}/",  # alerts' generatorURL
-        # the gateway's latency, TTFT and NLL histograms carry a request id per bucket
-        # (OpenMetrics exemplars): kept, Grafana links a spike to its sample
-        "--enable-feature=exemplar-storage",
-    ]  # fmt: skip
-    if tuple(c.rules) == RULES["compressed"]:
-        # Alertmanager keeps an alert Prometheus stopped sending for 4 resend delays (1m by
-        # default): compressed, a stopped Prometheus' Watchdog must stop arriving within seconds
-        argv.append(f"--rules.alert.resend-delay={c.evaluation_interval}")
-    return _process(c, "prometheus", argv, c.url("prometheus_port", "/-/ready"))
+def _prometheus_start(i: int) -> Start:
+    def start(c: StackConfig) -> contextlib.AbstractContextManager[Launched]:
+        name, port = PROMETHEUS[i], PROMETHEUS_PORTS[i]
+        config = c.path(f"{name}.yml")
+        config.write_text(
+            prom_config.render(
+                _targets(c), rule_files(c),
+                alertmanagers=_hosts(c, ALERTMANAGER_PORTS) if c.alerting else [],
+                scrape_interval=c.scrape_interval, evaluation_interval=c.evaluation_interval,
+                header=GENERATED,
+                # HA: the replicas' alerts differ only by this label, dropped before sending
+                replica=name if c.ha is not None else "",
+            )
+        )  # fmt: skip
+        argv = [
+            binary("prometheus"), f"--config.file={config}",
+            f"--storage.tsdb.path={c.path(name)}",
+            f"--web.listen-address={_host(c, port)}", "--log.level=warn",
+            f"--web.external-url={c.url(port)}/",  # alerts' generatorURL
+            # the gateway's latency, TTFT and NLL histograms carry a request id per bucket
+            # (OpenMetrics exemplars): kept, Grafana links a spike to its sample
+            "--enable-feature=exemplar-storage",
+        ]  # fmt: skip
+        if tuple(c.rules) == RULES["compressed"]:
+            # Alertmanager keeps an alert Prometheus stopped sending for 4 resend delays (1m by
+            # default): compressed, a stopped Prometheus' Watchdog must stop arriving within
+            # seconds
+            argv.append(f"--rules.alert.resend-delay={c.evaluation_interval}")
+        return _process(c, name, argv, c.url(port, "/-/ready"))
+
+    return start
 
 
 @contextlib.contextmanager
@@ -288,6 +341,20 @@ def modelserver(replica: int, name: str = MODELSERVER) -> Component:
     )  # fmt: skip
 
 
+def alertmanager(i: int) -> Component:
+    """The row of one Alertmanager (i 1: the second peer, with ha)."""
+    port = ALERTMANAGER_PORTS[i]
+    return Component(
+        ALERTMANAGER[i], _alertmanager_start(i), _page(port), _page(port, METRICS), _alerting
+    )
+
+
+def prometheus(i: int) -> Component:
+    """The row of one Prometheus (i 1: the second replica, with ha)."""
+    port = PROMETHEUS_PORTS[i]
+    return Component(PROMETHEUS[i], _prometheus_start(i), _page(port), _page(port, METRICS))
+
+
 COMPONENTS: tuple[Component, ...] = (
     modelserver(0),
     Component("gateway", _gateway, _page("gateway_port"), _page("gateway_port", METRICS)),
@@ -296,13 +363,8 @@ COMPONENTS: tuple[Component, ...] = (
     Component(
         "oncall", _oncall, _page("oncall_port"), _page("oncall_port", "/healthz"), _alerting
     ),
-    Component(
-        "alertmanager", _alertmanager, _page("alertmanager_port"),
-        _page("alertmanager_port", METRICS), _alerting,
-    ),
-    Component(
-        "prometheus", _prometheus, _page("prometheus_port"), _page("prometheus_port", METRICS)
-    ),
+    alertmanager(0),
+    prometheus(0),
 )  # fmt: skip
 
 
@@ -334,6 +396,8 @@ def enabled(config: StackConfig) -> tuple[Component, ...]:
             if c.name == "shipper" and ES_FAULT_PROXY.enabled(config):
                 out.append(ES_FAULT_PROXY)
             out.append(c)
+            if config.ha is not None and c.name in (ALERTMANAGER[0], PROMETHEUS[0]):
+                out.append(alertmanager(1) if c.name == ALERTMANAGER[0] else prometheus(1))
         if c.name == MODELSERVER and FAULT_PROXY.enabled(config):
             out.append(FAULT_PROXY)
     return tuple(out)

@@ -26,6 +26,33 @@ MAX_MODEL_SERVER_REPLICAS = 8  # each loads every version: more would not fit a 
 REPLICA_PORT_STEP = 2
 
 
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration_s(duration: str) -> float:
+    """Seconds in a one-unit duration of the stack's settings ("500ms", "2s", "5m", "1h")."""
+    number = duration.rstrip("smh")
+    return float(number) * _UNIT_S[duration[len(number) :]]
+
+
+def ha_group_interval_problem(scrape: str, evaluation: str, group_interval: str) -> str | None:
+    """Why this group_interval is too short for two Prometheus (None: it is long enough).
+
+    The replicas scrape at different offsets, so one sees a recovery up to a scrape and an
+    evaluation after the other and keeps re-sending the alert as firing meanwhile; Alertmanager
+    takes the newest copy. A group flushed in that gap would notify resolved, then firing again:
+    a second page. Flushes farther apart than the gap never see it.
+    """
+    gap = duration_s(scrape) + duration_s(evaluation)
+    if duration_s(group_interval) > gap:
+        return None
+    return (
+        f"with ha, group_interval ({group_interval}) must be longer than scrape_interval + "
+        f"evaluation_interval ({gap:g}s): the two Prometheus may see a recovery that far apart, "
+        "and a shorter group_interval would page twice (resolved, then firing again)"
+    )
+
+
 def replica_ports(rest_port: int, grpc_port: int, replicas: int) -> tuple[tuple[int, int], ...]:
     """(REST, gRPC) ports of model-server replicas 1..N-1 (replica 0 has the given ones)."""
     step = REPLICA_PORT_STEP
@@ -48,6 +75,22 @@ class Ports:
     @classmethod
     def names(cls) -> tuple[str, ...]:
         """The port fields, in start order of their components."""
+        return tuple(f.name for f in fields(cls))
+
+
+@dataclass(frozen=True)
+class HaPorts:
+    """`up --ha`: where the second Prometheus and Alertmanager listen, and the gossip ports of
+    the two Alertmanagers (the field names are `up`'s settings)."""
+
+    prometheus_2_port: int = ports.PROMETHEUS_2
+    alertmanager_2_port: int = ports.ALERTMANAGER_2
+    alertmanager_cluster_port: int = ports.ALERTMANAGER_CLUSTER
+    alertmanager_2_cluster_port: int = ports.ALERTMANAGER_2_CLUSTER
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """The port fields."""
         return tuple(f.name for f in fields(cls))
 
 
@@ -89,6 +132,8 @@ class StackConfig:
     # drills: a fault proxy on this port between the shipper and es_url (needs es_url); 0: none
     es_fault_proxy_port: int = 0
     spool_cap_bytes: int = 0  # the gateway's spool disk cap; 0: the sink's own default
+    # `up --ha`: two Prometheus evaluating the same rules, sending to two gossiping Alertmanagers
+    ha: HaPorts | None = None
 
     def path(self, name: str) -> Path:
         """A file or folder under the run directory."""
@@ -104,8 +149,9 @@ class StackConfig:
         return self.path("logs") / f"{component}.log"
 
     def url(self, port_field: str, path: str = "") -> str:
-        """http://127.0.0.1:<port><path> for one of the Ports fields."""
-        return f"http://127.0.0.1:{getattr(self.ports, port_field)}{path}"
+        """http://127.0.0.1:<port><path> for one of the Ports (or, with ha, HaPorts) fields."""
+        where = self.ha if self.ha is not None and hasattr(self.ha, port_field) else self.ports
+        return f"http://127.0.0.1:{getattr(where, port_field)}{path}"
 
     @property
     def model_server_replicas(self) -> int:

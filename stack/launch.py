@@ -146,7 +146,7 @@ def running_process(
         child_env = dict(os.environ if env is None else env, PYTHONUNBUFFERED="1")
         child_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         started = time.perf_counter()
-        with open(log_path, "ab") as log:
+        with open(log_path, "ab", opener=_private) as log:
             proc = subprocess.Popen(
                 list(argv), stdout=log, stderr=log, env=child_env, start_new_session=True
             )
@@ -163,6 +163,14 @@ def running_process(
             time.sleep(0.05)
         child.started_in_s = time.perf_counter() - started
         yield child
+
+
+def _private(path: str, flags: int) -> int:
+    """Open a component's log 0600, one an earlier run left too: it holds what the component
+    printed (the on-call receiver's: every page's text), private like the other run files."""
+    fd = os.open(path, flags, 0o600)
+    os.fchmod(fd, 0o600)
+    return fd
 
 
 def tokenpulse_argv(*args: str) -> list[str]:

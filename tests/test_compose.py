@@ -15,9 +15,9 @@ from pydantic_settings import BaseSettings
 
 from monitoring.mixin import config as mixin_config
 from stack.cli import build_parser
+from tokenpulse.paths import ROOT
 from tokenpulse.tfserving import config as tfs_config
 
-ROOT = Path(__file__).resolve().parents[1]
 ONE_SHOTS = {"model-build", "setup", "es-users", "alertmanager-check", "links"}
 PROJECT_SERVICES = {
     "model-build", "gateway", "exporter", "shipper", "setup", "oncall-receiver",

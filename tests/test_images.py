@@ -1,6 +1,6 @@
 """The slim images' install sets, installed for real: each into a fresh venv, run and sized.
 
-The Dockerfile's slim targets install the common dependencies plus their component's extra at
+The Dockerfile's slim images install the common dependencies plus their component's extra at
 requirements.lock's pins, then the project's wheel with --no-deps; each venv here is built the same
 way (no Docker engine needed), the component's commands run from its `tokenpulse` entry point,
 every module they reach imports, and site-packages is held to a size target. The anchor is
@@ -33,8 +33,8 @@ from tests.test_packaging import (
     install_set,
     reach,
 )
+from tokenpulse.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 MB = 1_000_000
 TARGET_MB = {"gateway": 150, "shipper": 150, "exporter": 100, "oncall": 100}
 ANCHOR = "dcgm-exporter image: ~1450 MB uncompressed (NVIDIA/dcgm-exporter PR #228)"

@@ -25,8 +25,8 @@ from packaging.utils import canonicalize_name
 from scripts.requirements import requirements
 from stack.cli import COMMANDS
 from stack.components import SINK
+from tokenpulse.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 PROJECT = canonicalize_name(PYPROJECT["project"]["name"])
 RUNTIME_PACKAGES = ("tokenpulse", "serving", "exporter", "log_pipeline", "monitoring", "stack")
@@ -53,11 +53,13 @@ COMPONENTS: dict[str, Component] = {
     "gateway": Component("gateway", ("gateway",), loads=(SINK.partition(":")[0],)),
     "exporter": Component("exporter", ("exporter",)),
     "shipper": Component("shipper", ("shipper", "es", "samples")),
-    "oncall": Component("oncall", ("oncall-receiver", "alertmanager-check")),
+    "oncall": Component("oncall", ("oncall-receiver", "alertmanager-check", "links")),
     "monitoring": Component("monitoring", ("dashboards", "grafana")),
     "all": Component("all", ("up", "build", "loadtest", "rollout", "drill", "soak")),  # stack layer
 }
-IMAGES = ("model", "gateway", "exporter", "shipper", "oncall")  # the Dockerfile's targets
+IMAGES = ("model", "gateway", "exporter", "shipper", "oncall")  # the Dockerfile's COMPONENTs
+IMAGE_STAGE = "component"  # the Dockerfile stage every image is built from
+RUNTIME_UID = 10001  # the images' unprivileged user and group
 SLIM = ("gateway", "exporter", "shipper", "oncall")  # no TensorFlow
 
 
@@ -303,11 +305,26 @@ def _chain(stages: dict[str, tuple[str, list[str]]], name: str) -> list[str]:
     return lines
 
 
-def test_each_image_target_installs_its_component_set_only() -> None:
+def _guard(stages: dict[str, tuple[str, list[str]]]) -> list[str]:
+    """The COMPONENT values the Dockerfile's image stage accepts (its `case` guard)."""
+    runs = " ".join(line for line in stages[IMAGE_STAGE][1] if line.startswith("RUN "))
+    match = re.search(r'case "\$COMPONENT" in ([\w|]+)\)', runs)
+    assert match, "the image stage does not check its COMPONENT"
+    return match.group(1).split("|")
+
+
+def _image(stages: dict[str, tuple[str, list[str]]], component: str) -> list[str]:
+    """The instructions that build `component`'s image, its build arg substituted."""
+    arg = re.compile(r'"?\$\{?COMPONENT\}?"?')
+    return [arg.sub(component, line) for line in _chain(stages, IMAGE_STAGE)]
+
+
+def test_one_image_stage_installs_the_set_its_component_arg_names() -> None:
     stages = _stages()
-    assert set(IMAGES) <= set(stages)
+    assert "ARG COMPONENT" in stages[IMAGE_STAGE][1]
+    assert _guard(stages) == list(IMAGES)  # no other set (test, dev, stack, bench) builds
     for image in IMAGES:
-        lines = _chain(stages, image)
+        lines = _image(stages, image)
         runs = " ".join(line for line in lines if line.startswith("RUN "))
         sets = [args.split() for args in re.findall(r"scripts/requirements\.py([^>]*)>", runs)]
         extra = COMPONENTS[image].extra
@@ -319,6 +336,37 @@ def test_each_image_target_installs_its_component_set_only() -> None:
         assert "requirements.lock" not in re.sub(r"-c requirements\.lock|COPY .*", "", runs)
         assert "[" not in runs, f"{image} installs an extra by name"
         assert lines[-1] == 'ENTRYPOINT ["tokenpulse"]', image
+
+
+def _writable_volumes(service: dict) -> set[str]:
+    """Where a compose service mounts a named volume it may write."""
+    targets = set()
+    for mount in service.get("volumes", []):
+        if isinstance(mount, str):
+            source, target, *flags = mount.split(":")
+            mount = {"source": source, "target": target, "read_only": "ro" in flags}
+        if not mount["source"].startswith((".", "/", "$")) and not mount.get("read_only"):
+            targets.add(mount["target"])
+    return targets
+
+
+def test_every_image_runs_as_an_unprivileged_user_owning_the_paths_it_writes() -> None:
+    """Kubernetes' restricted level needs a non-root user it can check: a numeric USER."""
+    lines = _chain(_stages(), IMAGE_STAGE)
+    users = [line for line in lines if line.startswith("USER ")]
+    assert users == [f"USER {RUNTIME_UID}:{RUNTIME_UID}"], users
+    after = lines[lines.index(users[0]) + 1 :]
+    assert not [line for line in after if line.startswith(("RUN ", "COPY "))], after
+    created = re.findall(
+        rf"install -d -o {RUNTIME_UID} -g {RUNTIME_UID} ((?:/[\w/]+ ?)+)", " ".join(lines)
+    )
+    owned = {path for paths in created for path in paths.split()}
+    assert f"useradd --uid {RUNTIME_UID} --gid {RUNTIME_UID}" in " ".join(lines)
+    # a fresh named volume takes the image's owner: each one a project service writes must exist
+    services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    written = set().union(*(_writable_volumes(s) for s in services.values() if "build" in s))
+    assert written, "no compose service writes a named volume"
+    assert written <= owned, written - owned
 
 
 def test_no_stage_copies_the_development_tools_or_tests() -> None:
@@ -348,11 +396,12 @@ def test_each_compose_service_runs_its_component_image() -> None:
         built
     )
     for name, svc in built.items():
-        target = svc["build"]["target"]
-        assert target in IMAGES and target in stages, name
+        assert svc["build"]["target"] == IMAGE_STAGE and IMAGE_STAGE in stages, name
+        component = svc["build"]["args"]["COMPONENT"]
+        assert component in IMAGES, name
         assert svc["build"]["context"] == "."
-        assert svc["image"] == f"tokenpulse-{target}:latest", name
-        assert svc["command"][0] in COMPONENTS[target].commands, (name, target)
+        assert svc["image"] == f"tokenpulse-{component}:latest", name
+        assert svc["command"][0] in COMPONENTS[component].commands, (name, component)
 
 
 @pytest.fixture(scope="module")

@@ -11,4 +11,10 @@ SHIPPER = 9411
 ONCALL = 9095
 PROMETHEUS = 9090
 ALERTMANAGER = 9093
+# `up --ha`: the second Prometheus and Alertmanager, and the Alertmanagers' gossip (9094 is
+# Alertmanager's own default cluster port)
+PROMETHEUS_2 = 9091
+ALERTMANAGER_2 = 9097
+ALERTMANAGER_CLUSTER = 9094
+ALERTMANAGER_2_CLUSTER = 9098
 ELASTICSEARCH = 9200

@@ -3,9 +3,10 @@
 Model server (versions 1 `stable` and 2 `canary`, batching on), gateway (canary routing at a small
 weight, sampling into the log pipeline's spool), exporter, shipper (embedded SQLite store, and
 Elasticsearch when ES_URL is set), on-call receiver, Alertmanager and Prometheus (Debian's
-binaries, configs generated from monitoring/mixin). Every port is checked before anything starts;
-each component is healthy before the next starts; a component that exits is restarted after
-`restart_delay_s`; Ctrl-C or SIGTERM stops all of them and says so. Files live under RUN_DIR.
+binaries, configs generated from monitoring/mixin; two of each, gossiping, with `--ha`). Every
+port is checked before anything starts; each component is healthy before the next starts; a
+component that exits is restarted after `restart_delay_s`; Ctrl-C or SIGTERM stops all of them
+and says so. Files live under RUN_DIR.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from stack.up.files import (
 )
 from stack.up.plan import gpu_faults_file, stack_config
 from stack.up.ports import PortError, check_ports
-from stack.up.settings import PORT_FIELDS, UpSettings
+from stack.up.settings import HA_PORT_FIELDS, PORT_FIELDS, UpSettings
 from stack.up.state import StackState, remove_state, write_state
 from tokenpulse.settings_cli import KEBAB, add_settings_arguments, settings_from_args
 
@@ -102,16 +103,17 @@ def run(settings: UpSettings) -> int:
 def stack_state(settings: UpSettings, pids: dict[str, int]) -> StackState:
     """What RUN_DIR/stack.json says about this stack (see stack/up/state.py)."""
     s = settings
+    names = PORT_FIELDS + (HA_PORT_FIELDS if s.ha else ())
     return StackState(
         run_dir=str(s.path("")), up_pid=os.getpid(),
-        ports={name: int(getattr(s, name)) for name in PORT_FIELDS}, pids=pids, rules=s.rules,
+        ports={name: int(getattr(s, name)) for name in names}, pids=pids, rules=s.rules,
         restart_delay_s=s.restart_delay_s, models_dir=str(s.models_dir.resolve()), model=MODEL,
         group_wait=s.group_wait, group_interval=s.group_interval,
         evaluation_interval=s.evaluation_interval, fault_proxy_port=s.fault_proxy_port,
         es_url=s.es_url, gpu_backend=s.gpu_backend,
         extra={"spool_cap_bytes": s.spool_cap_bytes,
                "gpu_faults_file": str(gpu_faults_file(s) or "")},
-        es_fault_proxy_port=s.es_fault_proxy_port,
+        es_fault_proxy_port=s.es_fault_proxy_port, ha=s.ha,
     )  # fmt: skip
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import shlex
 import urllib.parse
 
+from monitoring.mixin.prometheus import REPLICA_EXTERNAL_LABEL
 from serving.gateway.snippets import curl_snippet, openai_snippet
 from stack.components import enabled
-from stack.config import StackConfig
+from stack.config import HaPorts, StackConfig
 from stack.up.settings import UpSettings
 
 READY_LINE = "Ctrl-C stops everything."
@@ -53,6 +54,21 @@ def _drill(config: StackConfig, pids: dict[str, int], restart_delay_s: float) ->
     )
 
 
+def _ha(config: StackConfig, ha: HaPorts) -> list[str]:
+    return [
+        f"  alerts (prometheus-2): {config.url('prometheus_2_port', '/alerts')}",
+        f"  Alertmanager (alertmanager-2): {config.url('alertmanager_2_port', '/#/alerts')}",
+        "",
+        "High availability (--ha): prometheus and prometheus-2 evaluate the same rules, told "
+        f"apart by the external label {REPLICA_EXTERNAL_LABEL}, which they drop from the alerts "
+        "they send; alertmanager and alertmanager-2 gossip on 127.0.0.1:"
+        f"{ha.alertmanager_cluster_port} and 127.0.0.1:{ha.alertmanager_2_cluster_port} and "
+        "notify once between them. Cluster state: "
+        f"{config.url('alertmanager_port', '/api/v2/status')}. HA drill: tokenpulse drill "
+        "ha-monitoring-failover.",
+    ]
+
+
 def banner(s: UpSettings, config: StackConfig, key: str, pids: dict[str, int]) -> str:
     """The whole text, ending with READY_LINE."""
     gateway = f"http://127.0.0.1:{s.gateway_port}"
@@ -74,6 +90,8 @@ def banner(s: UpSettings, config: StackConfig, key: str, pids: dict[str, int]) -
         f"  alerts: {prometheus}/alerts",
         f"  Alertmanager: http://127.0.0.1:{s.alertmanager_port}/#/alerts",
     ]
+    if config.ha is not None:
+        lines += _ha(config, config.ha)
     lines += [
         "",
         f"Try it with curl (demo key in {s.path('demo-key.txt')}):",
@@ -103,7 +121,8 @@ def banner(s: UpSettings, config: StackConfig, key: str, pids: dict[str, int]) -
         "TensorBoard on the training runs (checkpoint cache):",
         "  .venv/bin/tensorboard --logdir .cache/tokenpulse/checkpoints --host 127.0.0.1",
         "",
-        f"Generated configs and data: {run}/ (models.config, prometheus.yml, alertmanager.yml)",
+        f"Generated configs and data: {run}/ (models.config, prometheus.yml, alertmanager.yml"
+        f"{', prometheus-2.yml' if config.ha is not None else ''})",
         READY_LINE,
         "",
     ]

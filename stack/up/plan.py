@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from stack.config import RULES, GpuBackend, Ports, StackConfig, replica_ports
+from stack.config import RULES, GpuBackend, HaPorts, Ports, StackConfig, replica_ports
 from stack.up.files import context_window
-from stack.up.settings import PORT_FIELDS, UpSettings
+from stack.up.settings import HA_PORT_FIELDS, PORT_FIELDS, UpSettings
 
 # `--fast-polls` (drills): every poll at a second, as the test stack (devtools/stack.py) runs
 FAST_POLLS: dict[str, Any] = {
@@ -83,5 +83,6 @@ def stack_config(s: UpSettings) -> StackConfig:
         fault_proxy_port=s.fault_proxy_port,
         es_fault_proxy_port=s.es_fault_proxy_port,
         spool_cap_bytes=s.spool_cap_bytes,
+        ha=HaPorts(**{name: int(getattr(s, name)) for name in HA_PORT_FIELDS}) if s.ha else None,
         **_tuning(s),
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 
 from stack.config import REPLICA_PORT_STEP, replica_ports
-from stack.up.settings import PORT_FIELDS, UpSettings
+from stack.up.settings import HA_PORT_FIELDS, PORT_FIELDS, UpSettings
 from tokenpulse.settings_cli import env_name
 
 HOST = "127.0.0.1"  # every service of the local stack binds loopback
@@ -32,7 +32,8 @@ def _free(port: int) -> bool:
 
 def _ports(settings: UpSettings) -> list[tuple[int, str, str]]:
     """(port, what, which settings choose it) of every listener, replicas' ports included."""
-    out = [(int(getattr(settings, n)), n, _setting(n)) for n in PORT_FIELDS]
+    names = PORT_FIELDS + (HA_PORT_FIELDS if settings.ha else ())
+    out = [(int(getattr(settings, n)), n, _setting(n)) for n in names]
     if settings.fault_proxy_port:
         out.append((settings.fault_proxy_port, "fault_proxy_port", _setting("fault_proxy_port")))
     if settings.es_fault_proxy_port:

@@ -9,13 +9,21 @@ from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from monitoring.mixin import config as mixin
-from stack.config import MAX_MODEL_SERVER_REPLICAS, REPLICA_PORT_STEP, Ports
+from stack.config import (
+    MAX_MODEL_SERVER_REPLICAS,
+    REPLICA_PORT_STEP,
+    HaPorts,
+    Ports,
+    ha_group_interval_problem,
+)
 from tokenpulse import ports
 
 DURATION = r"^\d+(ms|s|m|h)$"
 
 # the port settings, one per listening component (for the port check and its messages)
 PORT_FIELDS = Ports.names()
+# the port settings `--ha` adds (checked only with it)
+HA_PORT_FIELDS = HaPorts.names()
 
 
 def _port(default: int, description: str) -> Any:
@@ -56,6 +64,22 @@ class UpSettings(BaseSettings):
         le=MAX_MODEL_SERVER_REPLICAS,
         description="model servers behind the gateway; replica i > 0 listens on the REST and "
         f"gRPC ports + {REPLICA_PORT_STEP}*i (8503/8502, 8505/8504, ...), all checked first",
+    )
+    ha: bool = Field(
+        False,
+        description="no single point of failure in paging: a second Prometheus evaluating the "
+        "same rules (prometheus-2) and a second Alertmanager (alertmanager-2) gossiping with the "
+        "first on loopback; every alert reaches on-call once while either of each is alive",
+    )
+    prometheus_2_port: int = _port(ports.PROMETHEUS_2, "with --ha: the second Prometheus's port")
+    alertmanager_2_port: int = _port(
+        ports.ALERTMANAGER_2, "with --ha: the second Alertmanager's port"
+    )
+    alertmanager_cluster_port: int = _port(
+        ports.ALERTMANAGER_CLUSTER, "with --ha: the first Alertmanager's gossip port"
+    )
+    alertmanager_2_cluster_port: int = _port(
+        ports.ALERTMANAGER_2_CLUSTER, "with --ha: the second Alertmanager's gossip port"
     )
     canary_weight: float = Field(
         0.05, ge=0.0, le=1.0, description="share of requests the gateway sends to the canary"
@@ -157,6 +181,15 @@ class UpSettings(BaseSettings):
     def _one_proxied_replica(self) -> UpSettings:
         if self.fault_proxy_port and self.model_server_replicas > 1:
             raise ValueError("fault_proxy_port works with one model server replica only")
+        return self
+
+    @model_validator(mode="after")
+    def _ha_group_interval(self) -> UpSettings:
+        if self.ha:
+            args = (self.scrape_interval, self.evaluation_interval, self.group_interval)
+            problem = ha_group_interval_problem(*args)
+            if problem:
+                raise ValueError(problem)
         return self
 
     @model_validator(mode="after")

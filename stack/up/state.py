@@ -41,6 +41,8 @@ class StackState:
     es_fault_proxy_port: int = 0  # drills: the proxy between the shipper and es_url
     gpu_backend: str = "off"
     extra: dict[str, Any] = field(default_factory=dict)
+    # `up --ha`: prometheus-2 and alertmanager-2 run too (their pids and ports are above)
+    ha: bool = False
 
     def url(self, port_field: str, path: str = "") -> str:
         """http://127.0.0.1:<port><path> for one of the port settings."""

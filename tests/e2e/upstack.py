@@ -62,8 +62,8 @@ class UpStack:
 
     def pids(self) -> dict[str, int]:
         """Component -> pid of its current process: the banner's table, then any restart."""
-        table = re.findall(r"^  (\w+) +http\S* +pid (\d+) ", self.banner, re.M)
-        table += re.findall(r"^(\w+) restarted \(pid (\d+)\)", self.banner, re.M)
+        table = re.findall(r"^  ([\w-]+) +http\S* +pid (\d+) ", self.banner, re.M)
+        table += re.findall(r"^([\w-]+) restarted \(pid (\d+)\)", self.banner, re.M)
         return {name: int(pid) for name, pid in table}
 
     def snippet(self, start: str) -> str:

@@ -50,6 +50,7 @@ def test_every_generator_is_covered() -> None:
         Path("alerts"), Path("alerts/compressed"), Path("monitoring/alertmanager"),
         Path("monitoring/prometheus"), Path("dashboards"), Path("log_pipeline/assets"),
         Path("deploy/k8s/base/monitoring"), Path("deploy/k8s/prometheus-adapter"),
+        Path("deploy/k8s/kube-prometheus-stack"),
         Path("deploy/k8s/components/serving-config"),
     } == folders  # fmt: skip
     assert Path("log_pipeline/assets/kibana.ndjson") in files

@@ -19,6 +19,7 @@ from stack.launch import (
     running_exporter,
     running_gateway,
     running_modelserver,
+    running_process,
 )
 
 
@@ -106,3 +107,27 @@ def test_exporter_that_never_shows_the_line_times_out_and_is_stopped() -> None:
     with pytest.raises(ExporterStartError, match="not ready after"):
         with running_exporter(off, ready_line="no_such_series", start_timeout_s=3):
             pass
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_a_components_log_is_private_whatever_the_umask(tmp_path: Path, existing: bool) -> None:
+    """A component's log holds what it printed (the on-call receiver's: every page's text), so
+    it is 0600 like the other run files, also when an earlier run left it 0644."""
+    log = tmp_path / "logs" / "oncall.log"
+    if existing:
+        log.parent.mkdir()
+        log.write_text("an earlier run\n")
+        log.chmod(0o644)
+    old = os.umask(0o022)
+    try:
+        with running_process(
+            ["sh", "-c", "echo page text; exec sleep 30"],
+            lambda: "page text" in log.read_text(),  # it has written to its log
+            what="sh",
+            log_path=log,
+        ):
+            pass
+    finally:
+        os.umask(old)
+    assert log.stat().st_mode & 0o777 == 0o600
+    assert log.read_text().endswith("page text\n")

@@ -20,6 +20,8 @@ import pytest
 import yaml
 
 from monitoring.mixin import alertmanager
+from monitoring.mixin import prometheus as prometheus_config
+from monitoring.mixin.config import REPLICA_LABEL
 from stack import components, up
 from stack.config import StackConfig
 from stack.launch import Launched, running_process
@@ -27,7 +29,7 @@ from stack.supervise import Stack
 from stack.up import banner as up_banner
 from stack.up import files, plan
 from stack.up.ports import PortError, check_ports
-from stack.up.settings import PORT_FIELDS, UpSettings
+from stack.up.settings import HA_PORT_FIELDS, PORT_FIELDS, UpSettings
 from tests.support.up import up_config, up_settings
 from tokenpulse.procs import free_port
 from tokenpulse.tfserving.config import parse_model_server_config
@@ -372,3 +374,144 @@ def test_fake_gpus_read_drill_faults_from_the_run_directory(tmp_path: Path) -> N
         s = up_settings(tmp_path, gpu_backend=backend)
         assert plan.gpu_faults_file(s) is None
         assert not any("fake-faults" in f for f in plan.stack_config(s).flags("exporter"))
+
+
+# --- `up --ha`: two Prometheus, two gossiping Alertmanagers --------------------------------------
+
+
+def _ha_settings(tmp_path: Path, **kw: object) -> UpSettings:
+    ha_ports = {name: free_port() for name in HA_PORT_FIELDS}
+    return up_settings(tmp_path, ha=True, **{**ha_ports, **kw})
+
+
+def test_ha_adds_a_second_prometheus_and_alertmanager_after_the_first(tmp_path: Path) -> None:
+    names = [c.name for c in components.enabled(up_config(_ha_settings(tmp_path)))]
+    assert names[-4:] == ["alertmanager", "alertmanager-2", "prometheus", "prometheus-2"]
+    single = [c.name for c in components.enabled(up_config(up_settings(tmp_path)))]
+    assert single[-2:] == ["alertmanager", "prometheus"] and "prometheus-2" not in single
+
+
+def test_ha_prometheus_pair_differs_by_an_external_label_it_drops_from_alerts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = _ha_settings(tmp_path)
+    s.run_dir.mkdir(parents=True)
+    started: dict[str, list[str]] = {}
+    monkeypatch.setattr(
+        components, "_process", lambda c, name, argv, url, env=None: started.update({name: argv})
+    )
+    config = up_config(s)
+    for c in components.enabled(config):
+        if c.name.startswith(("prometheus", "alertmanager")):
+            c.start(config)
+    docs = {
+        n: yaml.safe_load(s.path(f"{n}.yml").read_text()) for n in ("prometheus", "prometheus-2")
+    }
+    label = prometheus_config.REPLICA_EXTERNAL_LABEL
+    assert label != REPLICA_LABEL  # a model-server replica is another thing
+    for name, doc in docs.items():
+        assert doc["global"]["external_labels"] == {label: name}
+        alerting = doc["alerting"]
+        assert alerting["alert_relabel_configs"] == [{"action": "labeldrop", "regex": label}]
+        (managers,) = alerting["alertmanagers"]
+        assert managers["static_configs"][0]["targets"] == [
+            f"127.0.0.1:{s.alertmanager_port}", f"127.0.0.1:{s.alertmanager_2_port}"
+        ]  # fmt: skip
+        jobs = {j["job_name"]: j["static_configs"][0]["targets"] for j in doc["scrape_configs"]}
+        # each scrapes both Prometheus and both Alertmanagers: a dead peer is seen by the other
+        assert jobs["prometheus"] == [f"127.0.0.1:{s.prometheus_port}",
+                                      f"127.0.0.1:{s.prometheus_2_port}"]  # fmt: skip
+        assert jobs["alertmanager"] == [f"127.0.0.1:{s.alertmanager_port}",
+                                        f"127.0.0.1:{s.alertmanager_2_port}"]  # fmt: skip
+        assert doc["rule_files"] == docs["prometheus"]["rule_files"]  # the same rules
+    argv = started["prometheus-2"]
+    assert f"--config.file={s.path('prometheus-2.yml')}" in argv
+    assert f"--storage.tsdb.path={s.path('prometheus-2')}" in argv
+    assert f"--web.listen-address=127.0.0.1:{s.prometheus_2_port}" in argv
+    assert f"--storage.tsdb.path={s.path('prometheus')}" in started["prometheus"]
+
+
+def test_ha_alertmanagers_gossip_with_each_other_on_loopback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = _ha_settings(tmp_path)
+    s.run_dir.mkdir(parents=True)
+    started: dict[str, list[str]] = {}
+    monkeypatch.setattr(
+        components, "_process", lambda c, name, argv, url, env=None: started.update({name: argv})
+    )
+    config = up_config(s)
+    for i in (0, 1):
+        components.alertmanager(i).start(config)
+    one, two = s.alertmanager_cluster_port, s.alertmanager_2_cluster_port
+    for name, own, peer in (("alertmanager", one, two), ("alertmanager-2", two, one)):
+        argv = started[name]
+        assert f"--cluster.listen-address=127.0.0.1:{own}" in argv
+        assert f"--cluster.advertise-address=127.0.0.1:{own}" in argv  # loopback: explicit
+        assert f"--cluster.peer=127.0.0.1:{peer}" in argv
+        assert f"--storage.path={s.path(name)}" in argv  # each its own notification log
+    assert f"--web.listen-address=127.0.0.1:{s.alertmanager_2_port}" in started["alertmanager-2"]
+    # without --ha: no cluster at all
+    single = up_settings(tmp_path)
+    components.alertmanager(0).start(up_config(single))
+    assert "--cluster.listen-address=" in started["alertmanager"]
+    assert not any(a.startswith("--cluster.peer") for a in started["alertmanager"])
+
+
+def test_without_ha_prometheus_has_no_external_label(tmp_path, monkeypatch) -> None:
+    s = up_settings(tmp_path)
+    s.run_dir.mkdir(parents=True)
+    monkeypatch.setattr(components, "_process", lambda c, name, argv, url, env=None: None)
+    components.prometheus(0).start(up_config(s))
+    doc = yaml.safe_load(s.path("prometheus.yml").read_text())
+    assert "external_labels" not in doc["global"]
+    assert "alert_relabel_configs" not in doc["alerting"]
+
+
+def test_ha_refuses_a_group_interval_the_replicas_disagreement_could_split(
+    tmp_path: Path,
+) -> None:
+    """Two Prometheus see a recovery up to a scrape and an evaluation apart: a shorter group
+    interval could notify resolved, then firing again from the later one (a second page)."""
+    flags = ("--scrape-interval=2s", "--evaluation-interval=1s")
+    done = _up(tmp_path, "--ha", *flags, "--group-interval=3s")
+    assert done.returncode == 2
+    assert done.stderr.startswith("tokenpulse up: error:") and "group_interval (3s)" in done.stderr
+    assert "Traceback" not in done.stderr
+    with pytest.raises(ValueError, match="scrape_interval \\+ evaluation_interval"):
+        up_settings(tmp_path, ha=True, scrape_interval="2s", evaluation_interval="1s",
+                    group_interval="3s")  # fmt: skip
+    up_settings(tmp_path, ha=True, scrape_interval="2s", evaluation_interval="1s",
+                group_interval="4s")  # fmt: skip
+    up_settings(tmp_path, scrape_interval="2s", evaluation_interval="1s", group_interval="1s")
+
+
+def test_ha_ports_are_checked_only_with_ha(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        check_ports(up_settings(tmp_path, alertmanager_2_cluster_port=port))  # not used
+        with pytest.raises(PortError, match=f"port {port} .* alertmanager_2_cluster_port .*"
+                           "--alertmanager-2-cluster-port"):  # fmt: skip
+            check_ports(_ha_settings(tmp_path, alertmanager_2_cluster_port=port))
+
+
+def test_ha_banner_and_state_name_both_of_each(tmp_path: Path) -> None:
+    s = _ha_settings(tmp_path)
+    config = up_config(s)
+    pids = {c.name: 2000 + i for i, c in enumerate(components.enabled(config))}
+    text = up_banner.banner(s, config, "tp-demo", pids)
+    for name in ("prometheus-2", "alertmanager-2"):
+        assert f"pid {pids[name]}" in text and f"logs/{name}.log" in text
+    assert f"http://127.0.0.1:{s.prometheus_2_port}/alerts" in text
+    assert f"127.0.0.1:{s.alertmanager_cluster_port} and 127.0.0.1:" in text
+    assert "tokenpulse drill ha-monitoring-failover" in text
+    state = up.stack_state(s, pids)
+    assert state.ha and state.pids["prometheus-2"] == pids["prometheus-2"]
+    assert {state.ports[f] for f in HA_PORT_FIELDS} == {getattr(s, f) for f in HA_PORT_FIELDS}
+    assert not up.stack_state(up_settings(tmp_path), {}).ha
+    assert "prometheus-2" not in up_banner.banner(
+        up_settings(tmp_path), up_config(up_settings(tmp_path)), "k",
+        {c.name: 1 for c in components.enabled(up_config(up_settings(tmp_path)))},
+    )  # fmt: skip
