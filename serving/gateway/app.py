@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 from pydantic import BaseModel
@@ -20,26 +21,27 @@ from serving.gateway.breaker import CircuitBreaker
 from serving.gateway.chunkbatch import ChunkBatcher
 from serving.gateway.errors import GatewayError, PayloadTooLarge, dump, native_body, openai_body
 from serving.gateway.jobs import Job, Limits
-from serving.gateway.keys import KeysFileError, KeyStore
+from serving.gateway.keys import ApiKey, KeysFileError, KeyStore
 from serving.gateway.metrics import CLIENT_GONE, GatewayMetrics
 from serving.gateway.openapi import build_openapi
 from serving.gateway.pipeline import Pipeline, authenticate, deadline_for
 from serving.gateway.probes import Health, ModelReadiness, Readiness
-from serving.gateway.ratelimit import RateLimiter, retry_after_header
+from serving.gateway.ratelimit import RateLimiter
 from serving.gateway.replicas import Replicas
 from serving.gateway.routing import ModelConfigError, Router
 from serving.gateway.settings import GatewaySettings
 from serving.gateway.sink import SampleDispatcher, load_sink
-from serving.gateway.streaming import ClientGone, StreamRun
+from serving.gateway.streaming import DISCONNECT_POLL_S, ClientGone, StreamRun
 from serving.gateway.upstream import UpstreamError, cancel_quietly
 from tokenpulse.logging import get_logger
 from tokenpulse.samples import RequestStats, Sample, SampleSink
 
 log = get_logger(__name__)
 # builds the events of one stream in an endpoint's format
-Streamer = Callable[[Job, RequestStats], sse.StreamEvents]
+Streamer = Callable[[Job, RequestStats, sse.Progress], sse.StreamEvents]
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 GATEWAY_KEY: web.AppKey[Gateway] = web.AppKey("gateway")
+T = TypeVar("T")
 
 
 def _json(
@@ -50,18 +52,26 @@ def _json(
     )
 
 
+# the native API's paths; every other /v1/* path is OpenAI's, and so are its errors
+NATIVE_PATHS = ("/v1/generate", "/v1/feedback")
+
+
 @web.middleware
 async def json_route_errors(
     request: web.Request, handler: Callable[..., Any]
 ) -> web.StreamResponse:
-    """Unknown paths and wrong methods answer in the native JSON error shape, not plain text."""
+    """Unknown paths and wrong methods answer in JSON, not plain text: in the OpenAI error shape
+    under /v1/ (what the openai SDK reads), in the native shape elsewhere and on native paths."""
     try:
         return await handler(request)
     except (web.HTTPNotFound, web.HTTPMethodNotAllowed) as exc:
         err = GatewayError(f"{request.method} {request.path}: {exc.reason.lower()}")
         err.status, err.code = exc.status, exc.reason.lower().replace(" ", "_")
+        err.openai_type = "invalid_request_error"
         headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
-        return _json(native_body(err, request.headers.get("X-Request-ID", "")), exc.status, headers)
+        openai = request.path.startswith("/v1/") and not request.path.startswith(NATIVE_PATHS)
+        shape = openai_body if openai else native_body
+        return _json(shape(err, request.headers.get("X-Request-ID", "")), exc.status, headers)
 
 
 def _stamp(path: Path) -> tuple[int, int, int]:
@@ -123,6 +133,7 @@ class Gateway:
             settings.feedback_window_s, settings.feedback_max_responses
         )
         self.upstream_ok = False
+        self.caps: dict[tuple[str, int], models.VersionCaps] = {}  # read once per version
         self._poller: asyncio.Task[None] | None = None
         self._keys_watcher: asyncio.Task[None] | None = None
         self._openapi = json.dumps(build_openapi(settings)).encode()
@@ -161,6 +172,19 @@ class Gateway:
         for version in versions:
             self.metrics.version_available(model, str(version))
 
+    async def _read_caps(self, model: str) -> None:
+        """Read what each new AVAILABLE version can do from its signatures (once per version;
+        a failed read is retried at the next poll, and the listing says null meanwhile)."""
+        for version in self.router.models[model].available:
+            if (model, version) in self.caps:
+                continue
+            try:
+                signatures = await self.upstreams.signatures(model, version, timeout_s=1.0)
+            except UpstreamError as exc:
+                log.debug("cannot read signatures", model=model, version=version, error=str(exc))
+                continue
+            self.caps[model, version] = models.VersionCaps.from_signatures(signatures)
+
     def reload_keys(self) -> None:
         """Pick up a changed keys file (e.g. `keys add` while running); keep the old on error."""
         try:
@@ -197,6 +221,7 @@ class Gateway:
                 log.error("cannot read model config; keeping the last labels", error=str(exc))
             for model in self.router.models:
                 await self.refresh(model)
+                await self._read_caps(model)
             await asyncio.sleep(self.settings.status_poll_interval_s)
 
     # ---- plain endpoints -------------------------------------------------------------------
@@ -204,6 +229,10 @@ class Gateway:
     async def healthz(self, request: web.Request) -> web.Response:
         """Process alive."""
         return _json(Health())
+
+    async def health(self, request: web.Request) -> web.Response:
+        """vLLM's `GET /health` (load testers probe it): 200 with an empty body while alive."""
+        return web.Response(status=200)
 
     async def readyz(self, request: web.Request) -> web.Response:
         """Upstream reachable and every model has an AVAILABLE version (checked live)."""
@@ -220,7 +249,7 @@ class Gateway:
             models=models,
             circuit_breaker=self.breaker.state.name.lower(),  # type: ignore[arg-type]
         )
-        return _json(body, 200 if ready else 503)
+        return _json(body, 200 if ready else 503, None if ready else {"Retry-After": "1"})
 
     async def metrics_page(self, request: web.Request) -> web.Response:
         """Prometheus exposition."""
@@ -263,8 +292,12 @@ class Gateway:
         try:
             key = authenticate(self.keys, request.headers.get("Authorization"))
         except GatewayError as err:
-            return _json(openai_body(err, rid), err.status, {"X-Request-ID": rid, **err.headers()})
-        return _json(models.listing(self.router, key), headers={"X-Request-ID": rid})
+            headers = {"X-Request-ID": rid, **err.response_headers()}
+            return _json(openai_body(err, rid), err.status, headers)
+        headers = {"X-Request-ID": rid, **self.pipeline.limit_headers(key)}
+        window = self.settings.context_window_tokens
+        listing = models.listing(self.router, key, window, self.caps)
+        return _json(listing, headers=headers)
 
     async def _read(self, request: web.Request) -> bytes:
         limit = self.settings.max_body_bytes
@@ -295,6 +328,7 @@ class Gateway:
         body: BaseModel
         in_flight = self.metrics.in_flight.labels(route)
         in_flight.inc()
+        key = None
         try:
             key = authenticate(self.keys, request.headers.get("Authorization"))
             stats.key_id = key.id
@@ -313,11 +347,20 @@ class Gateway:
                     self.pipeline, job, key, deadline, stats,
                     chunk_tokens=self.settings.stream_chunk_tokens,
                     first_chunk_tokens=self.settings.stream_first_chunk_tokens, arrived=start,
-                    gone=lambda: request.transport is None or request.transport.is_closing(),
+                    gone=lambda: _client_gone(request),
                     call=self.chunks.continue_ if self.chunks else None,
                 )  # fmt: skip
-                return await self._stream(request, run, streamer(job, stats), headers, arrival)
-            texts = await self.pipeline.run(job, key, deadline, stats)
+                events = streamer(job, stats, run.progress)
+                return await self._stream(request, run, events, headers, arrival, key)
+            try:
+                texts = await _unless_gone(request, self.pipeline.run(job, key, deadline, stats))
+            except ClientGone:
+                # the client hung up: the upstream call was cancelled, and the outcome is its own
+                stats.disconnected = True
+                stats.status, stats.error_code = CLIENT_GONE, "client_disconnected"
+                stats.total_s = time.perf_counter() - start
+                self._finish(stats, job, [], arrival)
+                return web.Response(status=CLIENT_GONE)
             stats.total_s = time.perf_counter() - start
             body, status = respond(job, texts, stats), 200
             headers["X-Model-Version"] = stats.version
@@ -326,9 +369,7 @@ class Gateway:
         except GatewayError as err:
             body, status = error_body(err, rid), err.status
             stats.error_code = err.code
-            headers.update(err.headers())
-            if err.retry_after is not None:
-                headers["Retry-After"] = retry_after_header(err.retry_after)
+            headers.update(err.response_headers())
         except Exception:  # noqa: BLE001 - a bug must still answer in the endpoint's shape
             log.exception("unhandled error", request_id=rid, route=route)
             internal = GatewayError("internal error")
@@ -339,6 +380,8 @@ class Gateway:
         stats.status = status
         stats.total_s = time.perf_counter() - start
         self._finish(stats, job, texts, arrival)
+        if key is not None:
+            headers.update(self.pipeline.limit_headers(key))
         return _json(body, status, headers)
 
     async def _stream(
@@ -348,6 +391,7 @@ class Gateway:
         events: sse.StreamEvents,
         headers: dict[str, str],
         arrival: float,
+        key: ApiKey,
     ) -> web.StreamResponse:
         """Answer one job with server-sent events. Up to the first chunk, a failure raises (the
         caller answers it with its status code); after it, it ends the stream with an error event.
@@ -360,7 +404,10 @@ class Gateway:
         except BaseException:
             run.close()
             raise
-        headers = {**headers, **sse.HEADERS, "X-Model-Version": stats.version}
+        headers = {
+            **headers, **sse.HEADERS, **self.pipeline.limit_headers(key),
+            "X-Model-Version": stats.version,
+        }  # fmt: skip
         if stats.version_label:
             headers["X-Model-Version-Label"] = stats.version_label
         resp = web.StreamResponse(status=200, headers=headers)
@@ -414,9 +461,7 @@ class Gateway:
             req = feedback.parse(raw, self.settings.feedback_max_comment_chars)
             fb, matched = feedback.accept(req, key.id, self.recent, arrival)
         except GatewayError as err:
-            headers.update(err.headers())
-            if err.retry_after is not None:
-                headers["Retry-After"] = retry_after_header(err.retry_after)
+            headers.update(err.response_headers())
             return _json(native_body(err, rid), err.status, headers)
         except Exception:  # noqa: BLE001 - a bug must still answer in the native shape
             log.exception("unhandled error", request_id=rid, route="feedback")
@@ -428,7 +473,7 @@ class Gateway:
             score_class=fb.score_class,  # type: ignore[arg-type]
             matched=matched,
         )
-        return _json(body, 202, headers)
+        return _json(body, 202, {**headers, **self.pipeline.limit_headers(key)})
 
     def _finish(
         self, stats: RequestStats, job: Job | None, texts: list[str], arrival: float
@@ -473,6 +518,7 @@ class Gateway:
         )
         app[GATEWAY_KEY] = self
         app.router.add_get("/healthz", self.healthz)
+        app.router.add_get("/health", self.health)
         app.router.add_get("/readyz", self.readyz)
         app.router.add_get("/metrics", self.metrics_page)
         app.router.add_get("/openapi.json", self.openapi)
@@ -494,6 +540,28 @@ def _asked_mode(raw: bytes) -> str:
     except (ValueError, RecursionError):
         return "unary"
     return "stream" if isinstance(body, dict) and body.get("stream") is True else "unary"
+
+
+def _client_gone(request: web.Request) -> bool:
+    return request.transport is None or request.transport.is_closing()
+
+
+async def _unless_gone(request: web.Request, call: Awaitable[T]) -> T:
+    """Await `call`, cancelling it (and with it the upstream call) when the client hangs up, as
+    a stream's chunk is; raises ClientGone then."""
+    task = asyncio.ensure_future(call)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
+            if done:
+                return task.result()
+            if _client_gone(request):
+                raise ClientGone("client disconnected")
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
 
 
 async def _write(resp: web.StreamResponse, events: list[BaseModel]) -> None:

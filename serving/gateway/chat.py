@@ -1,15 +1,15 @@
 """`POST /v1/chat/completions`: OpenAI chat on a text-completion model, by a documented template.
 
-The model continues text, so the messages are flattened into one prompt (CHAT_TEMPLATE): each
-message becomes a line `<Role>: <content>` (System, User, Assistant), and the prompt ends with
-`Assistant:` for the model to continue. Content is a string or a list of text parts (joined).
-Roles other than system, user and assistant, tool calls, tools and functions get a clear 400.
-The context window is checked on the flattened prompt, with the same 400 and
-`truncate_prompt_tokens` as `/v1/completions`.
+The model continues text, so the messages are flattened into one prompt (CHAT_TEMPLATE) and the
+turn ends where the model starts the next role line (TEMPLATE_STOPS, applied like `stop`). The
+context window is checked on the flattened prompt, with the same 400 and
+`truncate_prompt_tokens` as `/v1/completions`; without max_tokens the answer may use the rest
+of the window, as in vLLM. Fields the model cannot honour follow `serving.gateway.fields`.
 """
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
 from typing import Any, Literal
@@ -17,66 +17,75 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from serving.gateway.errors import BadRequest
+from serving.gateway.fields import MESSAGE_INERT, check_inert, refusal
 from serving.gateway.jobs import (
     TRUNCATE_DESCRIPTION,
     Job,
-    JsonInt,
     Limits,
     PositiveInt,
     SeedInt,
+    TopK,
     TruncateTokens,
     check_max_new_tokens,
     check_prompts,
-    fit_prompts,
-    include_usage,
+    fit_window,
+    stream_options,
     validate_body,
 )
 from serving.gateway.native import signals, timings
-from serving.gateway.openai_compat import CompletionUsage, Extension, stops, usage
+from serving.gateway.openai_compat import (
+    TOP_K_DESCRIPTION,
+    CompletionUsage,
+    Extension,
+    stops,
+    top_k,
+    usage,
+)
+from serving.gateway.sse import Progress
 from serving.gateway.streaming import Piece
 from tokenpulse.samples import RequestStats
 
-ROLES = {"system": "System", "user": "User", "assistant": "Assistant"}
+ROLES = {"system": "System", "developer": "System", "user": "User", "assistant": "Assistant"}
+NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 CHAT_TEMPLATE = (
-    "Each message becomes one line `<Role>: <content>` in order (Role is System, User or "
-    "Assistant; list content is its text parts joined), and the prompt ends with `Assistant:`; "
-    'e.g. [system "Be brief.", user "Hi"] -> "System: Be brief.\\nUser: Hi\\nAssistant:".'
+    "Each message becomes one line `<Role>: <content>` in order: Role is System (for system "
+    "and developer), User or Assistant, followed by ` (<name>)` when the message has a name; "
+    'list content is its text parts joined with "\n". The prompt ends with `Assistant: ` for '
+    "the model to continue, and the answer ends where the model starts another role line "
+    "(`\nSystem:`, `\nUser:`, `\nAssistant:`, or with a name, `\nUser (`...): "
+    'finish_reason "stop". A line of content that starts like a role line (any case) is '
+    "indented by one space, so content cannot forge a turn. "
+    'E.g. [system "Be brief.", user "Hi"] -> "System: Be brief.\nUser: Hi\nAssistant: ".'
 )
-# refused by name, so the client learns why rather than meeting "extra fields not permitted"
-_UNSUPPORTED = {
-    "tools": "tools are not supported: this model cannot call tools",
-    "tool_choice": "tool_choice is not supported: this model cannot call tools",
-    "functions": "functions are not supported: this model cannot call tools",
-    "function_call": "function_call is not supported: this model cannot call tools",
-    "parallel_tool_calls": "parallel_tool_calls is not supported: this model cannot call tools",
-    "response_format": "response_format is not supported",
-    "logprobs": "logprobs is not supported",
-    "top_logprobs": "top_logprobs is not supported",
-    "presence_penalty": "presence_penalty is not supported",
-    "frequency_penalty": "frequency_penalty is not supported",
-    "logit_bias": "logit_bias is not supported",
-    "audio": "audio is not supported",
-    "modalities": "modalities are not supported",
-}
+TEMPLATE_STOPS = tuple(
+    f"\n{role}{sep}" for role in ("System", "User", "Assistant") for sep in (":", " (")
+)
+# a content line the model could read as a turn: a role word at the start, then `:` or ` (`
+_ROLE_LINE = re.compile(r"^(system|developer|user|assistant)(:| \()", re.IGNORECASE | re.MULTILINE)
 
 
 class ChatRequest(BaseModel):
-    """OpenAI `chat.completions.create` parameters (tools and the like are refused clearly)."""
+    """OpenAI `chat.completions.create` parameters the model honours; any other field is checked
+    by the one rule of `serving.gateway.fields` (off values accepted, the rest a 400 naming it)."""
 
     model_config = ConfigDict(strict=True, extra="allow")
 
     model: str = Field(min_length=1, max_length=128)
     messages: list[dict[str, Any]] = Field(
-        min_length=1, description=f"system, user and assistant messages. {CHAT_TEMPLATE}"
+        min_length=1, description=f"system, developer, user and assistant messages. {CHAT_TEMPLATE}"
     )
-    max_tokens: PositiveInt | None = None
-    max_completion_tokens: PositiveInt | None = None
+    max_tokens: PositiveInt | None = Field(
+        None,
+        description="Default: the rest of the model's window after the prompt (vLLM's default), "
+        "up to the deployment's cap; prompt tokens + max_tokens must fit the window.",
+    )
+    max_completion_tokens: PositiveInt | None = Field(None, description="Same as max_tokens.")
     temperature: float | None = Field(None, ge=0.0, le=2.0)
     top_p: float | None = Field(None, gt=0.0, le=1.0)
+    top_k: TopK | None = Field(None, description=TOP_K_DESCRIPTION)
     seed: SeedInt | None = None
     stop: str | list[str] | None = None
     user: str | None = Field(None, max_length=256)
-    n: JsonInt | None = None
     stream: bool | None = None
     stream_options: dict[str, Any] | None = None
     truncate_prompt_tokens: TruncateTokens | None = Field(None, description=TRUNCATE_DESCRIPTION)
@@ -93,13 +102,39 @@ def _content(message: dict[str, Any], i: int) -> str:
                 raise BadRequest(
                     f"messages[{i}].content: only text parts are supported", param="messages"
                 )
-            if not isinstance(part.get("text"), str):
-                raise BadRequest(f"messages[{i}].content: a text part needs text", param="messages")
+            if not isinstance(part.get("text"), str) or set(part) - {"type", "text"}:
+                raise BadRequest(
+                    f"messages[{i}].content: a text part is {{type: text, text: <string>}}",
+                    param="messages",
+                )
             parts.append(part["text"])
-        return "".join(parts)
+        return "\n".join(parts)  # as vLLM joins text parts
     raise BadRequest(
         f"messages[{i}].content must be a string or a list of text parts", param="messages"
     )
+
+
+def _check_fields(message: dict[str, Any], i: int) -> None:
+    """A message's fields: role, content and name, plus what the SDK dumps with a reply."""
+    for name in sorted(set(message) - {"role", "content", "name"}):
+        rule = MESSAGE_INERT.get(name)
+        if rule is None:
+            raise BadRequest(f"messages[{i}]: unsupported field {name!r}", param="messages")
+        if not rule.accepts(message[name]):
+            raise BadRequest(
+                f"messages[{i}].{refusal(name, message[name], rule)}", param="messages"
+            )
+    who = message.get("name")
+    if who is not None and not (isinstance(who, str) and re.match(NAME_PATTERN, who)):
+        raise BadRequest(
+            f"messages[{i}].name must be 1 to 64 letters, digits, _ or -", param="messages"
+        )
+
+
+def _escape(content: str) -> str:
+    """Content as it goes into its line: newlines normalised, role-like lines indented."""
+    content = content.replace("\r\n", "\n").replace("\r", "\n")
+    return _ROLE_LINE.sub(lambda m: " " + m.group(0), content)
 
 
 def flatten(messages: list[dict[str, Any]]) -> str:
@@ -114,7 +149,7 @@ def flatten(messages: list[dict[str, Any]]) -> str:
             )
         if role not in ROLES:
             raise BadRequest(
-                f"messages[{i}].role must be system, user or assistant, got {role!r}",
+                f"messages[{i}].role must be system, developer, user or assistant, got {role!r}",
                 param="messages",
             )
         if message.get("tool_calls") or message.get("function_call"):
@@ -122,41 +157,40 @@ def flatten(messages: list[dict[str, Any]]) -> str:
                 f"messages[{i}]: tool calls are not supported: this model cannot call tools",
                 param="messages",
             )
-        unknown = set(message) - {"role", "content", "name"}
-        if unknown:
-            raise BadRequest(
-                f"messages[{i}]: unsupported field {sorted(unknown)[0]!r}", param="messages"
-            )
-        lines.append(f"{ROLES[role]}: {_content(message, i)}")
-    return "\n".join([*lines, "Assistant:"])
+        _check_fields(message, i)
+        who = ROLES[role] + (f" ({message['name']})" if message.get("name") else "")
+        lines.append(f"{who}: {_escape(_content(message, i))}")
+    return "\n".join([*lines, "Assistant: "])
 
 
 def parse(raw: bytes, limits: Limits) -> Job:
     """Validate a chat body and flatten its messages into one prompt."""
     req: ChatRequest = validate_body(ChatRequest, raw, BadRequest)
-    for name in sorted(req.model_extra or {}):
-        message = _UNSUPPORTED.get(name, f"{name}: extra inputs are not permitted")
-        raise BadRequest(message, param=name)
-    if req.n not in (None, 1):
-        raise BadRequest("n must be 1: one completion per request is supported", param="n")
+    check_inert(req.model_extra or {})
     prompt = flatten(req.messages)
     check_prompts([prompt], limits, BadRequest)
-    max_tokens = req.max_completion_tokens or req.max_tokens or limits.default_max_new_tokens
+    asked = req.max_completion_tokens or req.max_tokens
     param = "max_completion_tokens" if req.max_completion_tokens else "max_tokens"
-    check_max_new_tokens(max_tokens, limits, param, BadRequest)
+    if asked is not None:
+        check_max_new_tokens(asked, limits, param, BadRequest)
+    options = stream_options(req.stream, req.stream_options, BadRequest)
+    prompts, max_tokens = fit_window(
+        [prompt], asked, limits, req.truncate_prompt_tokens, where="messages"
+    )
     return Job(
         model=req.model,
-        prompts=fit_prompts([prompt], max_tokens, limits, req.truncate_prompt_tokens),
+        prompts=prompts,
         max_new_tokens=max_tokens,
         temperature=1.0 if req.temperature is None else req.temperature,
-        top_k=0,
+        top_k=top_k(req.top_k),
         top_p=1.0 if req.top_p is None else req.top_p,
         seed=req.seed if req.seed is not None else secrets.randbits(31),
         user=req.user,
-        stop=stops(req.stop),
+        stop=stops(req.stop) + TEMPLATE_STOPS,
         truncate_prompt_tokens=req.truncate_prompt_tokens,
         stream=bool(req.stream),
-        include_usage=include_usage(req.stream, req.stream_options, BadRequest),
+        include_usage=options.include_usage,
+        continuous_usage=options.continuous_usage_stats,
     )
 
 
@@ -244,11 +278,16 @@ class ChatCompletionChunk(BaseModel):
 
 
 class ChatStream:
-    """The events of one streamed chat completion: the role, the content, then the usage."""
+    """The events of one streamed chat completion: the role, the content, then the usage; with
+    vLLM's `stream_options.continuous_usage_stats`, each event carries the usage so far."""
 
-    def __init__(self, job: Job, stats: RequestStats) -> None:
+    def __init__(self, job: Job, stats: RequestStats, progress: Progress | None = None) -> None:
         self.job, self.stats = job, stats
         self.created = int(time.time())
+        self._progress = progress if job.continuous_usage else None
+
+    def _so_far(self) -> CompletionUsage | None:
+        return usage(self.stats, self._progress) if self._progress else None
 
     def _chunk(self, choices: list[ChunkChoice], usage: CompletionUsage | None) -> BaseModel:
         s = self.stats
@@ -266,6 +305,12 @@ class ChatStream:
         """The role, before any content (as OpenAI sends it)."""
         delta = Delta.model_construct(role="assistant", content="")
         choice = ChunkChoice.model_construct(index=0, delta=delta, finish_reason=None)
+        if self._progress:  # the role chunk: the prompt, nothing generated yet (as vLLM)
+            prompt_tokens = self._progress()[0]
+            nothing = CompletionUsage.model_construct(
+                prompt_tokens=prompt_tokens, completion_tokens=0, total_tokens=prompt_tokens
+            )
+            return [self._chunk([choice], nothing)]
         return [self._chunk([choice], None)]
 
     def pieces(self, pieces: list[Piece]) -> list[BaseModel]:
@@ -279,7 +324,7 @@ class ChatStream:
                         finish_reason=p.finish_reason,
                     )
                 ],
-                None,
+                self._so_far(),
             )
             for p in pieces
         ]

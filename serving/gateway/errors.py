@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -31,6 +32,15 @@ class GatewayError(Exception):
         """Extra response headers this error carries."""
         return {}
 
+    def response_headers(self) -> dict[str, str]:
+        """`headers()` plus `Retry-After` on every 429 and 503 (1 s unless the error knows
+        better), so a client's retry logic always has a delay to wait."""
+        headers = self.headers()
+        if self.status in (429, 503) or self.retry_after is not None:
+            seconds = 1.0 if self.retry_after is None else self.retry_after
+            headers["Retry-After"] = str(max(1, math.ceil(seconds)))
+        return headers
+
 
 class BadRequest(GatewayError):
     """Malformed JSON, invalid UTF-8, or a request the gateway will not run."""
@@ -38,6 +48,12 @@ class BadRequest(GatewayError):
     status = 400
     code = "invalid_request"
     openai_type = "invalid_request_error"
+
+
+class ContextLengthExceeded(BadRequest):
+    """Prompt and requested completion do not fit the model's window (vLLM's 400)."""
+
+    code = "context_length_exceeded"
 
 
 class InvalidParameter(GatewayError):
@@ -82,6 +98,12 @@ class NotFound(GatewayError):
     status = 404
     code = "not_found"
     openai_type = "invalid_request_error"
+
+
+class ModelNotFound(NotFound):
+    """A model this gateway does not serve (OpenAI's code for it)."""
+
+    code = "model_not_found"
 
 
 class RateLimited(GatewayError):
@@ -132,9 +154,10 @@ class UpstreamRejected(UpstreamFailed):
 
 
 class StreamingUnsupported(GatewayError):
-    """The routed version has no `continue` signature (exported before streaming existed)."""
+    """The routed version has no `continue` signature (exported before streaming existed): a
+    400, since a 5xx would make the openai SDK retry what cannot succeed."""
 
-    status = 501
+    status = 400
     code = "streaming_unsupported"
     openai_type = "invalid_request_error"
 

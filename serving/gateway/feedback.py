@@ -1,4 +1,5 @@
-"""`POST /v1/feedback`: a client scores a response it got, by the id it saw (`cmpl-…`, `gen-…`).
+"""`POST /v1/feedback`: a client scores a response it got, by the id it saw (`chatcmpl-…`,
+`cmpl-…`, `gen-…`).
 
 The gateway remembers each response it answered (model, version, label and key) for
 `feedback_window_s`, at most `feedback_max_responses` of them, oldest forgotten first. Feedback
@@ -23,9 +24,9 @@ from serving.gateway.errors import BadRequest, NotFound
 from serving.gateway.jobs import validate_body
 from tokenpulse.samples import FEEDBACK_CLASSES, Feedback
 
-RESPONSE_PREFIXES = ("cmpl-", "gen-")
+RESPONSE_PREFIXES = ("chatcmpl-", "cmpl-", "gen-")
 # a response id is a prefix and the gateway's request id (serving.gateway.app._REQUEST_ID)
-RESPONSE_ID_PATTERN = r"^(cmpl|gen)-[A-Za-z0-9._:-]{1,64}$"
+RESPONSE_ID_PATTERN = r"^(chatcmpl|cmpl|gen)-[A-Za-z0-9._:-]{1,64}$"
 THUMBS = (-1.0, 0.0, 1.0)
 
 
@@ -35,7 +36,8 @@ class FeedbackRequest(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
     response_id: str = Field(
-        pattern=RESPONSE_ID_PATTERN, description="The response's `id` (cmpl-..., gen-...)."
+        pattern=RESPONSE_ID_PATTERN,
+        description="The response's `id` (chatcmpl-..., cmpl-..., gen-...).",
     )
     score: float = Field(
         ge=-1.0, le=1.0, allow_inf_nan=False,

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from annotated_types import Ge, Le
 from pydantic import BaseModel, BeforeValidator, ValidationError
 
-from serving.gateway.errors import BadRequest, GatewayError, PayloadTooLarge
+from serving.gateway.errors import BadRequest, ContextLengthExceeded, GatewayError, PayloadTooLarge
 
 INT64 = 2**63 - 1
 
@@ -25,6 +25,8 @@ def _whole_float_to_int(value: Any) -> Any:
 JsonInt = Annotated[int, BeforeValidator(_whole_float_to_int)]
 PositiveInt = Annotated[int, Ge(1), BeforeValidator(_whole_float_to_int)]
 SeedInt = Annotated[int, Ge(-INT64 - 1), Le(INT64), BeforeValidator(_whole_float_to_int)]
+# vLLM's top_k: -1 (vLLM's "off") or 0 is no cut, k keeps the k most likely tokens
+TopK = Annotated[int, Ge(-1), Le(100_000), BeforeValidator(_whole_float_to_int)]
 # vLLM's parameter: -1 lets the model keep the end of the prompt that fits, k >= 1 keeps the last k
 TruncateTokens = Literal[-1] | PositiveInt
 TRUNCATE_DESCRIPTION = (
@@ -62,6 +64,7 @@ class Job:
     truncate_prompt_tokens: int | None = None
     stream: bool = False  # answer with server-sent events, chunk by chunk
     include_usage: bool = False  # streams: a last event with the usage (stream_options)
+    continuous_usage: bool = False  # streams: the usage so far on every event (vLLM's option)
 
     @property
     def token_budget(self) -> int:
@@ -109,22 +112,47 @@ def validate_body(model: type[BaseModel], raw: bytes, invalid: type[GatewayError
         raise invalid(message, param=str(err["loc"][0]) if err["loc"] else None) from exc
 
 
-def include_usage(
+@dataclass(frozen=True)
+class StreamOptions:
+    """What `stream_options` asked for."""
+
+    include_usage: bool = False
+    continuous_usage_stats: bool = False
+
+
+def stream_options(
     stream: bool | None, options: dict[str, Any] | None, invalid: type[GatewayError]
-) -> bool:
-    """`stream_options` as OpenAI takes it: only with `stream`, only `include_usage` (a bool)."""
+) -> StreamOptions:
+    """`stream_options` as OpenAI and vLLM take it: only with `stream`; `include_usage` and
+    vLLM's `continuous_usage_stats` (booleans), OpenAI's `include_obfuscation` only off."""
     if options is None:
-        return False
+        return StreamOptions()
     if not stream:
         raise invalid("stream_options is only allowed when stream is true", param="stream_options")
-    unknown = set(options) - {"include_usage"}
+    unknown = set(options) - {"include_usage", "continuous_usage_stats", "include_obfuscation"}
     if unknown:
         name = sorted(unknown)[0]
         raise invalid(f"stream_options: unknown option {name!r}", param="stream_options")
-    value = options.get("include_usage", False)
-    if not isinstance(value, bool):
-        raise invalid("stream_options.include_usage must be a boolean", param="stream_options")
-    return value
+    for name, value in options.items():
+        if not isinstance(value, bool):
+            raise invalid(f"stream_options.{name} must be a boolean", param="stream_options")
+    if options.get("include_obfuscation"):
+        raise invalid(
+            "stream_options.include_obfuscation: the gateway adds no obfuscation padding "
+            "(accepted: false)",
+            param="stream_options",
+        )
+    return StreamOptions(
+        include_usage=options.get("include_usage", False),
+        continuous_usage_stats=options.get("continuous_usage_stats", False),
+    )
+
+
+def include_usage(
+    stream: bool | None, options: dict[str, Any] | None, invalid: type[GatewayError]
+) -> bool:
+    """Whether a stream ends with a usage event (`stream_options.include_usage`)."""
+    return stream_options(stream, options, invalid).include_usage
 
 
 def check_prompts(prompts: list[str], limits: Limits, invalid: type[GatewayError]) -> None:
@@ -154,33 +182,78 @@ def check_max_new_tokens(
 def _keep_last(prompt: str, tokens: int) -> str:
     """The prompt's last `tokens` bytes, dropping a character cut in half at the start."""
     raw = prompt.encode("utf-8")
+    if tokens <= 0:
+        return ""
     return prompt if len(raw) <= tokens else raw[-tokens:].decode("utf-8", "ignore")
+
+
+def prompt_tokens(prompt: str) -> int:
+    """Tokens the model sees for `prompt`: its UTF-8 bytes and one start token."""
+    return len(prompt.encode("utf-8")) + 1
+
+
+def fit_window(
+    prompts: list[str],
+    max_new_tokens: int | None,
+    limits: Limits,
+    truncate: int | None,
+    where: str = "prompt",
+) -> tuple[list[str], int]:
+    """Apply `truncate_prompt_tokens`, then check that prompt and completion fit the window, as
+    vLLM does: prompt tokens (UTF-8 bytes plus a start token) + max_new_tokens <= window, else a
+    400 `context_length_exceeded` in vLLM's words. `max_new_tokens` None (chat without
+    max_tokens): the rest of the window after the longest prompt, up to the deployment's cap.
+
+    Whatever passes runs whole: the model's own rule (`serving/model/generate.py:_budgets`)
+    drops prompt tokens or caps the output only for what does not fit, which only
+    `truncate_prompt_tokens: -1` lets through (see `_cut_by_the_model`).
+    """
+    window = limits.context_window_tokens
+    if truncate is not None and truncate > 0:
+        prompts = [_keep_last(p, truncate) for p in prompts]
+    longest = max(prompt_tokens(p) for p in prompts)
+    if truncate == -1:
+        return prompts, _cut_by_the_model(longest, max_new_tokens, limits, where)
+    if max_new_tokens is None:
+        if longest >= window:
+            raise ContextLengthExceeded(
+                f"This model's maximum context length is {window} tokens. However, your request "
+                f"has {longest} input tokens. Please reduce the length of the input {where}.",
+                param=where,
+            )
+        return prompts, min(window - longest, limits.max_new_tokens_limit)
+    if longest + max_new_tokens > window:
+        raise ContextLengthExceeded(
+            f"This model's maximum context length is {window} tokens. However, you requested "
+            f"{longest + max_new_tokens} tokens ({longest} in the {where}, {max_new_tokens} in "
+            f"the completion). Please reduce the length of the {where} or completion, or set "
+            "truncate_prompt_tokens (-1 keeps the end of the prompt that fits).",
+            param=where,
+        )
+    return prompts, max_new_tokens
+
+
+def _cut_by_the_model(longest: int, max_new_tokens: int | None, limits: Limits, where: str) -> int:
+    """`truncate_prompt_tokens: -1`: the model keeps the end of a prompt that does not fit and
+    room for min(max_new_tokens, window / 2) new tokens; more would be cut silently, so a
+    completion over half the window is refused when the prompt must be cut."""
+    window = limits.context_window_tokens
+    if max_new_tokens is None:
+        rest = window - longest if longest < window else window // 2
+        return min(rest, limits.max_new_tokens_limit)
+    if longest + max_new_tokens > window and max_new_tokens > window // 2:
+        raise ContextLengthExceeded(
+            f"This model's maximum context length is {window} tokens. However, you requested "
+            f"{longest + max_new_tokens} tokens ({longest} in the {where}, {max_new_tokens} in "
+            f"the completion). With truncate_prompt_tokens -1 the model keeps room for at most "
+            f"{window // 2} new tokens when it cuts the {where}: ask for fewer.",
+            param=where,
+        )
+    return max_new_tokens
 
 
 def fit_prompts(
     prompts: list[str], max_new_tokens: int, limits: Limits, truncate: int | None
 ) -> list[str]:
-    """Apply `truncate_prompt_tokens`, then refuse a prompt the model's window cannot hold.
-
-    Tokens are UTF-8 bytes, and the model adds a start token. It keeps room for
-    min(max_new_tokens, window / 2) new tokens and drops the start of a longer prompt (the rule
-    of `serving/model/generate.py:_budgets`); that drop happens only when the client asked.
-    """
-    window = limits.context_window_tokens
-    room = min(max(max_new_tokens, 1), window // 2)
-    fit = window - room - 1
-    if truncate is not None and truncate > 0:
-        prompts = [_keep_last(p, truncate) for p in prompts]
-    if truncate == -1:
-        return prompts
-    for p in prompts:
-        tokens = len(p.encode("utf-8"))
-        if tokens > fit:
-            raise BadRequest(
-                f"This model's maximum context length is {window} tokens. However, your prompt "
-                f"has {tokens} tokens, and with {room} kept for the output (and one start token) "
-                f"at most {fit} fit. Please reduce the length of the prompt or of the output, "
-                "or set truncate_prompt_tokens (-1 keeps the end of the prompt that fits).",
-                param="prompt",
-            )
-    return prompts
+    """`fit_window` for a request that set its length."""
+    return fit_window(prompts, max_new_tokens, limits, truncate)[0]

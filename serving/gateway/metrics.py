@@ -64,7 +64,7 @@ UPSTREAM_OUTCOMES = ("success", "http_error", "unreachable", "timeout", "bad_res
 FINISH_REASONS = (FINISH_STOP, FINISH_LENGTH)
 MODES = ("stream", "unary")
 ROUTES = ("generate", "completions", "chat")  # the generation endpoints' `route` values
-CLIENT_GONE = 499  # a client that left mid-stream (nginx's code): its own outcome, no error
+CLIENT_GONE = 499  # a client that left before the answer (nginx's code): its own outcome
 
 
 def _error_codes(cls: type[GatewayError] = GatewayError) -> set[int]:
@@ -119,8 +119,9 @@ class GatewayMetrics:
             (*OUT, "mode"), registry=r,
         )  # fmt: skip
         self.client_disconnects = Counter(
-            f"{PFX}client_disconnects", "Streams the client left before the end (the upstream "
-            "work was cancelled; answered code 499, not an error).", OUT, registry=r,
+            f"{PFX}client_disconnects", "Requests (streamed or unary) the client left before the "
+            "end (the upstream work was cancelled; answered code 499, not an error).", OUT,
+            registry=r,
         )  # fmt: skip
         self.prompt_tokens = Counter(f"{PFX}prompt_tokens", "Prompt tokens.", OUT, registry=r)
         self.output_tokens = Counter(f"{PFX}output_tokens", "Generated tokens.", OUT, registry=r)

@@ -1,27 +1,56 @@
 """`GET /v1/models`: the served models as OpenAI lists them, with their versions and labels.
 
-`openai` SDK's `models.list()` reads `id`, `object`, `created` and `owned_by`; the versions the
-model server has AVAILABLE and the version labels the router resolves are in the extra
-`tokenpulse` object (the SDK keeps it in `model_extra`). A key sees the models it may use.
+`openai` SDK's `models.list()` reads `id`, `object`, `created` and `owned_by`; `max_model_len`
+is the context window, as vLLM lists it. The versions the model server has AVAILABLE, the
+version labels the router resolves, and what the versions can do (read from each version's
+signatures in TF Serving's metadata) are in the extra `tokenpulse` object (the SDK keeps both in
+`model_extra`). A key sees the models it may use.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from serving.gateway.keys import ApiKey
 from serving.gateway.routing import Router
+from tokenpulse.tfserving.signature import CONTINUE_SIGNATURE_NAME, SIGNATURE_NAME
 
 OWNER = "tokenpulse"
+STOP_INPUT = "stop"  # a `stop` input on serving_default: the model itself stops at a sequence
+
+
+@dataclass(frozen=True)
+class VersionCaps:
+    """What one version's signatures let it do."""
+
+    streams: bool  # it exports `continue`
+    stop_in_graph: bool  # its serving_default takes the stop sequences
+
+    @classmethod
+    def from_signatures(cls, signatures: dict[str, set[str]]) -> VersionCaps:
+        """Read from the signature names and their inputs."""
+        return cls(
+            streams=CONTINUE_SIGNATURE_NAME in signatures,
+            stop_in_graph=STOP_INPUT in signatures.get(SIGNATURE_NAME, set()),
+        )
 
 
 class ModelVersions(BaseModel):
-    """What the gateway routes to: AVAILABLE versions (newest first) and label -> version."""
+    """What the gateway routes to: AVAILABLE versions (newest first) and label -> version, and
+    what they can do (null until every AVAILABLE version's signatures were read)."""
 
     versions: list[str]
     labels: dict[str, str]
+    streams: bool | None = Field(
+        description="Every AVAILABLE version exports `continue`: `stream: true` works."
+    )
+    stop_in_graph: bool | None = Field(
+        description="The model stops decoding at `stop` itself; false: it decodes to max_tokens "
+        "(or its end of text) and the gateway trims the text at the stop sequence."
+    )
 
 
 class ModelCard(BaseModel):
@@ -31,7 +60,14 @@ class ModelCard(BaseModel):
     object: Literal["model"] = "model"
     created: int = 0  # the model server does not say when a model appeared
     owned_by: str = OWNER
+    max_model_len: int = Field(description="Context window: prompt + completion tokens.")
     tokenpulse: ModelVersions
+
+
+def _all(caps: list[VersionCaps | None], name: str) -> bool | None:
+    if not caps or any(c is None for c in caps):
+        return None
+    return all(getattr(c, name) for c in caps)
 
 
 class ModelList(BaseModel):
@@ -41,18 +77,29 @@ class ModelList(BaseModel):
     data: list[ModelCard]
 
 
-def listing(router: Router, key: ApiKey) -> ModelList:
-    """The models `key` may use, with versions and labels as the router knows them now."""
-    return ModelList(
-        data=[
+def listing(
+    router: Router,
+    key: ApiKey,
+    window: int,
+    caps: dict[tuple[str, int], VersionCaps] | None = None,
+) -> ModelList:
+    """The models `key` may use, with versions, labels and what they can do, as known now."""
+    caps = caps or {}
+    cards = []
+    for name, state in router.models.items():
+        if not key.allows(name):
+            continue
+        known = [caps.get((name, v)) for v in state.available]
+        cards.append(
             ModelCard(
                 id=name,
+                max_model_len=window,
                 tokenpulse=ModelVersions(
                     versions=[str(v) for v in state.available],
                     labels={label: str(v) for label, v in sorted(state.labels.items())},
+                    streams=_all(known, "streams"),
+                    stop_in_graph=_all(known, "stop_in_graph"),
                 ),
             )
-            for name, state in router.models.items()
-            if key.allows(name)
-        ]
-    )
+        )
+    return ModelList(data=cards)

@@ -20,6 +20,7 @@ from serving.gateway.jobs import (
     fit_prompts,
     validate_body,
 )
+from serving.gateway.sse import Progress
 from serving.gateway.streaming import Piece
 from tokenpulse.samples import OutputSignals, RequestStats
 
@@ -176,8 +177,9 @@ class GenerateChunk(BaseModel):
 class NativeStream:
     """The events of one streamed native generation."""
 
-    def __init__(self, job: Job, stats: RequestStats) -> None:
+    def __init__(self, job: Job, stats: RequestStats, progress: Progress | None = None) -> None:
         self.job, self.stats = job, stats
+        del progress  # the native stream sends its usage once, at the end
 
     def _chunk(self, text: str, finish: str | None, usage: GenerateUsage | None) -> BaseModel:
         s = self.stats

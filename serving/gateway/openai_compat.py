@@ -13,47 +13,50 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from serving.gateway.errors import BadRequest
+from serving.gateway.fields import check_inert
 from serving.gateway.jobs import (
     TRUNCATE_DESCRIPTION,
     Job,
-    JsonInt,
     Limits,
     PositiveInt,
     SeedInt,
+    TopK,
     TruncateTokens,
     check_max_new_tokens,
     check_prompts,
-    fit_prompts,
-    include_usage,
+    fit_window,
+    stream_options,
     validate_body,
 )
 from serving.gateway.native import Signals, Timings, signals, timings
+from serving.gateway.sse import Progress
 from serving.gateway.streaming import Piece
 from tokenpulse.samples import RequestStats
 
+TOP_K_DESCRIPTION = (
+    "vLLM's extension (the openai SDK sends it through extra_body): sample from the k most "
+    "likely tokens; 0 or -1: no cut."
+)
+
 
 class CompletionRequest(BaseModel):
-    """OpenAI `completions.create` parameters (the unsupported ones are refused clearly)."""
+    """OpenAI `completions.create` parameters the model honours; any other field is checked by
+    the one rule of `serving.gateway.fields` (off values accepted, the rest a 400 naming it)."""
 
-    model_config = ConfigDict(strict=True, extra="forbid")
+    model_config = ConfigDict(strict=True, extra="allow")
 
     model: str = Field(min_length=1, max_length=128)
     prompt: str | list[str] = Field(description="A string or a list of strings.")
-    max_tokens: PositiveInt | None = None
+    max_tokens: PositiveInt | None = Field(
+        None, description="Default 16; prompt tokens + max_tokens must fit the model's window."
+    )
     temperature: float | None = Field(None, ge=0.0, le=2.0)
     top_p: float | None = Field(None, gt=0.0, le=1.0)
+    top_k: TopK | None = Field(None, description=TOP_K_DESCRIPTION)
     seed: SeedInt | None = None
     stop: str | list[str] | None = None
     user: str | None = Field(None, max_length=256)
-    n: JsonInt | None = None
     stream: bool | None = None
-    echo: bool | None = None
-    logprobs: JsonInt | None = None
-    best_of: JsonInt | None = None
-    suffix: str | None = None
-    presence_penalty: float | None = None
-    frequency_penalty: float | None = None
-    logit_bias: dict[str, float] | None = None
     stream_options: dict[str, Any] | None = None
     # vLLM's extension (the openai SDK sends it through extra_body)
     truncate_prompt_tokens: TruncateTokens | None = Field(None, description=TRUNCATE_DESCRIPTION)
@@ -98,24 +101,6 @@ class CompletionResponse(BaseModel):
     tokenpulse: Extension
 
 
-def _refuse_unsupported(req: CompletionRequest) -> None:
-    if req.n not in (None, 1):
-        raise BadRequest("n must be 1: one completion per prompt is supported", param="n")
-    if req.best_of not in (None, 1):
-        raise BadRequest("best_of must be 1", param="best_of")
-    if req.echo:
-        raise BadRequest("echo is not supported", param="echo")
-    if req.logprobs is not None:
-        raise BadRequest("logprobs is not supported", param="logprobs")
-    if req.suffix:
-        raise BadRequest("suffix is not supported", param="suffix")
-    for name in ("presence_penalty", "frequency_penalty"):
-        if getattr(req, name):
-            raise BadRequest(f"{name} is not supported", param=name)
-    if req.logit_bias:
-        raise BadRequest("logit_bias is not supported", param="logit_bias")
-
-
 def stops(stop: str | list[str] | None) -> tuple[str, ...]:
     stops = [stop] if isinstance(stop, str) else list(stop or [])
     if len(stops) > 4:
@@ -128,25 +113,33 @@ def stops(stop: str | list[str] | None) -> tuple[str, ...]:
 def parse(raw: bytes, limits: Limits) -> Job:
     """Validate a completions body (OpenAI answers bad parameters with 400)."""
     req: CompletionRequest = validate_body(CompletionRequest, raw, BadRequest)
-    _refuse_unsupported(req)
+    check_inert(req.model_extra or {})
     prompts = [req.prompt] if isinstance(req.prompt, str) else list(req.prompt)
     check_prompts(prompts, limits, BadRequest)
     max_tokens = req.max_tokens if req.max_tokens is not None else limits.default_max_new_tokens
     check_max_new_tokens(max_tokens, limits, "max_tokens", BadRequest)
+    options = stream_options(req.stream, req.stream_options, BadRequest)
+    prompts, max_tokens = fit_window(prompts, max_tokens, limits, req.truncate_prompt_tokens)
     return Job(
         model=req.model,
-        prompts=fit_prompts(prompts, max_tokens, limits, req.truncate_prompt_tokens),
+        prompts=prompts,
         max_new_tokens=max_tokens,
         temperature=1.0 if req.temperature is None else req.temperature,
-        top_k=0,
+        top_k=top_k(req.top_k),
         top_p=1.0 if req.top_p is None else req.top_p,
         seed=req.seed if req.seed is not None else secrets.randbits(31),
         user=req.user,
         stop=stops(req.stop),
         truncate_prompt_tokens=req.truncate_prompt_tokens,
         stream=bool(req.stream),
-        include_usage=include_usage(req.stream, req.stream_options, BadRequest),
+        include_usage=options.include_usage,
+        continuous_usage=options.continuous_usage_stats,
     )
+
+
+def top_k(value: int | None) -> int:
+    """vLLM's `top_k` as the model takes it: -1 (vLLM's "off") and 0 are no cut."""
+    return 0 if value is None or value < 0 else value
 
 
 def respond(job: Job, texts: list[str], stats: RequestStats) -> CompletionResponse:
@@ -200,9 +193,11 @@ class CompletionChunk(BaseModel):
     usage: CompletionUsage | None = None
 
 
-def usage(stats: RequestStats) -> CompletionUsage:
-    """The usage block of the outputs so far."""
-    prompt_tokens, output_tokens = stats.prompt_tokens, stats.output_tokens
+def usage(stats: RequestStats, progress: Progress | None = None) -> CompletionUsage:
+    """The usage block of the recorded outputs, or of a stream's `progress` so far."""
+    prompt_tokens, output_tokens = (
+        progress() if progress else (stats.prompt_tokens, stats.output_tokens)
+    )
     return CompletionUsage.model_construct(
         prompt_tokens=prompt_tokens,
         completion_tokens=output_tokens,
@@ -211,11 +206,16 @@ def usage(stats: RequestStats) -> CompletionUsage:
 
 
 class CompletionStream:
-    """The events of one streamed completion (id and `created` fixed for the stream)."""
+    """The events of one streamed completion (id and `created` fixed for the stream); with
+    vLLM's `stream_options.continuous_usage_stats`, each event carries the usage so far."""
 
-    def __init__(self, job: Job, stats: RequestStats) -> None:
+    def __init__(self, job: Job, stats: RequestStats, progress: Progress | None = None) -> None:
         self.job, self.stats = job, stats
         self.created = int(time.time())
+        self._progress = progress if job.continuous_usage else None
+
+    def _so_far(self) -> CompletionUsage | None:
+        return usage(self.stats, self._progress) if self._progress else None
 
     def _chunk(self, choices: list[ChunkChoice], usage: CompletionUsage | None) -> BaseModel:
         s = self.stats
@@ -237,7 +237,10 @@ class CompletionStream:
         """One event per piece of text."""
         choice = ChunkChoice.model_construct
         return [
-            self._chunk([choice(index=p.index, text=p.text, finish_reason=p.finish_reason)], None)
+            self._chunk(
+                [choice(index=p.index, text=p.text, finish_reason=p.finish_reason)],
+                self._so_far(),
+            )
             for p in pieces
         ]
 

@@ -7,9 +7,16 @@ from typing import Any
 
 from pydantic.json_schema import models_json_schema
 
-from serving.gateway.chat import CHAT_TEMPLATE, ChatCompletion, ChatCompletionChunk, ChatRequest
+from serving.gateway.chat import (
+    CHAT_TEMPLATE,
+    NAME_PATTERN,
+    ChatCompletion,
+    ChatCompletionChunk,
+    ChatRequest,
+)
 from serving.gateway.errors import NativeError, OpenAIError
 from serving.gateway.feedback import FeedbackRequest, FeedbackResponse
+from serving.gateway.fields import INERT, MESSAGE_INERT
 from serving.gateway.models import ModelList
 from serving.gateway.native import GenerateChunk, GenerateRequest, GenerateResponse
 from serving.gateway.openai_compat import CompletionChunk, CompletionRequest, CompletionResponse
@@ -18,16 +25,18 @@ from serving.gateway.probes import Health, Readiness
 from serving.gateway.settings import GatewaySettings
 
 _ERRORS = {
-    "400": "Malformed JSON or invalid UTF-8, a prompt longer than the model's window, an "
-    "X-Request-Timeout out of range (or, on completions, a bad parameter).",
+    "400": "Malformed JSON or invalid UTF-8, an X-Request-Timeout out of range, or (on the "
+    "OpenAI routes) a bad parameter, named in `param`: `context_length_exceeded` when prompt "
+    "and max_tokens do not fit the model's window (vLLM's words), a field set to a value that "
+    "would change the result and is not supported, an unrecognized field, or "
+    "`streaming_unsupported` (stream: true, and the routed version has no `continue` "
+    "signature).",
     "401": "No API key, or an unknown one.",
     "403": "The key may not use this model.",
-    "404": "Unknown model or version label.",
+    "404": "Unknown model (`model_not_found`) or version label.",
     "413": "Body or prompt over the size limit.",
     "422": "A field with a wrong type or out of range.",
     "429": "Per-key rate limit on requests or tokens; see Retry-After.",
-    "501": "`streaming_unsupported`: stream: true, and the routed model version has no "
-    "`continue` signature.",
     "502": "`upstream_error`: the model server failed (5xx) or answered what the gateway cannot "
     "read; `upstream_rejected`: it refused a request the gateway had validated (4xx, e.g. "
     "TF Serving's FAILED_PRECONDITION or INVALID_ARGUMENT): the server's fault, not the "
@@ -168,10 +177,43 @@ def _get(summary: str, schema: str | None, not_ready: bool = False) -> dict[str,
     return {"get": {"summary": summary, "responses": responses}}
 
 
+def _message_schema(settings: GatewaySettings) -> dict[str, Any]:
+    """One chat message as `chat.flatten` takes it; content no longer than can ever fit."""
+    # a message alone must fit: "User: <content>\nAssistant: ", a start token, one new token
+    longest = min(
+        settings.max_prompt_chars,
+        settings.context_window_tokens - 2 - len("User: \nAssistant: "),
+    )
+    text_part = {
+        "type": "object",
+        "required": ["type", "text"],
+        "properties": {"type": {"const": "text"}, "text": {"type": "string", "maxLength": longest}},
+        "additionalProperties": False,
+    }
+    return {
+        "type": "object",
+        "required": ["role", "content"],
+        "properties": {
+            "role": {"enum": ["system", "developer", "user", "assistant"]},
+            "content": {
+                "anyOf": [
+                    {"type": "string", "maxLength": longest},
+                    {"type": "array", "items": text_part},
+                ]
+            },
+            "name": {"type": "string", "pattern": NAME_PATTERN},
+            **{name: rule.schema() for name, rule in MESSAGE_INERT.items()},
+        },
+        "additionalProperties": False,
+    }
+
+
 def _apply_limits(schemas: dict[str, Any], settings: GatewaySettings) -> None:
     """Write this deployment's limits into the request schemas, so clients see them."""
     native = schemas["GenerateRequest"]["properties"]
-    native["max_new_tokens"]["anyOf"][0]["maximum"] = settings.max_new_tokens_limit
+    native["max_new_tokens"]["anyOf"][0]["maximum"] = min(
+        settings.max_new_tokens_limit, settings.context_window_tokens - 2
+    )
     native["prompt"]["maxLength"] = settings.max_prompt_chars
     native["model"] = {"type": "string", "enum": list(settings.models)}
     openai = schemas["CompletionRequest"]["properties"]
@@ -187,7 +229,9 @@ def _apply_limits(schemas: dict[str, Any], settings: GatewaySettings) -> None:
             },
         ]
     }
-    openai["max_tokens"]["anyOf"][0]["maximum"] = settings.max_new_tokens_limit
+    # prompt tokens (bytes + a start token, at least 2) + max_tokens must fit the window
+    most = min(settings.max_new_tokens_limit, settings.context_window_tokens - 2)
+    openai["max_tokens"]["anyOf"][0]["maximum"] = most
     openai["stop"] = {
         "anyOf": [
             {"type": "string", "minLength": 1},
@@ -195,44 +239,47 @@ def _apply_limits(schemas: dict[str, Any], settings: GatewaySettings) -> None:
             {"type": "null"},
         ]
     }
-    # accepted for SDK compatibility, but only with the values that change nothing
-    for name, value in (("n", 1), ("best_of", 1), ("echo", False)):
-        openai[name] = {"anyOf": [{"const": value}, {"type": "null"}]}
-    for name in ("presence_penalty", "frequency_penalty"):
-        openai[name] = {"anyOf": [{"const": 0}, {"type": "null"}]}
-    for name in ("logprobs", "suffix"):
-        openai[name] = {"type": "null"}
-    openai["logit_bias"] = {"anyOf": [{"type": "object", "maxProperties": 0}, {"type": "null"}]}
     options = {
         "anyOf": [
             {
                 "type": "object",
-                "properties": {"include_usage": {"type": "boolean"}},
+                "properties": {
+                    "include_usage": {"type": "boolean"},
+                    "continuous_usage_stats": {"type": "boolean"},
+                    "include_obfuscation": {"const": False},
+                },
                 "additionalProperties": False,
             },
             {"type": "null"},
         ],
-        "description": "Only with stream: include_usage adds a last event with the usage.",
+        "description": "Only with stream: include_usage adds a last event with the usage; "
+        "continuous_usage_stats (vLLM's) puts the usage so far on every event.",
     }
     openai["stream_options"] = options
     chat = schemas["ChatRequest"]["properties"]
     chat["stream_options"] = options
     chat["model"] = {"type": "string", "enum": list(settings.models)}
-    chat["n"] = {"anyOf": [{"const": 1}, {"type": "null"}]}
     chat["stop"] = openai["stop"]
     for name in ("max_tokens", "max_completion_tokens"):
-        chat[name]["anyOf"][0]["maximum"] = settings.max_new_tokens_limit
-    chat["messages"]["items"] = {
-        "type": "object",
-        "required": ["role", "content"],
-        "properties": {
-            "role": {"enum": ["system", "user", "assistant"]},
-            "content": {"type": "string", "maxLength": settings.max_prompt_chars // 4},
-        },
-        "additionalProperties": False,
-    }
-    chat["messages"]["maxItems"] = 4
-    schemas["ChatRequest"]["additionalProperties"] = False  # tools and the like get 400
+        chat[name]["anyOf"][0]["maximum"] = most
+    # every other field of OpenAI's and vLLM's: accepted only with a value that changes
+    # nothing (serving.gateway.fields, the one rule both endpoints apply); any other is refused
+    for props in (openai, chat):
+        props.update({name: rule.schema() for name, rule in INERT.items()})
+    for name in ("CompletionRequest", "ChatRequest"):
+        schemas[name]["additionalProperties"] = False
+        # stream_options (an object) only with stream: true
+        schemas[name]["if"] = {
+            "properties": {"stream_options": {"type": "object"}},
+            "required": ["stream_options"],
+        }
+        schemas[name]["then"] = {"properties": {"stream": {"const": True}}, "required": ["stream"]}
+    chat["messages"]["items"] = _message_schema(settings)
+    # bounds every accepted request meets (the flattened prompt must fit the window, see
+    # chat.CHAT_TEMPLATE): at least "User: " and a newline per message, "Assistant: " at the end
+    # and the start token; none refuses what the code would take
+    room = settings.context_window_tokens - 1 - len("\nAssistant: ")
+    chat["messages"]["maxItems"] = max(1, room // len("User: \n"))
     comment = schemas["FeedbackRequest"]["properties"]["comment"]
     comment["anyOf"][0]["maxLength"] = settings.feedback_max_comment_chars
 
@@ -298,6 +345,7 @@ def build_openapi(settings: GatewaySettings) -> dict[str, Any]:
             "/v1/models": _models_op(),
             "/v1/feedback": _feedback_op(),
             "/healthz": _get("Process alive.", "Health"),
+            "/health": _get("vLLM's liveness probe: 200 with an empty body.", None),
             "/readyz": _get("Upstream reachable and a version AVAILABLE.", "Readiness", True),
             "/metrics": _get("Prometheus metrics.", None),
         },

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -16,7 +17,7 @@ from serving.gateway.errors import (
     DeadlineExceeded,
     Forbidden,
     InvalidParameter,
-    NotFound,
+    ModelNotFound,
     Overloaded,
     RateLimited,
     Unauthenticated,
@@ -49,10 +50,18 @@ class Deadline:
 
     at: float  # perf_counter() seconds
     from_client: bool
+    span: float = 0.0  # the seconds it was given (0: unknown, never renewed)
 
     def remaining(self) -> float:
         """Seconds left."""
         return self.at - time.perf_counter()
+
+    def renewed(self) -> Deadline:
+        """The same span from now: a stream's deadline is per chunk (an idle deadline), as the
+        openai SDK's timeout is per read."""
+        if not self.span:
+            return self
+        return Deadline(time.perf_counter() + self.span, self.from_client, self.span)
 
 
 MIN_REQUEST_TIMEOUT_S = 1.0  # shorter deadlines only buy 504s: a request is rarely faster
@@ -93,7 +102,7 @@ def deadline_for(headers: Any, start: float, settings: GatewaySettings) -> Deadl
                 f"X-Request-Timeout must be between {low:g} and {high:g} seconds, got {seconds:g}",
                 param="X-Request-Timeout",
             )
-        return Deadline(start + seconds, seconds < settings.request_timeout_s)
+        return Deadline(start + seconds, seconds < settings.request_timeout_s, seconds)
     sdk = headers.get("X-Stainless-Read-Timeout")
     if sdk is not None:
         try:
@@ -101,8 +110,8 @@ def deadline_for(headers: Any, start: float, settings: GatewaySettings) -> Deadl
         except BadRequest:
             seconds = settings.request_timeout_s
         if seconds < settings.request_timeout_s:
-            return Deadline(start + seconds, True)
-    return Deadline(start + settings.request_timeout_s, False)
+            return Deadline(start + seconds, True, seconds)
+    return Deadline(start + settings.request_timeout_s, False, settings.request_timeout_s)
 
 
 class Pipeline:
@@ -125,6 +134,9 @@ class Pipeline:
         self.admission = admission
         self.limiter = limiter
         self._refresh = refresh  # async (model) -> None: re-read the model's versions
+        # failures already on the breaker: the streams of one shared `continue` call all get its
+        # one exception, and one failed call is one failure
+        self._recorded: weakref.WeakSet[UpstreamError] = weakref.WeakSet()
 
     async def refresh(self, model: str) -> None:
         """Re-read the model's AVAILABLE versions (a version vanished between poll and call)."""
@@ -135,7 +147,18 @@ class Pipeline:
         if not key.allows(model):
             raise Forbidden(f"this key may not use model {model!r}", param="model")
         if model not in self.router.models:
-            raise NotFound(f"model {model!r} is not served here", param="model")
+            raise ModelNotFound(
+                f"The model `{model}` does not exist: not served here", param="model"
+            )
+
+    def limit_headers(self, key: ApiKey) -> dict[str, str]:
+        """The key's `x-ratelimit-*` headers (OpenAI's), from the buckets that limit it."""
+        return self.limiter.headers(
+            key.id,
+            requests_per_minute=key.requests_per_minute
+            or self.settings.default_requests_per_minute,
+            tokens_per_minute=key.tokens_per_minute or self.settings.default_tokens_per_minute,
+        )
 
     def take_request(
         self, key: ApiKey, tokens: int = 0, stats: RequestStats | None = None
@@ -248,20 +271,26 @@ class Pipeline:
         stats.upstream_s = seconds
         return preds, "success"
 
+    def _record_failure(self, exc: UpstreamError) -> None:
+        """One failure per failed call, however many streams shared it."""
+        if exc not in self._recorded:
+            self._recorded.add(exc)
+            self.breaker.record_failure()
+
     def upstream_failed(self, exc: UpstreamError, deadline: Deadline) -> tuple[None, str]:
         """An upstream call's failure as the client's error (raised), recorded on the breaker;
         returns (None, "neutral") when the version went away (404: route again)."""
         if isinstance(exc, UpstreamTimeout):
             # a deadline the client chose shorter than ours says nothing about upstream health
             if not deadline.from_client:
-                self.breaker.record_failure()
+                self._record_failure(exc)
             raise DeadlineExceeded(f"deadline exceeded: {exc.message}") from exc
         if isinstance(exc, UpstreamUnreachable):
-            self.breaker.record_failure()
+            self._record_failure(exc)
             raise UpstreamUnavailable(exc.message, retry_after=1) from exc
         if isinstance(exc, UpstreamHTTPError):
             return self._http_error(exc)
-        self.breaker.record_failure()  # a bad response (or any other upstream failure)
+        self._record_failure(exc)  # a bad response (or any other upstream failure)
         raise UpstreamFailed(exc.message) from exc
 
     def _http_error(self, exc: UpstreamHTTPError) -> tuple[None, str]:
@@ -269,7 +298,7 @@ class Pipeline:
         status = exc.status or 502
         if status == 404:
             return None, "neutral"  # the version went away between poll and call: route again
-        self.breaker.record_failure()
+        self._record_failure(exc)
         if status in (429, 503):
             raise UpstreamUnavailable(f"upstream busy: {exc.message}", retry_after=1) from exc
         if status >= 500:

@@ -96,12 +96,36 @@ class RateLimiter:
         tok.take(tokens)
         return Reservation(key_id, tokens), 0.0, ""
 
+    def headers(
+        self, key_id: str, *, requests_per_minute: float, tokens_per_minute: float
+    ) -> dict[str, str]:
+        """OpenAI's `x-ratelimit-*` headers from the key's two buckets as they stand now."""
+        out: dict[str, str] = {}
+        for kind, table, limit in (
+            ("requests", self._requests, requests_per_minute),
+            ("tokens", self._tokens, tokens_per_minute),
+        ):
+            bucket = self._bucket(table, key_id, limit)
+            bucket.give_back(0)  # refill up to now
+            out[f"x-ratelimit-limit-{kind}"] = f"{limit:g}"
+            out[f"x-ratelimit-remaining-{kind}"] = str(max(0, math.floor(bucket.level)))
+            out[f"x-ratelimit-reset-{kind}"] = duration((limit - bucket.level) / bucket.rate)
+        return out
+
     def refund(self, reservation: Reservation, used: int) -> None:
         """Give back what a finished request reserved but did not generate."""
         unused = reservation.tokens - max(0, used)
         bucket = self._tokens.get(reservation.key_id)
         if bucket is not None and unused > 0:
             bucket.give_back(unused)
+
+
+def duration(seconds: float) -> str:
+    """A duration as OpenAI's reset headers write it: `20ms`, `1s`, `6m0s`."""
+    if seconds < 1:
+        return f"{max(0, math.ceil(seconds * 1000))}ms"
+    whole = math.ceil(seconds)
+    return f"{whole // 60}m{whole % 60}s" if whole >= 60 else f"{whole}s"
 
 
 def retry_after_header(seconds: float) -> str:

@@ -111,6 +111,13 @@ class Replicas:
             raise UpstreamUnreachable("no replica answered its model status")
         return sorted(set().union(*answered), reverse=True)
 
+    async def signatures(self, model: str, version: int, timeout_s: float) -> dict[str, set[str]]:
+        """A version's signatures and their inputs, asked of a replica serving it."""
+        replica = self.pick(model, version)
+        if replica is None:
+            raise UpstreamUnreachable("no replica serves this version")
+        return await replica.client.signatures(model, version, timeout_s)
+
     def healthy(self) -> list[Replica]:
         """The replicas in rotation now."""
         return [r for r in self.replicas if r.in_rotation]

@@ -7,6 +7,7 @@ A stream that fails after its first byte cannot change its status any more: it s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from pydantic import BaseModel
@@ -21,6 +22,8 @@ HEADERS = {
     "X-Accel-Buffering": "no",  # a proxy in front must not hold the chunks back
 }
 DONE = b"data: [DONE]\n\n"
+# (prompt tokens, tokens generated) of a stream so far: the usage of vLLM's continuous_usage_stats
+Progress = Callable[[], tuple[int, int]]
 
 
 def event(body: BaseModel) -> bytes:

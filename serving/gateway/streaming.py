@@ -121,6 +121,10 @@ class StreamRun:
         """Every output has finished."""
         return all(r.done for r in self.rows)
 
+    def progress(self) -> tuple[int, int]:
+        """(prompt tokens, tokens generated) so far, over all outputs."""
+        return sum(r.prompt_tokens for r in self.rows), sum(len(r.generated) for r in self.rows)
+
     async def start(self) -> list[Piece]:
         """Admit the stream and run its first chunk (errors here keep unary's status codes)."""
         try:
@@ -149,12 +153,15 @@ class StreamRun:
         raise UpstreamUnavailable("model version is no longer available", retry_after=1)
 
     async def next(self) -> list[Piece]:
-        """The next chunk's pieces ([] once done); errors after the first byte raise as well."""
+        """The next chunk's pieces ([] once done); errors after the first byte raise as well.
+        Each chunk gets the whole deadline again: a stream's deadline is an idle one."""
         if self.done:
             return []
+        self.deadline = self.deadline.renewed()
         chunks = await self._call()
         if chunks is None:  # the routed version went away mid-stream
             raise UpstreamUnavailable("model version is no longer available", retry_after=1)
+        self.p.breaker.record_success()  # a later chunk's success counts as a first one's
         return self._absorb(chunks, first=False)
 
     def close(self) -> None:

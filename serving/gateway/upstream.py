@@ -182,6 +182,16 @@ class TFServingClient:
         doc = await self._call("POST", url, timeout_s, body)
         return parse_chunks(doc, len(rows)), time.perf_counter() - start
 
+    async def signatures(self, model: str, version: int, timeout_s: float) -> dict[str, set[str]]:
+        """A version's signatures and their input names, from TF Serving's metadata."""
+        url = self.base_url + status_path(model, version) + "/metadata"
+        doc = await self._call("GET", url, timeout_s, None)
+        try:
+            defs = doc["metadata"]["signature_def"]["signature_def"]
+            return {name: set(sig.get("inputs", {})) for name, sig in defs.items()}
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise UpstreamBadResponse("model metadata without signature_def") from exc
+
     async def available_versions(self, model: str, timeout_s: float = 2.0) -> list[int]:
         """Versions of `model` in state AVAILABLE ([] when it has none)."""
         url = self.base_url + status_path(model)

@@ -23,6 +23,7 @@ from tokenpulse.tfserving.signature import (
     FINISH_LENGTH,
     FINISH_NONE,
     FINISH_STOP,
+    INPUTS,
     SIGNATURE_NAME,
 )
 from tokenpulse.tfserving.status import VersionStatus
@@ -62,6 +63,22 @@ class FakeContinue(BackgroundStandin):
     async def _status(self, request: web.Request) -> web.Response:
         self.calls["status"] += 1
         return web.json_response(status_document([VersionStatus(1, "AVAILABLE", "OK", "")]))
+
+    async def _metadata(self, request: web.Request) -> web.Response:
+        """TF Serving's metadata document: the signatures and their inputs (no `continue` when
+        `no_continue`, as an export from before streaming)."""
+        self.calls["metadata"] += 1
+        signatures = {SIGNATURE_NAME: INPUTS}
+        if not self.state.no_continue:
+            signatures[CONTINUE_SIGNATURE_NAME] = CONTINUE_INPUTS
+        defs = {
+            name: {"inputs": {i: {"name": f"{name}_{i}:0"} for i in inputs}, "outputs": {}}
+            for name, inputs in signatures.items()
+        }
+        version = request.match_info["version"]
+        spec = {"name": request.match_info["model"], "version": version}
+        return web.json_response({"model_spec": spec, "metadata": {"signature_def": {
+            "signature_def": defs}}})  # fmt: skip
 
     async def _predict(self, request: web.Request) -> web.Response:
         doc = await request.json()
@@ -125,5 +142,6 @@ class FakeContinue(BackgroundStandin):
     def _app(self) -> web.Application:
         app = web.Application()
         app.router.add_get("/v1/models/{model}", self._status)
+        app.router.add_get("/v1/models/{model}/versions/{version}/metadata", self._metadata)
         app.router.add_post("/{tail:.*}", self._predict)
         return app

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -75,12 +77,17 @@ OPENAI_CASES = [
     (b'{"model": "gen"}', 400, "prompt"),
     (b'{"model": "gen", "prompt": [1, 2]}', 400, "prompt"),
     (b'{"model": "gen", "prompt": []}', 400, "prompt"),
-    (b'{"model": "gen", "prompt": "a", "n": 3}', 400, "n must be 1"),
+    (b'{"model": "gen", "prompt": "a", "n": 3}', 400, "n: 3 is not supported"),
     (b'{"model": "gen", "prompt": "a", "stream_options": {}}', 400, "stream_options"),
     (b'{"model": "gen", "prompt": "a", "logprobs": 2}', 400, "logprobs"),
     (b'{"model": "gen", "prompt": "a", "stop": ["", "x"]}', 400, "stop"),
     (b'{"model": "gen", "prompt": "a", "max_tokens": 1000}', 400, "max_tokens"),
     (b'{"model": "nope", "prompt": "a"}', 404, "not served"),
+    (
+        json.dumps({"model": "gen", "prompt": "a" * 70, "max_tokens": 64}).encode(),
+        400,
+        "However, you requested 135 tokens (71 in the prompt, 64 in the completion)",
+    ),
     (json.dumps({"model": "gen", "prompt": ["a"] * 17}).encode(), 400, "at most 16"),
 ]
 
@@ -166,13 +173,84 @@ def test_readyz_is_503_without_an_available_version(keys_file: Path, keys: dict[
 def test_unknown_paths_and_wrong_methods_get_json_errors(
     served: tuple[GatewayProcess, str],
 ) -> None:
-    gw, _ = served
+    gw, key = served
+    # under /v1/ (OpenAI's API): OpenAI's error shape, which the openai SDK reads
     missing = httpx.get(f"{gw.url}/v1/nope")
     assert missing.status_code == 404
-    assert missing.json()["error"]["code"] == "not_found"
-    wrong = httpx.get(f"{gw.url}/v1/generate")
-    assert wrong.status_code == 405 and "POST" in wrong.headers["Allow"]
-    assert wrong.json()["error"]["message"].startswith("GET /v1/generate")
+    assert missing.json() == {"error": {
+        "message": "GET /v1/nope: not found", "type": "invalid_request_error", "param": None,
+        "code": "not_found",
+    }}  # fmt: skip
+    client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key=key, max_retries=0)
+    with pytest.raises(openai.NotFoundError) as err:
+        client.embeddings.create(model="gen", input="hi")
+    assert err.value.code == "not_found"
+    wrong = httpx.post(f"{gw.url}/v1/models")
+    assert wrong.status_code == 405 and "GET" in wrong.headers["Allow"]
+    assert set(wrong.json()["error"]) == {"message", "type", "param", "code"}
+    # the native API keeps its own shape
+    native = httpx.get(f"{gw.url}/v1/generate")
+    assert native.status_code == 405 and "POST" in native.headers["Allow"]
+    assert native.json()["error"]["message"].startswith("GET /v1/generate")
+    assert native.json()["error"]["status"] == 405
+
+
+def test_health_answers_as_vllms_probe(served: tuple[GatewayProcess, str]) -> None:
+    gw, _ = served
+    resp = httpx.get(f"{gw.url}/health")
+    assert resp.status_code == 200 and resp.content == b""
+
+
+RATE_HEADERS = {
+    f"x-ratelimit-{what}-{kind}"
+    for what in ("limit", "remaining", "reset")
+    for kind in ("requests", "tokens")
+}
+
+
+def test_every_keyed_response_carries_openais_rate_limit_headers(
+    served: tuple[GatewayProcess, str],
+) -> None:
+    gw, key = served
+    body = {"model": "gen", "prompt": "hi", "max_tokens": 3}
+    first = httpx.post(f"{gw.url}/v1/completions", json=body, headers=auth(key))
+    second = httpx.post(f"{gw.url}/v1/completions", json=body, headers=auth(key))
+    assert first.status_code == second.status_code == 200
+    assert RATE_HEADERS <= set(first.headers)
+    assert first.headers["x-ratelimit-limit-requests"] == "600"
+    assert first.headers["x-ratelimit-limit-tokens"] == "60000"
+    assert int(first.headers["x-ratelimit-remaining-requests"]) <= 599  # refills at 10/s
+    assert re.fullmatch(r"\d+(ms|s)|\d+m\d+s", first.headers["x-ratelimit-reset-requests"])
+    refused = httpx.post(f"{gw.url}/v1/completions", json={**body, "n": 2}, headers=auth(key))
+    assert refused.status_code == 400 and RATE_HEADERS <= set(refused.headers)
+    listed = httpx.get(f"{gw.url}/v1/models", headers=auth(key))
+    assert RATE_HEADERS <= set(listed.headers)
+    assert not RATE_HEADERS & set(httpx.post(f"{gw.url}/v1/completions", json=body).headers)
+
+
+def test_every_503_and_429_carries_retry_after(keys_file: Path, keys: dict[str, str]) -> None:
+    with TfServingStandin() as up:
+        up.state.versions["gen"] = {1: "LOADING"}
+        with running_gateway(up.url, keys_file) as gw:
+            resp = httpx.post(
+                f"{gw.url}/v1/completions", json={"model": "gen", "prompt": "a"},
+                headers=auth(keys["demo"]),
+            )  # fmt: skip
+            assert resp.status_code == 503 and int(resp.headers["Retry-After"]) >= 1
+            ready = httpx.get(f"{gw.url}/readyz")
+            assert ready.status_code == 503 and ready.headers["Retry-After"] == "1"
+            up.state.versions["gen"] = {1: "AVAILABLE"}
+            limited = [
+                httpx.post(
+                    f"{gw.url}/v1/generate", json={"prompt": "a"}, headers=auth(keys["limited"])
+                )
+                for _ in range(3)
+            ]
+            assert limited[-1].status_code == 429 and int(limited[-1].headers["Retry-After"]) >= 1
+            # 2 requests a minute: the buckets say so, request by request
+            remaining = [r.headers["x-ratelimit-remaining-requests"] for r in limited]
+            assert remaining == ["1", "0", "0"]
+            assert limited[0].headers["x-ratelimit-limit-requests"] == "2"
 
 
 def _series(gw: GatewayProcess) -> int:
@@ -195,3 +273,26 @@ def test_bogus_model_names_do_not_grow_the_metrics_page(
     assert _series(gw) == before
     assert metric_value(gw.url, "tokenpulse_gateway_requests_total", model="__unknown__") >= 1000
     assert "bogus-" not in httpx.get(f"{gw.url}/metrics").text
+
+
+def test_a_unary_client_that_hangs_up_cancels_its_request_as_499(
+    keys_file: Path, keys: dict[str, str]
+) -> None:
+    with TfServingStandin() as up:
+        up.state.delay_s = 2.0
+        with running_gateway(up.url, keys_file) as gw:
+            body = {"model": "gen", "prompt": "a", "max_tokens": 2}
+            with pytest.raises(httpx.ReadTimeout):
+                httpx.post(f"{gw.url}/v1/completions", json=body, headers=auth(keys["demo"]),
+                           timeout=0.3)  # fmt: skip
+            time.sleep(0.6)  # well before the upstream's 2 s answer
+            assert (
+                metric_value(
+                    gw.url, "tokenpulse_gateway_requests_total", route="completions", code="499"
+                )
+                == 1
+            )
+            assert metric_value(gw.url, "tokenpulse_gateway_client_disconnects_total") == 1
+            assert metric_value(gw.url, "tokenpulse_gateway_in_flight_requests") == 0
+            (entry,) = [e for e in gw.access_logs() if e.get("status") == 499]
+            assert entry["total_s"] < 1.0

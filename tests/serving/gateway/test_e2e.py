@@ -89,7 +89,7 @@ def test_openai_sdk_errors(stack: tuple[ModelServerProcess, GatewayProcess, dict
     client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key=keys["demo"], max_retries=0)
     with pytest.raises(openai.BadRequestError) as bad:
         client.completions.create(model="gen", prompt="hi", n=2)
-    assert bad.value.code == "invalid_request" and "n must be 1" in bad.value.message
+    assert bad.value.code == "invalid_request" and "n: 2 is not supported" in bad.value.message
     with pytest.raises(openai.AuthenticationError):
         openai.OpenAI(base_url=f"{gw.url}/v1", api_key="tp-nope", max_retries=0).completions.create(
             model="gen", prompt="hi"
@@ -212,7 +212,8 @@ def test_a_prompt_longer_than_the_window_is_a_400_unless_truncation_is_asked(
     )
     assert native.status_code == 400
     assert native.json()["error"]["message"].startswith(
-        "This model's maximum context length is 64 tokens. However, your prompt has 1200 tokens"
+        "This model's maximum context length is 64 tokens. However, you requested 1217 tokens "
+        "(1201 in the prompt, 16 in the completion)"
     )
     client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key=keys["demo"], max_retries=0)
     with pytest.raises(openai.BadRequestError, match="maximum context length is 64 tokens"):

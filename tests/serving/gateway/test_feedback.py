@@ -213,3 +213,26 @@ def test_feedback_spends_the_keys_request_budget(
     assert all(int(after) >= 1 for s, after in seen if s == 429 and after is not None)
     assert seen[2][1] is not None
     assert len(sink.feedback_seen) == 2
+
+
+def test_feedback_takes_a_chat_completions_id(
+    standin: TfServingStandin, keys_file: Path, keys: dict[str, str]
+) -> None:
+    seen: dict[str, Any] = {}
+
+    async def scenario(session: aiohttp.ClientSession, url: Any) -> None:
+        body = {"model": "gen", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}
+        async with session.post(url("/v1/chat/completions"), json=body,
+                                headers=auth(keys["demo"])) as resp:  # fmt: skip
+            seen["chat"] = await resp.json()
+        fb = {"response_id": seen["chat"]["id"], "score": 1}
+        async with session.post(url("/v1/feedback"), json=fb, headers=auth(keys["demo"])) as r:
+            seen["answer"] = (r.status, await r.json())
+
+    sink, _ = _run(standin, keys_file, scenario)
+    chat_id = seen["chat"]["id"]
+    assert chat_id.startswith("chatcmpl-")
+    assert seen["answer"] == (202, {"response_id": chat_id, "score_class": "positive",
+                                    "matched": True})  # fmt: skip
+    (fb,) = sink.feedback_seen
+    assert fb.request_id == chat_id.removeprefix("chatcmpl-") and fb.model == "gen"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 
 from serving.gateway.keys import ApiKey
-from serving.gateway.models import ModelList, listing
+from serving.gateway.models import ModelList, VersionCaps, listing
 from serving.gateway.routing import Router
 from tests.serving.gateway.helpers import auth
 from tests.support.gateway import make_keys_file, running_gateway
@@ -15,12 +15,17 @@ def test_listing_shows_versions_newest_first_and_labels_for_the_keys_models() ->
     router = Router(["gen", "other"])
     router.set_available("gen", [1, 3, 2])
     router.models["gen"].labels = {"stable": 2, "canary": 3}
-    everything = listing(router, ApiKey("a", "h"))
+    caps = {("gen", v): VersionCaps(streams=v > 1, stop_in_graph=False) for v in (1, 2, 3)}
+    everything = listing(router, ApiKey("a", "h"), 128, caps)
     assert [m.id for m in everything.data] == ["gen", "other"]
     gen = everything.data[0]
     assert gen.tokenpulse.versions == ["3", "2", "1"]
     assert gen.tokenpulse.labels == {"canary": "3", "stable": "2"}
-    assert [m.id for m in listing(router, ApiKey("b", "h", models=("other",))).data] == ["other"]
+    assert gen.max_model_len == 128 and gen.tokenpulse.stop_in_graph is False
+    assert gen.tokenpulse.streams is False  # version 1 exports no `continue`
+    assert everything.data[1].tokenpulse.streams is None  # no version known yet
+    others = listing(router, ApiKey("b", "h", models=("other",)), 128).data
+    assert [m.id for m in others] == ["other"]
     doc = everything.model_dump()
     assert ModelList.model_validate(doc).model_dump() == doc
     assert doc["object"] == "list" and doc["data"][0]["object"] == "model"

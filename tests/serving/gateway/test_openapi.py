@@ -75,6 +75,7 @@ def test_no_server_errors(fuzzed: tuple[GatewayProcess, str], path: str, mode: s
     schema = schemathesis.openapi.from_url(f"{gw.url}/openapi.json")
     operation = schema["/" + path.lstrip("/")]["POST"]
     statuses: list[int] = []
+    too_long = 0  # schema-valid, but prompt and completion do not fit the window together
 
     @settings(
         max_examples=MAX_EXAMPLES,
@@ -84,14 +85,20 @@ def test_no_server_errors(fuzzed: tuple[GatewayProcess, str], path: str, mode: s
     )
     @given(case=operation.as_strategy(schemathesis.GenerationMode(mode)))
     def run(case: schemathesis.Case) -> None:
+        nonlocal too_long
         response = _call(case, gw.url, auth(key))
         statuses.append(response.status_code)
         case.validate_response(response, checks=CHECKS)
+        if response.status_code == 400 and "context_length_exceeded" in response.text:
+            too_long += 1
 
     run()
     assert statuses and max(statuses) < 500
     if mode == "positive":
-        assert statuses.count(200) > len(statuses) // 2  # valid input mostly reached the model
+        # valid input mostly reached the model; a JSON schema cannot say that the messages
+        # together must fit the window (64 tokens here), so chat may also meet that 400
+        assert statuses.count(200) + too_long > len(statuses) // 2
+        assert statuses.count(200) > len(statuses) // 4
     else:
         assert statuses.count(200) < len(statuses) // 2  # invalid input mostly refused
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -57,12 +58,12 @@ def _events(resp: httpx.Response) -> list[str]:
 def test_streamed_completion_equals_unary_and_ends_with_usage(served, fake) -> None:
     fake.state.outputs["p"] = b"The quick brown fox"
     client = _client(served)
-    unary = client.completions.create(model="gen", prompt="p", max_tokens=64, seed=3)
+    unary = client.completions.create(model="gen", prompt="p", max_tokens=48, seed=3)
     chunks = list(
         client.completions.create(
             model="gen",
             prompt="p",
-            max_tokens=64,
+            max_tokens=48,
             seed=3,
             stream=True,
             stream_options={"include_usage": True},
@@ -85,15 +86,15 @@ def test_a_stop_sequence_split_between_chunks_stops_without_leaking_its_first_ha
     fake.state.outputs["p"] = b"abcdEFGHij"  # chunks: abcd | EFGH | ij
     client = _client(served)
     stream = client.completions.create(
-        model="gen", prompt="p", max_tokens=64, stop=["dE"], stream=True
+        model="gen", prompt="p", max_tokens=48, stop=["dE"], stream=True
     )
     pieces = [c.choices[0].text for c in stream]
     assert "".join(pieces) == "abc" and not any("d" in p for p in pieces)
-    unary = client.completions.create(model="gen", prompt="p", max_tokens=64, stop=["dE"])
+    unary = client.completions.create(model="gen", prompt="p", max_tokens=48, stop=["dE"])
     assert unary.choices[0].text == "abc" and unary.choices[0].finish_reason == "stop"
     # a held prefix that does not complete a stop sequence is sent with the next chunk
     stream = client.completions.create(
-        model="gen", prompt="p", max_tokens=64, stop=["dX"], stream=True
+        model="gen", prompt="p", max_tokens=48, stop=["dX"], stream=True
     )
     assert "".join(c.choices[0].text for c in stream) == "abcdEFGHij"
 
@@ -103,19 +104,21 @@ def test_a_character_split_across_chunks_arrives_whole(served, fake) -> None:
     client = _client(served)
     pieces = [
         c.choices[0].text
-        for c in client.completions.create(model="gen", prompt="p", max_tokens=64, stream=True)
+        for c in client.completions.create(model="gen", prompt="p", max_tokens=48, stream=True)
     ]
     assert pieces[0] == "abc" and "".join(pieces) == "abcé€ok"
     assert "\ufffd" not in "".join(pieces)
 
 
 def test_chat_streamed_and_unary(served, fake) -> None:
-    prompt = "System: Be brief.\nUser: Hi\nAssistant:"
-    fake.state.outputs[prompt] = b" Hello there."
+    prompt = "System: Be brief.\nUser: Hi\nAssistant: "
+    fake.state.outputs[prompt] = b"Hello there.\nUser: and the model goes on"
     client = _client(served)
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
     unary = client.chat.completions.create(model="gen", messages=messages, seed=1)
-    assert unary.choices[0].message.content == " Hello there."
+    # the turn ends at the next role line (finish_reason stop), with no leading space
+    assert unary.choices[0].message.content == "Hello there."
+    assert unary.choices[0].finish_reason == "stop"
     assert unary.object == "chat.completion" and unary.choices[0].message.role == "assistant"
     chunks = list(
         client.chat.completions.create(
@@ -128,7 +131,7 @@ def test_chat_streamed_and_unary(served, fake) -> None:
     )
     assert chunks[0].choices[0].delta.role == "assistant"
     content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-    assert content == " Hello there." and chunks[-1].usage.completion_tokens == 13
+    assert content == "Hello there." and chunks[-2].choices[0].finish_reason == "stop"
     assert all(c.object == "chat.completion.chunk" for c in chunks)
 
 
@@ -136,7 +139,7 @@ def test_chat_streamed_and_unary(served, fake) -> None:
     ("messages", "words"),
     [
         ([{"role": "tool", "content": "x", "tool_call_id": "1"}], "tool messages"),
-        ([{"role": "developer", "content": "x"}], "must be system, user or assistant"),
+        ([{"role": "critic", "content": "x"}], "must be system, developer, user or assistant"),
         ([{"role": "assistant", "tool_calls": [{"id": "1"}]}], "tool calls"),
         ([{"role": "user", "content": [{"type": "image_url"}]}], "only text parts"),
         ([{"role": "user", "content": "x" * 80}], "maximum context length is 64"),
@@ -176,7 +179,11 @@ def test_models_list_has_versions_and_labels(served) -> None:
     listed = list(_client(served).models.list())
     assert [m.id for m in listed] == ["gen"]
     assert listed[0].owned_by == "tokenpulse"
-    assert (listed[0].model_extra or {})["tokenpulse"] == {"versions": ["1"], "labels": {}}
+    extra = listed[0].model_extra or {}
+    assert extra["max_model_len"] == 64
+    assert extra["tokenpulse"] == {
+        "versions": ["1"], "labels": {}, "streams": True, "stop_in_graph": False,
+    }  # fmt: skip
 
 
 def test_native_generate_streams_over_sse(served, fake) -> None:
@@ -203,7 +210,7 @@ def test_a_disconnect_cancels_the_upstream_and_counts_as_its_own_outcome(served,
     calls = fake.calls["continue"]
     with httpx.stream(
         "POST", f"{gw.url}/v1/completions", headers=auth(keys["demo"]),
-        json={"model": "gen", "prompt": "p", "max_tokens": 64, "stream": True},
+        json={"model": "gen", "prompt": "p", "max_tokens": 48, "stream": True},
     ) as resp:  # fmt: skip
         next(resp.iter_raw())  # the first chunk, then hang up while the second one runs
     time.sleep(1.2)
@@ -260,18 +267,26 @@ def test_stream_metrics_are_recorded(served, fake) -> None:
 
 def test_deadlines_apply_per_stream_with_unary_status_codes(served, fake) -> None:
     gw, _, keys = served
-    fake.state.outputs["p"] = b"w" * 32
+    fake.state.outputs["p"] = b"w" * 16
     fake.state.delay_s = 0.6
     headers = {**auth(keys["demo"]), "X-Request-Timeout": "1"}
-    body = {"model": "gen", "prompt": "p", "max_tokens": 32, "stream": True}
-    # the first chunk answers in time; the deadline passes during the second: an error event
+    body = {"model": "gen", "prompt": "p", "max_tokens": 16, "stream": True}
+    # an idle deadline: four chunks 0.6 s apart outlive a 1 s deadline, each within it
     resp = httpx.post(f"{gw.url}/v1/completions", headers=headers, json=body, timeout=10)
     assert resp.status_code == 200
     events = _events(resp)
-    assert events[-1] == "[DONE]" and json.loads(events[0])["choices"][0]["text"] == "wwww"
-    assert json.loads(events[-2])["error"]["code"] == "deadline_exceeded"
+    assert events[-1] == "[DONE]" and "error" not in events[-2]
+    assert "".join(json.loads(e)["choices"][0]["text"] for e in events[:-1]) == "w" * 16
+    # a chunk slower than the deadline after the first: an error event
+    with httpx.stream(
+        "POST", f"{gw.url}/v1/completions", headers=headers, json=body, timeout=10
+    ) as resp:
+        lines = resp.iter_lines()
+        assert json.loads(next(lines).removeprefix("data: "))["choices"][0]["text"] == "wwww"
+        fake.state.delay_s = 1.5
+        rest = [line.removeprefix("data: ") for line in lines if line]
+    assert rest[-1] == "[DONE]" and json.loads(rest[-2])["error"]["code"] == "deadline_exceeded"
     # no chunk in time: the same 504 as unary
-    fake.state.delay_s = 1.5
     late = httpx.post(f"{gw.url}/v1/completions", headers=headers, json=body, timeout=10)
     assert late.status_code == 504 and late.json()["error"]["code"] == "deadline_exceeded"
 
@@ -303,14 +318,15 @@ def test_a_smaller_first_chunk_then_full_chunks(tmp_path: Path) -> None:
         assert [c.choices[0].text for c in stream] == ["ab", "cdef", "ghij"]
 
 
-def test_a_version_exported_before_streaming_answers_501_and_unary_still_works(
+def test_a_version_exported_before_streaming_answers_400_and_unary_still_works(
     served, fake
 ) -> None:
     gw, _, keys = served
     fake.state.no_continue = True
     body = {"model": "gen", "prompt": "p", "max_tokens": 8, "stream": True}
     resp = httpx.post(f"{gw.url}/v1/completions", headers=auth(keys["demo"]), json=body)
-    assert resp.status_code == 501
+    # 400, not 501: the openai SDK retries a 5xx, and this cannot succeed on a retry
+    assert resp.status_code == 400 and resp.json()["error"]["param"] == "stream"
     assert "re-export it to stream" in resp.json()["error"]["message"]
     unary = httpx.post(
         f"{gw.url}/v1/completions", headers=auth(keys["demo"]), json={**body, "stream": False}
@@ -426,7 +442,7 @@ def test_a_refused_stream_is_a_502_and_opens_the_breaker(tmp_path: Path) -> None
         assert up.calls["continue"] == 2  # the open breaker called nothing
 
 
-def test_a_version_without_continue_stays_a_501_that_leaves_the_breaker_closed(
+def test_a_version_without_continue_stays_a_400_that_leaves_the_breaker_closed(
     tmp_path: Path,
 ) -> None:
     key = make_keys_file(tmp_path / "keys.json", demo={})["demo"]
@@ -437,6 +453,58 @@ def test_a_version_without_continue_stays_a_501_that_leaves_the_breaker_closed(
     ):
         for _ in range(2):
             resp = httpx.post(f"{gw.url}/v1/completions", headers=auth(key), json=body)
-            assert resp.status_code == 501
+            assert resp.status_code == 400
             assert resp.json()["error"]["code"] == "streaming_unsupported"
         assert metric_value(gw.url, "tokenpulse_gateway_circuit_breaker_state") == 0
+        listed = httpx.get(f"{gw.url}/v1/models", headers=auth(key)).json()["data"][0]
+        assert listed["tokenpulse"]["streams"] is False  # read from the version's signatures
+
+
+def test_one_failed_shared_call_is_one_breaker_failure(tmp_path: Path) -> None:
+    key = make_keys_file(tmp_path / "keys.json", demo={})["demo"]
+    # call 1 carries the first stream alone; the other five queue behind it and share call 2,
+    # which fails (as does the first stream's next call): one failure per failed call, not one
+    # per stream in it, so 2 failures leave a breaker of threshold 3 closed (6 would open it)
+    state = FakeState(outputs={"p": b"x" * 16}, delay_s=0.3, fail_from_call=2)
+    body = {"model": "gen", "prompt": "p", "max_tokens": 16, "stream": True}
+    with (
+        FakeContinue(state) as up,
+        running_gateway(
+            up.url, tmp_path / "keys.json", breaker_failure_threshold=3, breaker_open_s=60,
+            stream_chunk_tokens=CHUNK, stream_first_chunk_tokens=CHUNK,
+        ) as gw,
+    ):  # fmt: skip
+        url = f"{gw.url}/v1/completions"
+        with ThreadPoolExecutor(6) as pool:
+            answers = list(pool.map(
+                lambda _: httpx.post(url, headers=auth(key), json=body, timeout=10), range(6)
+            ))  # fmt: skip
+        assert up.calls["continue"] <= 3  # the five rode in one call
+        assert sorted(a.status_code for a in answers) == [200] + [502] * 5
+        assert metric_value(gw.url, "tokenpulse_gateway_circuit_breaker_state") == 0
+        state.fail_from_call = None
+        again = httpx.post(url, headers=auth(key), json=body, timeout=10)
+        assert again.status_code == 200 and "[DONE]" in again.text
+
+
+def test_a_stream_that_keeps_producing_is_not_cut_by_the_total_deadline(tmp_path: Path) -> None:
+    key = make_keys_file(tmp_path / "keys.json", demo={})["demo"]
+    state = FakeState(outputs={"p": b"abcdefghijklmnopqrstuvwx"}, delay_s=0.6)  # 6 chunks of 4
+    with (
+        FakeContinue(state) as up,
+        running_gateway(
+            up.url, tmp_path / "keys.json", request_timeout_s=2.0,
+            stream_chunk_tokens=CHUNK, stream_first_chunk_tokens=CHUNK,
+        ) as gw,
+    ):  # fmt: skip
+        # the SDK's timeout is a read timeout, sent as X-Stainless-Read-Timeout: per read, so a
+        # chunk every 0.6 s keeps a 3.6 s stream alive under timeout=2 (and the gateway's 2 s)
+        client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key=key, max_retries=0, timeout=2)
+        started = time.perf_counter()
+        stream = client.completions.create(model="gen", prompt="p", max_tokens=24, stream=True)
+        text = "".join(c.choices[0].text for c in stream)
+        assert text == "abcdefghijklmnopqrstuvwx" and time.perf_counter() - started > 3
+        # a chunk slower than the idle deadline still ends the stream
+        state.delay_s = 2.5
+        with pytest.raises((openai.APIError, openai.APITimeoutError)):
+            list(client.completions.create(model="gen", prompt="p", max_tokens=24, stream=True))

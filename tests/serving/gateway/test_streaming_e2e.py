@@ -107,7 +107,11 @@ def test_chat_streamed_and_unary_and_models_list(stack) -> None:
     assert chunks[-1].usage.completion_tokens == unary.usage.completion_tokens
     (model,) = list(client.models.list())
     assert model.id == "gen"
-    assert (model.model_extra or {})["tokenpulse"] == {"versions": ["1"], "labels": {"stable": "1"}}
+    extra = model.model_extra or {}
+    assert extra["max_model_len"] == 64
+    assert extra["tokenpulse"] == {
+        "versions": ["1"], "labels": {"stable": "1"}, "streams": True, "stop_in_graph": False,
+    }  # fmt: skip
 
 
 def test_a_disconnect_stops_asking_the_model_server(stack) -> None:

@@ -12,8 +12,7 @@ from serving.modelserver.config_files import (
     parse_model_server_config,
     parse_monitoring_config,
 )
-
-CONFIG_DIR = Path(__file__).resolve().parents[3] / "serving" / "config"
+from tokenpulse.paths import SERVING_CONFIG as CONFIG_DIR
 
 
 def test_shipped_config_files_parse() -> None:
