@@ -73,7 +73,9 @@ def _raw_response(limits: HttpLimits, status: HTTPStatus, message: str) -> bytes
         f"HTTP/1.1 {int(status)} {status.phrase}\r\n"
         "Content-Type: application/json\r\n"
         f"Content-Length: {len(body)}\r\n"
-        "Connection: close\r\n\r\n"
+        # a refused connection (503) may retry soon: say when, as every other 503 does
+        + ("Retry-After: 1\r\n" if status == HTTPStatus.SERVICE_UNAVAILABLE else "")
+        + "Connection: close\r\n\r\n"
     )
     return head.encode("ascii") + body
 

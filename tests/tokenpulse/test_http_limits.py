@@ -124,6 +124,8 @@ def test_connection_cap_answers_503_and_frees_slots() -> None:
             writer.close()
             head, _, body = answer.partition(b"\r\n\r\n")
             assert head.startswith(b"HTTP/1.1 503 Service Unavailable")
+            # a client's retry loop waits as told (OpenAI's SDK reads Retry-After on a 503)
+            assert b"\r\nRetry-After: 1" in head
             assert json.loads(body) == {"error": "too many open connections (limit 5)"}
             assert site.counts.rejected == 1
             for _, held_writer in held:
