@@ -13,6 +13,11 @@ Each scenario applies a fault under steady traffic and reads the on-call receive
 alert must arrive on its route within the bound, nothing else may page (the Watchdog aside), and
 it must resolve after the fault is removed. A pass/fail table with timings is printed and
 drill-report.json written. Exit status: 0 all passed, 1 some failed, 2 no running stack.
+
+`ha-monitoring-failover` needs a stack started with `--ha` as well (two Prometheus, two
+Alertmanagers), whose group interval must exceed a scrape plus an evaluation (`--group-interval
+4s` with the flags above): `drill all` on a stack without `--ha` skips it and says so, and
+naming it alone there is refused in one line.
 """
 
 from __future__ import annotations
@@ -25,9 +30,17 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from stack.drill.canary import DegradedCanary
 from stack.drill.gpu import GpuXidAndThrottle
-from stack.drill.meta import AlertmanagerSecretMissing, PrometheusStopped
-from stack.drill.outages import CrashLoop, ModelServerKilled, RestartNoAvailableVersion
+from stack.drill.ha import HaMonitoringFailover, applicable
+from stack.drill.meta import AlertmanagerSecretMissing, PrometheusStopped, WatchdogSilent
+from stack.drill.outages import (
+    CrashLoop,
+    CrashLoopSlow,
+    FailureAfterRestart,
+    ModelServerKilled,
+    RestartNoAvailableVersion,
+)
 from stack.drill.pipeline import EsUnreachable, SpoolDiskCap
+from stack.drill.rejects import VersionRejectsAll
 from stack.drill.runner import report, run_all, table
 from stack.drill.scenario import Scenario
 from stack.drill.slo import ErrorBurst, IdleThenTraffic, SlowUpstream
@@ -42,15 +55,20 @@ SCENARIOS: dict[str, type[Scenario]] = {
         ModelServerKilled,
         CrashLoop,
         RestartNoAvailableVersion,
+        CrashLoopSlow,
+        FailureAfterRestart,
         DegradedCanary,
         SlowUpstream,
         ErrorBurst,
+        VersionRejectsAll,
         IdleThenTraffic,
         SpoolDiskCap,
         GpuXidAndThrottle,
         EsUnreachable,
         AlertmanagerSecretMissing,
         PrometheusStopped,
+        WatchdogSilent,
+        HaMonitoringFailover,
     )  # fmt: skip
 }
 
@@ -93,8 +111,13 @@ def run(settings: DrillSettings) -> int:
     if target.state.rules != "compressed":
         _say("tokenpulse drill: note: the stack runs the normal rules; drills wait for "
              "hours-long windows unless it runs --rules compressed")  # fmt: skip
+    scenarios, line = applicable(settings.scenarios(), target.state)
+    if line:
+        _say(f"tokenpulse drill: {'note' if scenarios else 'error'}: {line}")
+        if not scenarios:
+            return 2
     try:
-        results = run_all(target, settings.scenarios(), _say)
+        results = run_all(target, scenarios, _say)
     except DrillError as exc:
         _say(f"tokenpulse drill: error: {exc}")
         return 2

@@ -1,20 +1,28 @@
-"""Drills on the monitoring itself: a stopped Prometheus, a receiver that cannot send.
+"""Drills on the monitoring itself: a stopped Prometheus, a receiver that cannot send, a silent
+Watchdog.
 
 A stopped Prometheus pages nobody by itself: what tells on-call is the Watchdog, an always-firing
 alert on its own route, no longer arriving. The drill freezes Prometheus (SIGSTOP: stopped, not
 dead, so `up` does not restart it behind the drill's back) and thaws it afterwards (SIGCONT).
+With Alertmanager frozen the same way, nothing Prometheus raises reaches anyone: the on-call
+receiver's own dead man's switch must page (TokenPulseWatchdogMissing) and resolve when
+Alertmanager is back.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import time
+import urllib.request
 from collections.abc import Iterator
+from typing import Any
 
 import yaml
 
+from monitoring.oncall.deadman import ALERTNAME as WATCHDOG_MISSING
 from stack.drill.scenario import Expect, Log, Scenario
 from stack.drill.target import DrillError, Target, is_watchdog, wait_for
 
@@ -28,6 +36,14 @@ GRACE_S = 10.0
 def _watchdog_arrivals(target: Target, name: str, since: float) -> list[float]:
     notes = target.notes()
     return [n.at for n in notes if n.alertname == name and n.status == "firing" and n.at > since]
+
+
+def _watchdog_rule(target: Target) -> str:
+    """The Watchdog's name in the loaded rules; DrillError when there is none."""
+    names = [n for n in target.alert_rules() if is_watchdog(n)]
+    if not names:
+        raise DrillError("no Watchdog alerting rule in the loaded rules")
+    return names[0]
 
 
 def _arrival_interval(target: Target, name: str) -> float:
@@ -48,22 +64,20 @@ class PrometheusStopped(Scenario):
     """Prometheus stops: the Watchdog stops arriving at the receiver, and comes back after."""
 
     name = "prometheus-stopped"
-    summary = "SIGSTOP Prometheus; the Watchdog must stop arriving; SIGCONT"
+    summary = "SIGSTOP every Prometheus; the Watchdog must stop arriving; SIGCONT"
+    # the receiver's own dead man's switch may page while Prometheus is frozen: true, and the
+    # point of watchdog-silent, not of this drill
+    allow = (WATCHDOG_MISSING,)
     rps = 1.0
     settle_s = 0.0
 
-    def _watchdog(self, target: Target) -> str:
-        names = [n for n in target.alert_rules() if is_watchdog(n)]
-        if not names:
-            raise DrillError("no Watchdog alerting rule in the loaded rules")
-        return names[0]
-
     @contextlib.contextmanager
     def fault(self, target: Target, log: Log) -> Iterator[None]:
-        name = self._watchdog(target)
+        name = _watchdog_rule(target)
         every = _arrival_interval(target, name)
         log.remarks.append(f"{name} arrives every {every:.0f} s")
-        pid = target.signal(PROMETHEUS, signal.SIGSTOP)
+        # every Prometheus: with --ha the second one keeps the Watchdog arriving
+        pids = target.signal_every(PROMETHEUS, signal.SIGSTOP)
         stopped = time.time()
         log.mark("prometheus_stopped")
         try:
@@ -76,7 +90,8 @@ class PrometheusStopped(Scenario):
                 )
             yield
         finally:
-            os.kill(pid, signal.SIGCONT)
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
         thawed = time.time()
         back = wait_for(lambda: _watchdog_arrivals(target, name, thawed), ARRIVAL_BOUND_S)
         if not back:
@@ -126,3 +141,79 @@ class AlertmanagerSecretMissing(Scenario):
             config.write_text(original)
             target.alertmanager_reload()
             log.mark("secret_restored")
+
+
+ALERTMANAGER = "alertmanager"
+# slack on the switch's own bound (its late_after_s): it reads the clock every interval/4 (at
+# most 5 s), the last Watchdog Alertmanager sent may have been on its way, and the drill polls
+SWITCH_SLACK_S = 8.0
+
+
+class WatchdogSilent(Scenario):
+    """Alertmanager stops: no Watchdog reaches the on-call receiver, whose own dead man's switch
+    must page within its bound (late_after_s after the last arrival), and resolve once
+    Alertmanager is back. Every Alertmanager of the stack is frozen (SIGSTOP; both with `--ha`,
+    or the other would keep the Watchdog coming) and thawed afterwards (SIGCONT)."""
+
+    name = "watchdog-silent"
+    summary = "SIGSTOP every Alertmanager; the receiver's own Watchdog page must come; SIGCONT"
+    expect = (Expect(WATCHDOG_MISSING, receiver="pager", rule=False),)
+    # true while Alertmanager is frozen, and delivered (meta route and pager) once it is back
+    allow = (
+        "TokenPulseAlertmanagerDown",
+        "TokenPulsePrometheusErrorSendingAlertsToAnyAlertmanager",
+        "TokenPulsePrometheusNotConnectedToAlertmanagers",
+    )
+    rps = 1.0
+    fire_within_s = 90.0
+    resolve_within_s = 90.0
+
+    _late_after = 0.0  # the switch's bound, read when the fault goes on
+
+    def _switch(self, target: Target) -> dict[str, Any]:
+        url = target.state.url("oncall_port", "/watchdog")
+        try:
+            with urllib.request.urlopen(url, timeout=target.timeout_s) as resp:
+                doc = json.loads(resp.read())
+        except (OSError, ValueError) as exc:
+            raise DrillError(f"the on-call receiver's /watchdog: {exc}") from exc
+        if not isinstance(doc, dict) or "late_after_s" not in doc:
+            raise DrillError(f"the on-call receiver has no dead man's switch: {doc}")
+        if not doc.get("switch"):
+            raise DrillError("the on-call receiver's dead man's switch is off (up with your own "
+                             "--alertmanager-config sends the Watchdog elsewhere)")  # fmt: skip
+        return doc
+
+    @contextlib.contextmanager
+    def fault(self, target: Target, log: Log) -> Iterator[None]:
+        every = _arrival_interval(target, _watchdog_rule(target))
+        late_after = float(self._switch(target)["late_after_s"])
+        log.remarks.append(
+            f"Watchdog every {every:.0f} s; the receiver pages after {late_after:g} s"
+        )
+        pids = target.signal_every(ALERTMANAGER, signal.SIGSTOP)
+        log.mark("alertmanager_stopped")
+        self._late_after = late_after
+        try:
+            yield
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+            log.mark("alertmanager_back")
+
+    def check(self, target: Target, log: Log) -> None:
+        """The page came within the switch's own bound after the last Watchdog."""
+        notes = target.notes()
+        fired = [n for n in notes if n.alertname == WATCHDOG_MISSING and n.status == "firing"]
+        if not fired:
+            return  # the runner reports it missing
+        page = fired[-1].at
+        before = [n.at for n in notes if is_watchdog(n.alertname) and n.at < page]
+        if before:
+            silent = page - before[-1]
+            log.timings["silent_before_page_s"] = round(silent, 1)
+            if silent > self._late_after + SWITCH_SLACK_S:
+                log.problems.append(
+                    f"{WATCHDOG_MISSING} came {silent:.0f} s after the last Watchdog, past its "
+                    f"bound of {self._late_after:g} s (+{SWITCH_SLACK_S:g} s)"
+                )

@@ -15,6 +15,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from monitoring.mixin import config as mixin
+from monitoring.mixin.promql import COMPRESSED, NORMAL
 from stack.drill.runner import wait_quiet
 from stack.drill.scenario import Expect, Log, Scenario
 from stack.drill.target import DrillError, Note, Target, wait_for
@@ -44,6 +46,24 @@ def restart_bound(target: Target) -> float:
     return target.state.restart_delay_s + START_S
 
 
+FLAPPING = f"{mixin.ALERT_PREFIX}TfServingFlapping"
+DOWN = f"{mixin.ALERT_PREFIX}TfServingDown"
+STEADY_MARGIN_S = 5.0
+
+
+def wait_steady(target: Target, log: Log) -> None:
+    """Wait until the model server's `up` has not changed for the crash-loop window, so that an
+    outage this drill causes is not a second outage of an earlier drill's (a crash loop)."""
+    timing = COMPRESSED if target.state.rules == "compressed" else NORMAL
+    window = timing(mixin.FLAP_WINDOW)
+    job = mixin.JOBS.selector("modelserver")
+    changed = f"changes(up{{{job}}}[{window}]) > 0"
+    bound = float(timing.secs(mixin.FLAP_WINDOW)) + STEADY_MARGIN_S
+    if not wait_for(lambda: not target.query(changed), min(bound, START_S)):
+        log.remarks.append(f"the model server's `up` still changed within {window}")
+    log.mark("steady")
+
+
 class ModelServerKilled(Scenario):
     """The model server dies: one page, the outage itself, and it resolves once restarted."""
 
@@ -53,6 +73,7 @@ class ModelServerKilled(Scenario):
 
     @contextlib.contextmanager
     def fault(self, target: Target, log: Log) -> Iterator[None]:
+        wait_steady(target, log)
         pid = target.signal(MODELSERVER, signal.SIGKILL)
         yield
         target.wait_restarted(MODELSERVER, pid, restart_bound(target))
@@ -169,6 +190,7 @@ class RestartNoAvailableVersion(Scenario):
     def fault(self, target: Target, log: Log) -> Iterator[None]:
         path = target.run_dir / LOCAL_MODELS_CONFIG
         original = path.read_text(encoding="utf-8")
+        wait_steady(target, log)
         killed = time.time()
         pid = target.signal(MODELSERVER, signal.SIGKILL)
         down = "TokenPulseTfServingDown"
@@ -238,3 +260,141 @@ class RestartNoAvailableVersion(Scenario):
                 f"{recently} was not firing when {name} paged: the drill did not show that "
                 "recently down no longer silences it"
             )
+
+
+class CrashLoopSlow(Scenario):
+    """A crash loop with long outages and long up-times between them: ONE page, firing steadily
+    through the loop, resolved once it stops (issue 26 A.3).
+
+    At real speed compose's `restart: unless-stopped` with a slow-loading model gives outages of
+    60-90 s and minutes up between them. Compressed 60 times, 90 s is under the rules' 5 s floor,
+    so each outage is a 5 s freeze (SIGSTOP/SIGCONT, as `crash-loop` does: a real restart takes
+    20 s and more here) and each up-time 8 s (8 minutes at real speed). The old rule (4 changes
+    in 15m, for 1m) resolved and fired again every cycle at this rhythm; the loop must give one
+    TfServingFlapping page and no TfServingDown page: each outage is shorter than TfServingDown's
+    `for` plus group_wait, and from the second on TfServingFlapping stands for them.
+    """
+
+    name = "crash-loop-slow"
+    summary = "freeze the model server 5 s in every 13 s (SIGSTOP/SIGCONT), 4 times"
+    expect = (Expect(FLAPPING),)
+    # what the loop does to callers (answers 5 s late or failed) may page through the SLOs: true,
+    # but not the point; TfServingDown may not (the loop's page stands for it)
+    allow = (
+        "TokenPulseGatewayAvailabilityBudgetBurn", "TokenPulseGatewayLatencyBudgetBurn",
+        "TokenPulseGatewayTokenLatencyBudgetBurn", "TokenPulseGatewayTtftBudgetBurn",
+    )  # fmt: skip
+    down_s = 5.0
+    up_s = 8.0
+    cycles = 4
+    fire_within_s = 60.0
+    resolve_within_s = 60.0
+
+    @contextlib.contextmanager
+    def fault(self, target: Target, log: Log) -> Iterator[None]:
+        wait_steady(target, log)
+        stop = threading.Event()
+        pid = target.pid(MODELSERVER)
+        starts: list[float] = []
+
+        def loop() -> None:
+            for _ in range(self.cycles):
+                if stop.is_set():
+                    return
+                starts.append(time.time())
+                os.kill(pid, signal.SIGSTOP)
+                try:
+                    stop.wait(self.down_s)
+                finally:
+                    os.kill(pid, signal.SIGCONT)
+                stop.wait(self.up_s)
+
+        thread = threading.Thread(target=loop, name="crash-loop-slow", daemon=True)
+        thread.start()
+        try:
+            yield  # the page arrived (or its bound passed): the loop goes on to its end
+            thread.join(self.cycles * (self.down_s + self.up_s) + 5.0)
+        finally:
+            stop.set()
+            thread.join()
+            os.kill(pid, signal.SIGCONT)
+            log.mark("loop_end")
+            if len(starts) > 1:
+                log.timings["second_outage"] = round(starts[1] - log.started, 1)
+
+    def check(self, target: Target, log: Log) -> None:
+        pages = [n for n in _notes(target, FLAPPING, "firing", log.started) if n.is_page]
+        if len(pages) != 1:
+            log.problems.append(f"{FLAPPING} paged {len(pages)} times during the loop, not once")
+        end = log.started + log.timings.get("loop_end", 0.0)
+        early = [n for n in _notes(target, FLAPPING, "resolved", log.started) if n.at < end]
+        if early:
+            log.problems.append(f"{FLAPPING} resolved during the loop: it did not fire steadily")
+        second = log.timings.get("second_outage")
+        if pages and second is not None:
+            after = round(pages[0].at - (log.started + second), 1)
+            log.timings["paged_after_second_outage"] = after
+
+
+class FailureAfterRestart(Scenario):
+    """The model server is killed, pages and comes back, then every request fails: the
+    availability burn pages despite the hold the TfServingDown page started (issue 26 A.2).
+
+    The hold (TfServingFleetRecentlyDown) keeps the outage's leftovers in the burn's windows
+    silenced; once a window that starts after the recovery shows fresh failures it ends, and the
+    burn pages. The failures come from the fault proxy (every upstream call answers 503), as
+    error-burst's do, set once TfServingDown resolved.
+    """
+
+    name = "failure-after-restart"
+    summary = (
+        "SIGKILL the model server; once it is back and TfServingDown resolved, the fault proxy "
+        "answers 503 to every upstream call"
+    )
+    burn = "TokenPulseGatewayAvailabilityBudgetBurn"
+    hold = "TokenPulseTfServingFleetRecentlyDown"
+    expect = (Expect(burn),)
+    # the restart part: the kill pages as TfServingDown (and resolves) before the fault proper,
+    # and the versions loading after the restart slow callers
+    allow = (DOWN, *LOAD_SLOWS)
+    fire_within_s = 60.0
+    resolve_within_s = 60.0
+
+    @contextlib.contextmanager
+    def fault(self, target: Target, log: Log) -> Iterator[None]:
+        wait_steady(target, log)
+        killed = time.time()
+        pid = target.signal(MODELSERVER, signal.SIGKILL)
+        try:
+            if not wait_for(lambda: _notes(target, DOWN, "firing", killed), 60.0):
+                raise DrillError(f"{DOWN} did not page within 60 s of the kill")
+            log.mark("down_paged")
+            target.wait_restarted(MODELSERVER, pid, restart_bound(target))
+            log.mark("restarted")
+            if not wait_for(lambda: _notes(target, DOWN, "resolved", killed), 60.0):
+                raise DrillError(f"{DOWN} did not resolve within 60 s of the restart")
+            log.mark("down_resolved")
+            target.set_fault(error_ratio=1.0)
+            log.mark("failing")
+            yield
+        finally:
+            target.set_fault()
+
+    def check(self, target: Target, log: Log) -> None:
+        if "failing" not in log.timings:
+            return  # the fault never got that far: the problem is recorded
+        failing = log.started + log.timings["failing"]
+        pages = [n for n in _notes(target, self.burn, "firing", failing) if n.is_page]
+        if not pages:
+            return  # the runner reports the missing page
+        held = f'ALERTS{{alertname="{self.hold}",alertstate="firing"}}'
+        seen = target.query_range(held, failing - 5, failing, "1s")
+        if seen:
+            log.remarks.append(f"{self.hold} was firing when the failures began")
+        else:
+            log.problems.append(
+                f"{self.hold} was not firing when the failures began: the drill did not show "
+                "the burn paging through a hold"
+            )
+        log.timings["burn_paged"] = round(pages[0].at - log.started, 1)
+        settle_after_load(target, log)

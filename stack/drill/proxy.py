@@ -9,6 +9,10 @@ upstream slow, failing or unreachable without a fault path in the components:
 GET/PUT /-/fault reads or sets `{"delay_s": 3.0, "error_ratio": 0.0}` (errors answer 503 with a
 TF-Serving-style `{"error": ...}` body); GET /-/healthz answers 200. Everything else goes to the
 upstream (http or https), one request per thread, with its status, headers and body passed back.
+Three optional keys shape the injected errors (shown only when set): `error_status` (400-599,
+default 503), `error_message` (the `error` text) and `scope` ("all", the default, or "predict":
+only `POST ...:predict` fails, while the model status stays readable, as from a TF Serving
+whose version refuses every request, e.g. FAILED_PRECONDITION answered 400).
 
 SIGUSR1 takes the proxy down: it stops listening and cuts the connections it holds, so clients
 see refused connections, as from a host that is gone; SIGUSR2 brings it back on the same port.
@@ -35,6 +39,11 @@ HEALTH = "/-/healthz"
 HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "te", "upgrade", "host"}
 MAX_DELAY_S = 120.0
 MAX_CONTROL_BYTES = 4096  # a fault document is a few dozen bytes; more is refused unread
+DEFAULT_ERROR = {"error_status": 503, "error_message": "fault proxy: injected upstream failure",
+                 "scope": "all"}  # fmt: skip
+SCOPES = ("all", "predict")
+PREDICT_SUFFIX = ":predict"  # TF Serving REST: POST /v1/models/<m>[/versions/<v>]:predict
+MAX_MESSAGE_CHARS = 512
 
 
 class FaultError(ValueError):
@@ -48,11 +57,13 @@ class Faults:
         self._lock = threading.Lock()
         self.delay_s = 0.0
         self.error_ratio = 0.0
+        self.error: dict[str, Any] = dict(DEFAULT_ERROR)
 
-    def set(self, doc: Any) -> dict[str, float]:
-        """Apply `{"delay_s": .., "error_ratio": ..}` (missing keys reset to 0)."""
-        if not isinstance(doc, dict) or set(doc) - {"delay_s", "error_ratio"}:
-            raise FaultError("body must be an object with delay_s and/or error_ratio")
+    def set(self, doc: Any) -> dict[str, Any]:
+        """Apply `{"delay_s": .., "error_ratio": .., ...}` (missing keys reset to defaults)."""
+        if not isinstance(doc, dict) or set(doc) - {"delay_s", "error_ratio", *DEFAULT_ERROR}:
+            raise FaultError("body must be an object with delay_s and/or error_ratio (and "
+                             "optionally error_status, error_message, scope)")  # fmt: skip
         try:
             delay, ratio = float(doc.get("delay_s", 0.0)), float(doc.get("error_ratio", 0.0))
         except (TypeError, ValueError) as exc:
@@ -61,14 +72,42 @@ class Faults:
             raise FaultError(f"delay_s must be between 0 and {MAX_DELAY_S:g}")
         if not 0.0 <= ratio <= 1.0:
             raise FaultError("error_ratio must be between 0 and 1")
+        error = _error_shape(doc)
         with self._lock:
-            self.delay_s, self.error_ratio = delay, ratio
+            self.delay_s, self.error_ratio, self.error = delay, ratio, error
         return self.get()
 
-    def get(self) -> dict[str, float]:
-        """The current fault."""
+    def get(self) -> dict[str, Any]:
+        """The current fault (the error's shape only where it differs from the default)."""
         with self._lock:
-            return {"delay_s": self.delay_s, "error_ratio": self.error_ratio}
+            changed = {k: v for k, v in self.error.items() if v != DEFAULT_ERROR[k]}
+            return {"delay_s": self.delay_s, "error_ratio": self.error_ratio, **changed}
+
+    def fails(self, method: str, path: str) -> tuple[int, str] | None:
+        """(status, message) when this request is to fail now, else None."""
+        with self._lock:
+            ratio, error = self.error_ratio, self.error
+        if error["scope"] == "predict" and not (
+            method == "POST" and path.split("?")[0].endswith(PREDICT_SUFFIX)
+        ):
+            return None
+        if ratio and random.random() < ratio:  # noqa: S311
+            return error["error_status"], error["error_message"]
+        return None
+
+
+def _error_shape(doc: dict[str, Any]) -> dict[str, Any]:
+    """The injected error's status, message and scope from a fault document, checked."""
+    status = doc.get("error_status", DEFAULT_ERROR["error_status"])
+    message = doc.get("error_message", DEFAULT_ERROR["error_message"])
+    scope = doc.get("scope", DEFAULT_ERROR["scope"])
+    if isinstance(status, bool) or not isinstance(status, int) or not 400 <= status <= 599:
+        raise FaultError("error_status must be an HTTP error status, 400 to 599")
+    if not isinstance(message, str) or not 0 < len(message) <= MAX_MESSAGE_CHARS:
+        raise FaultError(f"error_message must be a text of 1 to {MAX_MESSAGE_CHARS} characters")
+    if scope not in SCOPES:
+        raise FaultError(f"scope must be one of {', '.join(SCOPES)}")
+    return {"error_status": status, "error_message": message, "scope": scope}
 
 
 def make_handler(upstream: str, faults: Faults) -> type[BaseHTTPRequestHandler]:
@@ -120,8 +159,9 @@ def make_handler(upstream: str, faults: Faults) -> type[BaseHTTPRequestHandler]:
             fault = faults.get()
             if fault["delay_s"]:
                 time.sleep(fault["delay_s"])
-            if fault["error_ratio"] and random.random() < fault["error_ratio"]:  # noqa: S311
-                self._reply(503, b'{"error": "fault proxy: injected upstream failure"}')
+            failure = faults.fails(self.command, self.path)
+            if failure is not None:
+                self._reply(failure[0], json.dumps({"error": failure[1]}).encode())
                 return
             headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_HEADERS}
             conn = connection(host, port, timeout=300)

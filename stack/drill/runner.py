@@ -113,7 +113,7 @@ def run_one(target: Target, scenario: Scenario, say: Callable[[str], None]) -> R
 def _run(target: Target, scenario: Scenario, result: Result, say: Callable[[str], None]) -> None:
     rules = target.alert_rules()
     expected = scenario.expected(target)
-    missing = [e.alertname for e in expected if e.alertname not in rules]
+    missing = [e.alertname for e in expected if e.rule and e.alertname not in rules]
     if missing:
         result.problems.append(f"no alerting rule {', '.join(missing)} in the loaded rules")
         return

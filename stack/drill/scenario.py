@@ -26,6 +26,7 @@ class Expect:
 
     alertname: str
     receiver: str = "pager"
+    rule: bool = True  # False: the on-call receiver raises it itself (no Prometheus rule)
 
 
 @dataclass

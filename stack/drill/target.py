@@ -143,12 +143,14 @@ class Target:
         states = ("firing", "pending") if pending else ("firing",)
         return [a["labels"] for a in alerts if a["state"] in states]
 
-    def set_fault(self, delay_s: float = 0.0, error_ratio: float = 0.0) -> None:
-        """Set the fault proxy's delay and error ratio (0, 0: pass everything through)."""
+    def set_fault(self, delay_s: float = 0.0, error_ratio: float = 0.0, **error: Any) -> None:
+        """Set the fault proxy's delay and error ratio (0, 0: pass everything through); `error`
+        shapes the injected errors (error_status, error_message, scope: stack/drill/proxy.py)."""
         if not self.state.fault_proxy_port:
             raise DrillError("the stack runs without a fault proxy: start up --fault-proxy-port")
         url = f"http://127.0.0.1:{self.state.fault_proxy_port}/-/fault"
-        status, doc = self._call(url, {"delay_s": delay_s, "error_ratio": error_ratio}, "PUT")
+        fault = {"delay_s": delay_s, "error_ratio": error_ratio, **error}
+        status, doc = self._call(url, fault, "PUT")
         if status != 200:
             raise DrillError(f"fault proxy answered {status}: {doc}")
 
@@ -209,6 +211,14 @@ class Target:
         pid = self.pid(component)
         os.kill(pid, sig)
         return pid
+
+    def signal_every(self, component: str, sig: signal.Signals) -> list[int]:
+        """Send `sig` to every instance of a component (`prometheus` and, with --ha,
+        `prometheus-2`); their pids."""
+        names = sorted(n for n in self.refresh().pids if n.split("-")[0] == component)
+        if not names:
+            raise DrillError(f"no component {component!r} in this stack")
+        return [self.signal(n, sig) for n in names]
 
     def wait_restarted(self, component: str, old_pid: int, timeout_s: float) -> int:
         """Wait until `up` has restarted `component` (healthy, a new pid); the new pid."""

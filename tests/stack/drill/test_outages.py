@@ -8,7 +8,13 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
-from stack.drill.outages import RestartNoAvailableVersion, _replace
+from stack.drill.outages import (
+    CrashLoopSlow,
+    FailureAfterRestart,
+    RestartNoAvailableVersion,
+    _replace,
+    wait_steady,
+)
 from stack.drill.scenario import Log
 from stack.drill.target import Target
 from stack.up.state import StackState, write_state
@@ -88,3 +94,65 @@ def test_a_burn_page_after_the_config_change_is_a_second_page_one_before_it_is_t
     scenario.check(target, log)
     assert log.problems == [f"{burn} (6h) paged after the config change: the no-version outage "
                             "paged twice"]  # fmt: skip
+
+
+def test_crash_loop_slow_wants_one_page_that_lasts_the_loop(tmp_path: Path) -> None:
+    target = _target(tmp_path, tmp_path / "models")
+    scenario = CrashLoopSlow()
+    name = scenario.expect[0].alertname
+    assert "TokenPulseTfServingDown" not in scenario.allow  # the loop's page stands for it
+
+    log = Log()
+    log.timings.update(second_outage=13.0, loop_end=60.0)
+    _oncall(tmp_path, (log.started + 20, "pager", "firing", name),
+            (log.started + 75, "pager", "resolved", name))  # fmt: skip
+    scenario.check(target, log)
+    assert log.problems == [] and log.timings["paged_after_second_outage"] == 7.0
+
+    log = Log()
+    log.timings.update(second_outage=13.0, loop_end=60.0)
+    _oncall(tmp_path, (log.started + 20, "pager", "firing", name),
+            (log.started + 30, "pager", "resolved", name),
+            (log.started + 40, "pager", "firing", name))  # fmt: skip
+    scenario.check(target, log)
+    assert log.problems == [
+        f"{name} paged 2 times during the loop, not once",
+        f"{name} resolved during the loop: it did not fire steadily",
+    ]
+
+
+def test_failure_after_restart_must_page_through_the_hold(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr("stack.drill.outages.settle_after_load", lambda target, log: None)
+    target = _target(tmp_path, tmp_path / "models")
+    scenario = FailureAfterRestart()
+    log = Log()
+    log.timings["failing"] = 50.0
+    _oncall(tmp_path, (log.started + 65, "pager", "firing", scenario.burn))
+
+    held: list[dict] = [{"metric": {}, "values": [[0, "1"]]}]
+    monkeypatch.setattr(target, "query_range", lambda *a: held)
+    scenario.check(target, log)
+    assert log.problems == [] and log.timings["burn_paged"] == 65.0
+
+    log = Log()
+    log.timings["failing"] = 50.0
+    monkeypatch.setattr(target, "query_range", lambda *a: [])
+    scenario.check(target, log)
+    assert log.problems == [
+        f"{scenario.hold} was not firing when the failures began: the drill did not show the "
+        "burn paging through a hold"
+    ]
+
+
+def test_a_kill_waits_until_up_is_steady_for_the_crash_loop_window(
+    tmp_path: Path, monkeypatch
+) -> None:
+    target = _target(tmp_path, tmp_path / "models")
+    asked: list[str] = []
+    answers = iter([[{"metric": {}}], []])
+    monkeypatch.setattr(target, "query", lambda expr: asked.append(expr) or next(answers))
+    log = Log()
+    wait_steady(target, log)
+    # compressed: the 30m window is 30 s
+    assert asked == ['changes(up{job="tfserving"}[30s]) > 0'] * 2
+    assert "steady" in log.timings and log.remarks == []

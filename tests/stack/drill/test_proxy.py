@@ -160,3 +160,26 @@ def test_an_oversized_or_unreadable_fault_document_is_refused_unread(proxied: st
     resp = conn.getresponse()
     assert resp.status == 400 and b"Content-Length" in resp.read()
     assert _call(f"{proxied}/-/fault", {}, "PUT") == (200, {"delay_s": 0.0, "error_ratio": 0.0})
+
+
+def test_a_refusal_fault_fails_only_predicts_with_the_status_and_message_set(proxied: str) -> None:
+    # a version that refuses every request: predicts get TF Serving's 400, the status still reads
+    refusal = {"error_ratio": 1.0, "error_status": 400, "scope": "predict",
+               "error_message": "Failed precondition: injected"}  # fmt: skip
+    assert _call(f"{proxied}/-/fault", refusal, "PUT") == (200, {"delay_s": 0.0, **refusal})
+    assert _call(f"{proxied}/v1/models/gen/versions/1:predict", {"a": 1}) == (
+        400, {"error": "Failed precondition: injected"},
+    )  # fmt: skip
+    assert _call(f"{proxied}/v1/models/gen", {"a": 2})[0] == 200  # no predict: passed through
+    for bad, word in (
+        ({"error_status": 200}, "error_status"),
+        ({"error_status": "400"}, "error_status"),
+        ({"error_message": ""}, "error_message"),
+        ({"scope": "status"}, "scope"),
+    ):
+        status, doc = _call(f"{proxied}/-/fault", {"error_ratio": 1.0, **bad}, "PUT")
+        assert status == 400 and word in doc["error"], bad
+    # leaving the keys out restores the default: every request, 503
+    _call(f"{proxied}/-/fault", {"error_ratio": 1.0}, "PUT")
+    assert _call(f"{proxied}/v1/models/gen", {})[0] == 503
+    assert _call(f"{proxied}/-/fault", {}, "PUT") == (200, {"delay_s": 0.0, "error_ratio": 0.0})

@@ -1,0 +1,127 @@
+"""version-rejects-all without a stack: its fault through the real fault proxy in front of a TF
+Serving stand-in, with a real gateway behind it, and its judgement of what Prometheus counted.
+The drill itself runs in tests/stack/test_drill.py."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from devtools.standins.tfserving import TfServingStandin
+from stack import drill
+from stack.drill import proxy as fault_proxy
+from stack.drill.rejects import REFUSAL, VersionRejectsAll
+from stack.drill.scenario import Log
+from stack.drill.target import Target
+from stack.up.state import StackState, write_state
+from tests.support.gateway import make_keys_file, running_gateway
+from tokenpulse.procs import free_port
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _target(run_dir: Path, key: str, ports: dict[str, int]) -> Target:
+    (run_dir / "demo-key.txt").write_text(key + "\n")
+    write_state(StackState(
+        run_dir=str(run_dir), up_pid=os.getpid(), ports=ports, pids={}, rules="compressed",
+        restart_delay_s=20, models_dir="m", model="gen", group_wait="5s", group_interval="1s",
+        evaluation_interval="1s", fault_proxy_port=ports["fault_proxy_port"],
+    ))  # fmt: skip
+    return Target(run_dir)
+
+
+@pytest.fixture
+def proxied_gateway(tmp_path: Path) -> Iterator[Target]:
+    """stand-in <- fault proxy <- gateway, as `up --fault-proxy-port` wires them."""
+    key = make_keys_file(tmp_path / "keys.json", demo={})["demo"]
+    with TfServingStandin() as standin:
+        server = fault_proxy.serve(free_port(), standin.url)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        port = server.server_address[1]
+        try:
+            # a breaker that never opens: every request in the test reaches the proxy
+            with running_gateway(
+                f"http://127.0.0.1:{port}", tmp_path / "keys.json", breaker_failure_threshold=1000
+            ) as gw:
+                ports = {"gateway_port": gw.port, "fault_proxy_port": port}
+                yield _target(tmp_path, key, ports)
+        finally:
+            server.shutdown()
+            server.server_close()
+
+
+def _generate(target: Target) -> httpx.Response:
+    return httpx.post(
+        target.state.url("gateway_port", "/v1/generate"),
+        json={"prompt": "drill traffic", "max_new_tokens": 4},
+        headers={"Authorization": f"Bearer {target.key}"},
+    )
+
+
+def test_the_fault_refuses_every_predict_which_the_gateway_answers_502(
+    proxied_gateway: Target,
+) -> None:
+    target = proxied_gateway
+    assert _generate(target).status_code == 200
+    with VersionRejectsAll().fault(target, Log()):
+        refused = [_generate(target) for _ in range(3)]
+        assert {r.status_code for r in refused} == {502}
+        assert {r.json()["error"]["code"] for r in refused} == {"upstream_rejected"}
+        assert all(REFUSAL in r.json()["error"]["message"] for r in refused)
+        # the version still looks healthy: the status poll is not refused
+        assert httpx.get(target.state.url("gateway_port", "/readyz")).status_code == 200
+    assert _generate(target).status_code == 200  # the fault is removed on leaving
+
+
+def _prometheus(counted: dict[str, float], asked: list[str]) -> Any:
+    def query(expr: str) -> list[dict[str, Any]]:
+        asked.append(expr)
+        code = next(c for c in counted if f'code="{c}"' in expr)
+        return [{"metric": {}, "value": [0, str(counted[code])]}]
+
+    return query
+
+
+@pytest.mark.parametrize(
+    ("counted", "problems"),
+    [
+        ({"502": 4.2, "503": 33.0, "422": 0.0}, []),
+        ({"502": 0.0, "503": 0.0, "422": 37.0}, ["counted no 502", "answered 37 refusals 422"]),
+    ],
+)
+def test_check_reads_the_refusals_as_the_sli_counts_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, counted: dict[str, float],
+    problems: list[str],
+) -> None:  # fmt: skip
+    target = _target(tmp_path, "k", {"gateway_port": 1, "fault_proxy_port": 2})
+    asked: list[str] = []
+    monkeypatch.setattr(target, "query", _prometheus(counted, asked))
+    log = Log()
+    log.fault_removed_at = log.started + 75.4
+    VersionRejectsAll().check(target, log)
+    assert len(log.problems) == len(problems)
+    assert all(want in got for want, got in zip(problems, log.problems, strict=True))
+    assert log.remarks == [
+        f"while the fault was on: about {counted['502']:.0f} answered 502 (upstream_rejected), "
+        f"{counted['503']:.0f} 503 (the breaker open)"
+    ]
+    # over the fault's window, ending when it was removed
+    assert all("[75s] @ " in expr and f"{log.fault_removed_at:.3f}" in expr for expr in asked)
+
+
+def test_it_is_registered_and_expects_a_page_the_compressed_rules_define() -> None:
+    assert drill.SCENARIOS["version-rejects-all"] is VersionRejectsAll
+    doc = yaml.safe_load((ROOT / "alerts/compressed/alerts.rules.yml").read_text())
+    alerts = [r for g in doc["groups"] for r in g["rules"] if "alert" in r]
+    (expected,) = VersionRejectsAll.expect
+    assert expected.receiver == "pager"
+    assert any(
+        r["alert"] == expected.alertname and r["labels"]["severity"] == "critical" for r in alerts
+    )
