@@ -7,9 +7,10 @@ old checkpoint or the new one, never a mix.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from tokenpulse.atomic import atomic_write
 
 
 class CheckpointError(Exception):
@@ -50,15 +51,4 @@ def load_checkpoint(path: Path) -> Position | None:
 def save_checkpoint(path: Path, pos: Position) -> None:
     """Replace the checkpoint atomically and durably."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(json.dumps({"seq": pos.seq, "offset": pos.offset}).encode())
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    atomic_write(path, json.dumps({"seq": pos.seq, "offset": pos.offset}), 0o600, durable=True)

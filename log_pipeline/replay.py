@@ -14,7 +14,6 @@ replay with the rest kept. Exit 0 when nothing is left, 1 when some records rema
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 from log_pipeline import deadletter
 from log_pipeline.outputs import Item, Outcome, Output, RetryableError
 from log_pipeline.settings import ShipperSettings
+from tokenpulse.atomic import atomic_write
 from tokenpulse.logging import get_logger
 
 log = get_logger(__name__)
@@ -117,12 +117,5 @@ def replay(settings: ShipperSettings, output: Output, dry_run: bool = False) -> 
 
 def _keep(path: Path, entries: list[dict[str, Any]]) -> None:
     """Rewrite a file with the entries not sent (atomically)."""
-    tmp = path.with_name(path.name + ".tmp")
-    data = b"".join(json.dumps(e, ensure_ascii=False).encode() + b"\n" for e in entries)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    data = "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries)
+    atomic_write(path, data, 0o600, durable=True)

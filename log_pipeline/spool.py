@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from tokenpulse.atomic import fsync_directory
+
 PREFIX = "seg-"
 SUFFIX = ".jsonl"
 
@@ -112,7 +114,7 @@ class SpoolWriter:
         self._seg_bytes = 0
         self._opened_at = self._clock()
         self.stats.rotations += 1
-        _fsync_dir(self.directory)
+        fsync_directory(self.directory)
 
     def _close_current(self) -> None:
         if self._fd >= 0:
@@ -180,14 +182,6 @@ class SpoolWriter:
     def close(self) -> None:
         """Flush (per policy) and close."""
         self._close_current()
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 @dataclass(slots=True)  # not frozen: one is built per line read, and frozen inits are slower

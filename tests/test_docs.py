@@ -6,7 +6,8 @@ import re
 import subprocess
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tokenpulse.paths import ROOT
+
 # Built from parts so this file does not match itself.
 CITATION = re.compile("|".join(["\\.\\./shared/", "DESIGN" + "\\.md", "REFERENCE" + "\\.md"]))
 SUFFIXES = {".md", ".py", ".yml", ".yaml", ".toml", ".txt", ".config", ".sh", ".json", ".csv"}

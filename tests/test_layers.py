@@ -7,14 +7,13 @@ with grimp, the graph import-linter builds on, so a wrong arrow fails the suite.
 from __future__ import annotations
 
 import tomllib
-from pathlib import Path
 
 import grimp
 import pytest
 
 from stack import cli
+from tokenpulse.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
 (CONTRACT,) = CONFIG["contracts"]
 

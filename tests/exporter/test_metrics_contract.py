@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
@@ -12,8 +11,9 @@ from exporter.server import build_registry
 from exporter.settings import ExporterSettings
 from exporter.sources import Sources
 from tests.support.exporter import write_golden
+from tokenpulse import paths
 
-README = Path(__file__).resolve().parents[2] / "exporter" / "README.md"
+README = paths.ROOT / "exporter" / "README.md"
 
 
 @pytest.fixture

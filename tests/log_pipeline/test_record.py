@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 from devtools.records import build_records
@@ -20,9 +19,10 @@ from log_pipeline.record import (
 )
 from log_pipeline.sampler import max_new_tokens, truncated
 from tests.log_pipeline.conftest import make_sample
+from tokenpulse import paths
 from tokenpulse.samples import Feedback, OutputSignals, Sample
 
-SCHEMA = Path(__file__).parents[2] / "log_pipeline" / "SCHEMA.md"
+SCHEMA = paths.ROOT / "log_pipeline" / "SCHEMA.md"
 SAMPLE_ID = "a" * 32
 FEEDBACK = Feedback("req-1", "cmpl-req-1", "key-a", 0.25, "unit", "c", 1_780_000_000.0, "gen", "7")
 

@@ -18,9 +18,10 @@ from log_pipeline.record import encode_feedback_record, encode_records
 from log_pipeline.search import EsStore, Filters, SqliteStore
 from log_pipeline.search_format import value_at
 from tests.log_pipeline.conftest import make_sample
+from tokenpulse import paths
 from tokenpulse.samples import Feedback
 
-SCHEMA = Path(__file__).parents[2] / "log_pipeline" / "SCHEMA.md"
+SCHEMA = paths.ROOT / "log_pipeline" / "SCHEMA.md"
 
 
 def _origins() -> dict[str, str]:

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tokenpulse.paths import ROOT
+
 SCRIPT = ROOT / "scripts" / "ensure-debs.sh"
 BASH = shutil.which("bash") or "/bin/bash"
 TOOLS = ("awk", "env", "id", "sed", "sleep", "sort", "stat", "tr")  # what the script runs

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from scripts.requirements import requirements
+from tokenpulse.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "requirements.py"
 
 PYPROJECT = """

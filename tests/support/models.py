@@ -9,7 +9,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tokenpulse.paths import ROOT
+
 MODEL_SRC = ROOT / "serving" / "model"
 DEGRADE_NOISE = 2.0
 

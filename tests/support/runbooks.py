@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stack.cli import build_parser
+from tokenpulse.paths import RUNBOOKS
 
-RUNBOOKS = Path(__file__).resolve().parents[2] / "alerts" / "runbooks"
 RUNNABLE = ("tokenpulse ", "curl ", "amtool ")
 DEPLOYMENTS = ("local", "compose", "kubernetes")
 # the line before each block: what a reader on call looks for

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
@@ -12,6 +11,7 @@ from exporter.nvml.fake import THROTTLED_SM_SHARE, demo_backend
 from exporter.nvml.fields import load_fields
 from exporter.nvml.session import NvmlSession
 from tests.support.exporter import registry_of, wait_for
+from tokenpulse.atomic import atomic_write
 
 G0 = {"gpu": "0", "uuid": "GPU-fa4e0000-0000-4000-8000-000000000000"}
 G1 = {"gpu": "1", "uuid": "GPU-fa4e0000-0000-4000-8000-000000000001"}
@@ -30,9 +30,7 @@ class Clock:
 
 
 def _write(path, doc) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(doc if isinstance(doc, str) else json.dumps(doc))
-    os.replace(tmp, path)
+    atomic_write(path, doc if isinstance(doc, str) else json.dumps(doc))
 
 
 @pytest.fixture

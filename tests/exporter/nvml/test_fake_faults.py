@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
 from exporter.nvml.fake_faults import FaultFile, FaultsFileError, parse_faults
+from tokenpulse.atomic import atomic_write
 
 
 def test_parse_reads_xids_and_thermal_throttle():
@@ -41,9 +41,8 @@ def test_bad_files_are_refused_naming_the_problem(text, message):
 
 
 def _write(path, doc) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(doc if isinstance(doc, str) else json.dumps(doc))
-    os.replace(tmp, path)  # as the drill writes it: a reader never sees half a file
+    # as the drill writes it: a reader never sees half a file
+    atomic_write(path, doc if isinstance(doc, str) else json.dumps(doc))
 
 
 def test_poll_returns_faults_only_when_the_file_changed(tmp_path):

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.tokenpulse.tfserving import reference
+from tokenpulse.paths import SERVING_CONFIG as CONFIG_DIR
 from tokenpulse.tfserving.config import (
     ConfigError,
     load,
@@ -20,8 +21,6 @@ from tokenpulse.tfserving.config import (
     parse_monitoring_config,
     validate_model_server_config,
 )
-
-CONFIG_DIR = Path(__file__).resolve().parents[3] / "serving" / "config"
 
 
 @pytest.mark.parametrize("name", ["models.config", "models.container.config"])
