@@ -5,7 +5,8 @@ text); clean ones carry only the numbers such conversations are full of: order, 
 invoice numbers, dates, times, versions, amounts, room and model numbers. Both were written
 from how these conversations go, not from the redaction patterns, so that
 `tokenpulse bench redaction` measures recall and false positives rather than restating the
-patterns. Deterministic for a seed.
+patterns. Deterministic for a seed. The lines are data (`dialogues.yaml` beside this module,
+checked on load); the value generators and the rendering are here.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ import re
 import string
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
 
 from devtools import seeds
 from devtools.seeds import Value
@@ -203,6 +207,10 @@ _FILLERS: dict[str, Callable[[random.Random], str]] = {
     "zip": lambda r: r.choice([_d(r, 6), f"{_d(r, 5)}", f"{_d(r, 5)}-{_d(r, 4)}"]),
     "weight": lambda r: f"{r.randint(1, 30)}.{r.randint(0, 9)}kg",
     "size": lambda r: f"{r.randint(20, 200)}x{r.randint(20, 200)}x{r.randint(5, 90)}cm",
+    "public_key": seeds.public_block,  # a public key or certificate: no secret, stays
+    "visa_ref": lambda r: r.choice(
+        [f"CGI{_d(r, 9)}", f"AA00{r.choice('ABCDEF')}{_d(r, 5)}", f"签证申请号 {_d(r, 10)}"]
+    ),
 }
 
 # --- seeded slots: a value and the text around it that belongs to it --------------------------
@@ -352,6 +360,20 @@ def _bearer(r: random.Random) -> _Piece:
     )
 
 
+def _pem_json(r: random.Random) -> _Piece:
+    value = seeds.private_key_json(r)
+    before = r.choice(
+        [
+            '{"type": "service_account", "private_key": "',
+            '{"prompt": "这个私钥为什么加载失败？\\n',
+            '{"messages": [{"role": "user", "content": "Why does this key fail to load?\\n',
+            '{"key": "',
+        ]
+    )
+    after = r.choice(['"}', '", "client_email": "bot@proj.iam.example"}', '"}]}'])
+    return _framed(before, value, after)
+
+
 def _ssn(r: random.Random) -> _Piece:
     value, bare = seeds.us_ssn(r)
     if bare:  # nobody writes nine bare digits without saying what they are
@@ -373,6 +395,9 @@ _SLOTS: dict[str, Callable[[random.Random], _Piece]] = {
     "API_KEY": lambda r: _one(seeds.api_key(r)),
     "JWT": lambda r: _one(seeds.jwt(r)),
     "PEM": lambda r: _one(seeds.private_key(r)),
+    "PEM_PASTE": lambda r: _one(seeds.private_key_paste(r)),
+    "PEM_JSON": _pem_json,
+    "PASSPORT": lambda r: _one(seeds.cn_passport(r)),
     "PASSWORD": lambda r: _one(_secret(seeds.password(r), "password")),
     "PAYPIN": lambda r: _one(_secret(_d(r, 6), "payment_pin")),
     "JSON_CREDS": _json_creds,
@@ -384,326 +409,91 @@ _SLOTS: dict[str, Callable[[random.Random], _Piece]] = {
     "BEARER": _bearer,
 }
 
-# --- the lines: seeded ones per slot, and the topics' clean turns -----------------------------
-# `C:` is the customer, `A:` the agent; each dialogue renders them with its own speaker labels.
-SEED_LINES: dict[str, dict[str, tuple[str, ...]]] = {
-    "MOBILE": {
-        "zh": (
-            "C:我的手机号是{MOBILE}，麻烦帮我查一下",
-            "C:手机号{MOBILE}",
-            "C:{MOBILE}",
-            "C:收货人张伟，电话{MOBILE}，地址是朝阳区建国路88号{room}",
-            "A:已为您登记回访电话：{MOBILE}，师傅会在{date}上门",
-            "C:下单留的是{MOBILE}，现在换号了",
-            "C:快递员一直打不通我电话，我的号码是 {MOBILE} 请让他再联系一下",
-            "C:联系方式：{MOBILE}（微信同号）",
-            "C:你们打{MOBILE}就行，白天都在",
-            "C:注册账号用的手机是{MOBILE}，收不到验证码",
-        ),
-        "en": (
-            "C:you can reach me on {MOBILE}, I'm in Shanghai",
-            "C:The phone on the order is {MOBILE}.",
-            "A:I've noted your callback number {MOBILE}.",
-        ),
-    },
-    "LANDLINE": {
-        "zh": (
-            "C:家里座机{LANDLINE}，白天有人",
-            "C:公司电话是{LANDLINE}，找前台就行",
-            "A:我们已按您留的座机 {LANDLINE} 回拨，无人接听",
-        ),
-        "en": ("C:office line is {LANDLINE}, ask for the front desk",),
-    },
-    "PHONE": {
-        "en": (
-            "C:My number is {PHONE}, please call after 5pm.",
-            "C:call me at {PHONE}",
-            "A:We tried to reach you at {PHONE} but there was no answer.",
-            "C:Phone: {PHONE}",
-            "C:the delivery guy can text {PHONE} when he's outside",
-        ),
-        "zh": ("C:我在香港，电话{PHONE}", "C:我人在国外，号码是 {PHONE}，可以打这个"),
-    },
-    "CN_ID": {
-        "zh": (
-            "C:身份证号{CN_ID}",
-            "C:我的身份证号码是{CN_ID}，实名认证一直失败",
-            "C:{CN_ID}",
-            "C:实名认证填的是 {CN_ID} 姓名王芳",
-            "A:已核实，身份证号{CN_ID}与账户实名信息一致",
-            "C:报关需要身份证吗？我的是{CN_ID}，收件人李娜",
-            "C:身份证：{CN_ID}，麻烦开发票抬头写个人",
-        ),
-        "en": ("C:my Chinese ID number is {CN_ID} if you need it for customs",),
-    },
-    "CARD": {
-        "zh": (
-            "C:我用的是尾号{last4}那张，卡号{CARD}",
-            "C:退款请退到这张卡：{CARD}，开户行招商银行",
-            "C:银行卡号{CARD}，扣了两次款",
-            "C:信用卡 {CARD} 有效期 08/27",
-        ),
-        "en": (
-            "C:I paid with card {CARD}, it was charged twice.",
-            "C:Card number: {CARD} exp 09/28",
-            "C:please refund to {CARD}",
-            "C:the card ending {last4}? no wait, it's {CARD}",
-        ),
-    },
-    "IBAN": {
-        "en": (
-            "C:Please send the refund to my IBAN {IBAN}.",
-            "C:IBAN: {IBAN}",
-            "C:My bank details: {IBAN}, account holder Anna Schmidt",
-            "A:We will transfer the amount to {IBAN} within {days} business days.",
-        ),
-        "zh": ("C:我在德国，退款请打到我的欧洲账户 IBAN {IBAN}", "C:收款账号（IBAN）：{IBAN}"),
-    },
-    "SSN": {
-        "en": (
-            "C:my SSN is {SSN} for the credit check",
-            "C:Social security number: {SSN}",
-            "C:{SSN} is my social, do you need my date of birth too?",
-            "A:For verification we have the SSN on file as {SSN}.",
-            "C:the tax form needs my SSN, it's {SSN}",
-        ),
-    },
-    "EMAIL": {
-        "zh": (
-            "C:我的邮箱是{EMAIL}，发票发这里",
-            "C:邮箱：{EMAIL}",
-            "C:电子发票请发送至{EMAIL}，谢谢",
-            "A:重置链接已发送到您的邮箱{EMAIL}，请在{days}天内完成操作",
-            "C:注册邮箱 {EMAIL} 已经收不到邮件了",
-        ),
-        "en": (
-            "C:My email is {EMAIL}.",
-            "C:send the invoice to {EMAIL} please",
-            "A:A confirmation has been sent to {EMAIL}.",
-        ),
-    },
-    "IPV4": {
-        "zh": (
-            "C:登录记录里有个陌生IP {IPV4}，不是我登录的",
-            "C:我家宽带的公网IP是{IPV4}，被你们封了",
-        ),
-        "en": ("C:I see logins from {IPV4} that weren't me", "C:our server at {IPV4} gets a 403"),
-    },
-    "IPV6": {
-        "zh": ("C:异地登录提醒显示IP是{IPV6}",),
-        "en": ("C:the security alert shows a login from {IPV6}",),
-    },
-    "API_KEY": {
-        "zh": (
-            "C:我的接口key是{API_KEY}，一直报401",
-            "C:调用的时候用的 {API_KEY}，是不是过期了",
-            "C:这是我的token：{API_KEY} 帮我看看权限",
-        ),
-        "en": (
-            "C:here is the key I'm using: {API_KEY}",
-            "C:my token {API_KEY} stopped working yesterday",
-            "C:```\nexport TOKEN={API_KEY}\n```\nthis returns 401",
-            "C:is {API_KEY} revoked?",
-        ),
-    },
-    "JWT": {
-        "zh": ("C:接口返回401，我带的token是{JWT}", "C:登录后拿到的令牌：{JWT}，过一会就失效"),
-        "en": ("C:the app sends this token: {JWT}", "C:jwt={JWT} gets rejected"),
-    },
-    "PEM": {
-        "zh": ("C:我把私钥贴在这里了，帮我看下格式对不对：\n{PEM}\n部署时报错",),
-        "en": (
-            "C:Here is the key file contents:\n{PEM}\nIs it the right format?",
-            "C:server.key is\n{PEM}",
-        ),
-    },
-    "PASSWORD": {
-        "zh": (
-            "C:我的密码是{PASSWORD}，登不上去",
-            "C:密码：{PASSWORD}",
-            "C:账号zhangwei，密码:{PASSWORD}",
-            "C:原密码是{PASSWORD}，想改一个新的",
-            "C:口令：{PASSWORD}",
-            "C:登录密码 {PASSWORD} 提示错误",
-            "C:WiFi密码是{PASSWORD}，师傅来了可以直接连",
-            "C:新密码设置成{PASSWORD}了还是不行",
-            "A:已为您重置，临时密码：{PASSWORD}，请登录后立即修改",
-            "C:密码是 {PASSWORD} 你们帮我登一下看看",
-        ),
-        "en": (
-            "C:my password is {PASSWORD} and it still says invalid",
-            "C:Password: {PASSWORD}",
-            "C:login: lina88 / password: {PASSWORD}",
-            "C:I set the new password to {PASSWORD} but it doesn't work",
-            "A:Your temporary password is {PASSWORD}; please change it after logging in.",
-            "C:pwd={PASSWORD}",
-        ),
-    },
-    "PAYPIN": {"zh": ("C:支付密码是{PAYPIN}，付款一直失败", "C:支付密码{PAYPIN}没错啊")},
-    "JSON_CREDS": {
-        "zh": ("C:我调登录接口传的是 {JSON_CREDS} 返回400",),
-        "en": ("C:I'm posting {JSON_CREDS} to /login and get 400", "C:request body:\n{JSON_CREDS}"),
-    },
-    "AWS_SECRET": {
-        "zh": ("C:我们的配置是这样的：\n{AWS_SECRET}\n上传图片一直失败",),
-        "en": ("C:my credentials file has\n{AWS_SECRET}\nbut uploads fail", "C:I set {AWS_SECRET}"),
-    },
-    "BASIC": {
-        "zh": ("C:请求头带了 {BASIC} 还是401",),
-        "en": ("C:the webhook sends {BASIC} and you reject it", "C:curl -H '{BASIC}' ..."),
-    },
-    "COOKIE": {
-        "zh": ("C:抓包看到请求头：{COOKIE}，然后就被登出了",),
-        "en": (
-            "C:the request has {COOKIE} and still redirects to login",
-            "C:response headers:\n{COOKIE}",
-        ),
-    },
-    "URL_CREDS": {
-        "zh": ("C:我们连接串是 {URL_CREDS} 连不上",),
-        "en": ("C:the connection string is {URL_CREDS}", "C:DATABASE_URL={URL_CREDS}"),
-    },
-    "KEY_VALUE": {
-        "zh": ("C:配置里写的 {KEY_VALUE}，对吗",),
-        "en": ("C:config has {KEY_VALUE}, is that right?", "C:I pass {KEY_VALUE} in the query"),
-    },
-    "BEARER": {
-        "zh": ("C:请求头是 Authorization: {BEARER}",),
-        "en": ("C:I send Authorization: {BEARER} and get 401",),
-    },
-}
+# --- the lines: seeded ones per slot, and the topics' clean turns (a data file) ---------------
+DATA_FILE = Path(__file__).with_name("dialogues.yaml")
+Lines = tuple[str, ...]
+Table = dict[str, dict[str, Lines]]  # slot or language -> language or topic -> lines
+Speakers = dict[str, list[tuple[str, str]]]  # language -> (customer, agent) labels
 
-# every turn of a topic is clean: only near-misses
-TOPICS: dict[str, dict[str, tuple[str, ...]]] = {
-    "zh": {
-        "refund": (
-            "C:你好，我{date}买的{product}有质量问题，想申请退款",
-            "A:您好，很抱歉给您带来不便。麻烦提供一下订单号，我帮您查询",
-            "C:订单号{order}",
-            "A:查到了，订单金额{amount}，已于{time}签收。请问是什么问题呢？",
-            "C:用了{count}天就坏了，开不了机",
-            "A:退款申请已提交，{amount}将在{days}个工作日内原路退回到尾号{last4}的卡上",
-            "C:好的，谢谢",
-        ),
-        "logistics": (
-            "C:我的快递怎么还没到？",
-            "A:您好，请提供订单号，我帮您查一下物流",
-            "C:{order}",
-            "A:您的包裹运单号{tracking}，{time}到达上海转运中心，预计{date}送达",
-            "C:能不能改送到公司？地址是{room}",
-            "A:已为您备注，快递员派送前会联系您。如有问题请拨打客服热线{hotline}",
-            "C:重量{weight}，尺寸{size}，运费是不是算错了",
-        ),
-        "account": (
-            "C:我的账号登不上了，一直提示密码错误",
-            "A:您好，请问您最近是否修改过密码？可以点击“忘记密码”通过手机验证码重置",
-            "C:试过了，收不到验证码",
-            "A:为了您的账户安全，请勿向任何人透露密码和验证码。您的会员号是{member}吗？",
-            "C:是的。App是{version}版本",
-            "A:请先升级到最新版本{version}，再尝试重置密码。密码长度需为8-20位，包含字母和数字",
-            "C:密码错误次数太多，账户被锁了{count}小时",
-        ),
-        "invoice": (
-            "C:我需要开一张增值税发票",
-            "A:好的，请问开个人还是公司抬头？订单号多少？",
-            "C:公司抬头，订单{order}，金额{amount}",
-            "A:已开具，{invoice}，开票日期{date}",
-            "C:税号填错了，能重开吗",
-            "A:可以，红冲后重新开具，大约需要{days}个工作日",
-        ),
-        "repair": (
-            "C:我家的空调{model_no}不制冷了，出风口有异味",
-            "A:您好，请问购买日期和机身编码是多少？",
-            "C:{date}买的，编码{sku}",
-            "A:在保修期内。师傅将于{date} {time}上门，地址是{room}对吗？",
-            "C:对，小区门禁号{last4}#",
-            "A:好的，上门检测免费，更换配件按{amount}收费",
-        ),
-        "exchange": (
-            "C:买的{product}尺码不合适，能换吗",
-            "A:可以的，商品支持{days}天无理由退换。请提供订单号",
-            "C:订单号{order}，商品编号{sku}",
-            "A:换货申请已提交，请在{date}前寄回，寄回单号填写在订单页即可",
-            "C:寄回的运单号是{tracking}",
-            "A:收到，仓库签收后{days}天内发出新商品",
-        ),
-        "coupon": (
-            "C:优惠券{coupon}用不了",
-            "A:这张券需要满{amount}才能使用，有效期到{date}",
-            "C:我的订单{order}刚好差几块",
-            "A:给您补发了一张{percent}折扣券，会员{member}可叠加使用",
-        ),
-        "tech": (
-            "C:你们的App闪退，错误提示{code}",
-            "A:请问手机型号和系统版本？",
-            "C:{model_no}，系统{version}",
-            "A:已记录，问题编号{uuid}，技术团队会在{days}天内处理",
-            "C:升级到{version}以后还是这样，{time}又闪退了一次",
-        ),
-        "book": (
-            "C:请问ISBN {isbn}这本书有货吗",
-            "A:有货，现价{amount}，预计{date}发货",
-            "C:能开发票吗？订单号{order}",
-            "A:可以，电子发票会在确认收货后{days}天内开具",
-        ),
-    },
-    "en": {
-        "refund": (
-            "C:Hi, I ordered a {product_en} on {date} and it arrived broken.",
-            "A:Sorry to hear that! Could you share your order number?",
-            "C:Sure, it's {order}.",
-            "A:Thanks. I can see the order for {amount}, delivered at {time}.",
-            "C:I'd like a refund please.",
-            "A:Done. The refund of {amount} will reach the card ending in {last4} within {days} "
-            "business days.",
-        ),
-        "shipping": (
-            "C:Where is my package? It's been {days} days.",
-            "A:Let me check. What's the order number?",
-            "C:Order #{order}",
-            "A:It shipped with tracking number {tracking} and is expected on {date}.",
-            "C:Can you deliver it to {room} instead?",
-            "A:I've updated the address. Weight {weight}, box {size}.",
-        ),
-        "account": (
-            "C:I can't log in, it says my password is incorrect.",
-            "A:Have you tried the 'Forgot password' link? The password must be at least 8 "
-            "characters.",
-            "C:yes, the reset email never arrives",
-            "A:Please don't share your password or verification code with anyone, including us.",
-            "C:I'm on app version {version}.",
-            "A:Please update to {version} and try again. Your account {member} is not locked.",
-            "C:the password field is empty after the update, and my token expired",
-        ),
-        "billing": (
-            "C:I was charged twice for {invoice}.",
-            "A:I'm sorry about that. Could you confirm the amount?",
-            "C:{amount} on {date} at {time}",
-            "A:I see two charges. The duplicate will be reversed within {days} days.",
-            "C:my API key is not working either since the plan changed",
-        ),
-        "tech": (
-            "C:The app crashes with {code} on my {model_no}.",
-            "A:Which version are you running?",
-            "C:{version}, request id {uuid}",
-            "A:Thanks, ticket {uuid} is open. Please try build {version}.",
-            "C:still broken at {time}, about {percent} of the time",
-        ),
-        "books": (
-            "C:Do you have {isbn} in stock?",
-            "A:Yes, it's {amount} and ships by {date}.",
-            "C:Great, add it to order {order}.",
-        ),
-    },
-}
 
-_SPEAKERS = {
-    "zh": [("用户：", "客服："), ("顾客：", "客服："), ("[客户] ", "[客服] "), ("Q：", "A：")],
-    "en": [("Customer: ", "Agent: "), ("User: ", "Assistant: "), ("[customer] ", "[agent] ")],
-}
+class DialogueDataError(Exception):
+    """The dialogues' data file lacks a part or holds a line the renderer cannot use."""
+
+
+def _list(where: str, raw: object) -> list[object]:
+    if not isinstance(raw, list) or not raw:
+        raise DialogueDataError(f"{where}: expected a list")
+    return raw
+
+
+def _lines(where: str, raw: object, planted: bool) -> Lines:
+    """A list of `C:`/`A:` lines whose placeholders all have a generator."""
+    lines = _list(where, raw)
+    for line in lines:
+        if not isinstance(line, str) or line[:2] not in ("C:", "A:"):
+            raise DialogueDataError(f"{where}: {line!r} does not start with C: or A:")
+        for name in _SLOT.findall(line):
+            if name not in _FILLERS and (name not in _SLOTS or not planted):
+                kind = "slot or filler" if planted else "filler (a topic line plants nothing)"
+                raise DialogueDataError(f"{where}: {{{name}}} is no {kind}")
+    return tuple(str(line) for line in lines)
+
+
+def _mapping(where: str, raw: object) -> dict[str, object]:
+    if not isinstance(raw, dict) or not raw:
+        raise DialogueDataError(f"{where}: expected a mapping")
+    return raw
+
+
+def _pairs(where: str, raw: object) -> list[tuple[str, str]]:
+    out = []
+    for pair in _list(where, raw):
+        labels = pair if isinstance(pair, list) else []
+        if len(labels) != 2 or not all(isinstance(x, str) for x in labels):
+            raise DialogueDataError(f"{where}: {pair!r} is not a [customer, agent] pair of labels")
+        out.append((str(labels[0]), str(labels[1])))
+    return out
+
+
+def load(path: Path = DATA_FILE) -> tuple[Table, Table, Speakers]:
+    """The seeded lines per slot and language, the topics per language, and the speaker labels."""
+    try:
+        doc = _mapping(path.name, yaml.safe_load(path.read_text(encoding="utf-8")))
+    except (OSError, yaml.YAMLError) as exc:
+        raise DialogueDataError(f"cannot read {path}: {exc}") from exc
+    seeded = {
+        slot: {
+            lang: _lines(f"{path.name}: seed_lines.{slot}.{lang}", lines, planted=True)
+            for lang, lines in _mapping(f"{path.name}: seed_lines.{slot}", by_lang).items()
+        }
+        for slot, by_lang in _mapping(f"{path.name}: seed_lines", doc.get("seed_lines")).items()
+    }
+    if set(seeded) != set(_SLOTS):  # a slot without lines would never be planted
+        raise DialogueDataError(
+            f"{path.name}: seed_lines name {sorted(seeded)}, the slots are {sorted(_SLOTS)}"
+        )
+    topics = {
+        lang: {
+            topic: _lines(f"{path.name}: topics.{lang}.{topic}", lines, planted=False)
+            for topic, lines in _mapping(f"{path.name}: topics.{lang}", by_topic).items()
+        }
+        for lang, by_topic in _mapping(f"{path.name}: topics", doc.get("topics")).items()
+    }
+    speakers = {
+        lang: _pairs(f"{path.name}: speakers.{lang}", pairs)
+        for lang, pairs in _mapping(f"{path.name}: speakers", doc.get("speakers")).items()
+    }
+    if set(speakers) != set(topics):
+        raise DialogueDataError(f"{path.name}: speakers and topics name different languages")
+    return seeded, topics, speakers
+
+
+_SLOT = re.compile(r"\{(\w+)\}")
+SEED_LINES, TOPICS, _SPEAKERS = load()
 SEED_KINDS = (
     "phone",
     "cn_id",
+    "passport",
     "card",
     "iban",
     "us_ssn",
@@ -717,7 +507,6 @@ SEED_KINDS = (
     "url_credentials",
     "bearer",
 )
-_SLOT = re.compile(r"\{(\w+)\}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -102,6 +102,30 @@ def cn_id(r: random.Random) -> Value:
     return Value(text, "cn_id", "cn_id")
 
 
+# PRC passports (the National Immigration Administration's numbering, as the Wikipedia article
+# "Chinese passport" and Chinese explainers of 护照号码 describe it): the old ordinary passport
+# G + 8 digits; the ordinary e-passport (2012 on) E + 8 digits, and, once those 100 million ran
+# out, E + a second letter (never I or O, which read as 1 and 0) + 7 digits (EA1234567,
+# EB..., EG...); service, diplomatic and public-affairs passports SE/DE/PE + 7 digits.
+_PASSPORT_SECOND = "ABCDEFGHJKLMNPQRSTUVWXYZ"
+
+
+def cn_passport(r: random.Random) -> Value:
+    """A PRC passport number: mostly current e-passports, some older G ones, a few official."""
+    style = r.random()
+    if style < 0.4:
+        text, variant = "E" + _digits(r, 8), "e8"
+    elif style < 0.75:
+        text, variant = "E" + r.choice(_PASSPORT_SECOND) + _digits(r, 7), "e_letter7"
+    elif style < 0.9:
+        text, variant = "G" + _digits(r, 8), "g8"
+    else:
+        text, variant = r.choice(["SE", "DE", "PE"]) + _digits(r, 7), "official"
+    if r.random() < 0.06:  # typed on a phone without caps
+        text = text.lower()
+    return Value(text, "passport", variant)
+
+
 def cn_mobile(r: random.Random) -> Value:
     """A mainland mobile number, in the forms customers write it."""
     n = r.choice(CN_MOBILE_PREFIXES) + _digits(r, 8)
@@ -406,6 +430,26 @@ _PEM_LABELS = (
     "ENCRYPTED PRIVATE KEY",
     "DSA PRIVATE KEY",
 )
+# the bytes inside each kind of block (RFC 7468 for PKCS#8, RFC 5915 for EC, PKCS#1 for RSA,
+# OpenSSH's PROTOCOL.key): DER sizes of common keys, and OpenSSH's 70-character lines
+_PEM_SIZES = {
+    "RSA PRIVATE KEY": (609, 1192, 1679, 2349),
+    "PRIVATE KEY": (48, 138, 1218, 2374),
+    "EC PRIVATE KEY": (121, 167, 223),
+    "OPENSSH PRIVATE KEY": (387, 1823, 2590),
+    "ENCRYPTED PRIVATE KEY": (216, 1298, 2434),
+    "DSA PRIVATE KEY": (443, 826),
+}
+
+
+def _pem_lines(r: random.Random, label: str) -> list[str]:
+    body = base64.b64encode(r.randbytes(r.choice(_PEM_SIZES[label]))).decode()
+    width = 70 if label == "OPENSSH PRIVATE KEY" else 64
+    return [body[i : i + width] for i in range(0, len(body), width)]
+
+
+def _vanishing(lines: list[str]) -> tuple[str, ...]:
+    return tuple(line for line in lines if len(line) >= 16)
 
 
 def private_key(r: random.Random) -> Value:
@@ -421,7 +465,74 @@ def private_key(r: random.Random) -> Value:
     else:
         text = "\n".join([head, *lines, f"-----END {label}-----"])
         variant = label.lower().replace(" ", "_")
-    return Value(text, "private_key", variant, tuple(line for line in lines if len(line) >= 16))
+    return Value(text, "private_key", variant, _vanishing(lines))
+
+
+def private_key_paste(r: random.Random) -> Value:
+    """A private key as pastes mangle it: Windows line ends, OpenSSL's legacy encrypted
+    headers and their blank line, cut off mid-line (a prompt limit, a terminal's scrollback),
+    the body starting on the BEGIN line, or flattened onto one line with spaces (an env var)."""
+    label = r.choice(_PEM_LABELS)
+    lines = _pem_lines(r, label)
+    head, end = f"-----BEGIN {label}-----", f"-----END {label}-----"
+    style = r.choice(
+        ["crlf", "legacy_encrypted", "cut_mid_line", "glued", "one_line", "one_line_cut"]
+    )
+    if style == "crlf":
+        text = "\r\n".join([head, *lines, end])
+    elif style == "legacy_encrypted":
+        label = r.choice(["RSA PRIVATE KEY", "EC PRIVATE KEY", "DSA PRIVATE KEY"])
+        head, end = f"-----BEGIN {label}-----", f"-----END {label}-----"
+        iv = _chars(r, "0123456789ABCDEF", 32 if r.random() < 0.7 else 16)
+        cipher = r.choice(["AES-256-CBC", "AES-128-CBC", "DES-EDE3-CBC"])
+        headers = ["Proc-Type: 4,ENCRYPTED", f"DEK-Info: {cipher},{iv}", ""]
+        kept = lines if r.random() < 0.5 else lines[: max(1, len(lines) // 3)]
+        text = "\n".join([head, *headers, *kept] + ([end] if kept is lines else []))
+        lines = kept
+    elif style == "cut_mid_line":
+        cut = r.randint(0, len(lines) - 1)
+        lines = [*lines[:cut], lines[cut][: r.randint(20, 60)]]
+        text = "\n".join([head, *lines])
+    elif style == "glued":
+        text = head + "\n".join([*lines, end])
+    elif style == "one_line":
+        text = " ".join([head, *lines, end])
+    else:
+        lines = lines[: max(1, len(lines) // 2)]
+        text = " ".join([head, *lines])
+    return Value(text, "private_key", style, _vanishing(lines))
+
+
+def private_key_json(r: random.Random) -> Value:
+    """A private key inside a JSON string (a request body, a service-account file, a secret
+    manager's answer): its line ends are the two characters backslash and n."""
+    label = r.choice(_PEM_LABELS)
+    lines = _pem_lines(r, label)
+    if r.random() < 0.3:  # the rest of the string was cut off
+        lines = lines[: max(1, len(lines) // 2)]
+        block = "\n".join([f"-----BEGIN {label}-----", *lines])
+    else:
+        block = "\n".join([f"-----BEGIN {label}-----", *lines, f"-----END {label}-----", ""])
+    escaped = json.dumps(block)[1:-1]
+    return Value(escaped, "private_key", "json_escaped", _vanishing(lines))
+
+
+def public_block(r: random.Random) -> str:
+    """Public material that is no secret: a public key, a certificate, a CSR, an OpenSSH
+    public key line (near-misses: redaction leaves them)."""
+    style = r.random()
+    if style < 0.25:
+        return (
+            "ssh-"
+            + r.choice(["rsa ", "ed25519 "])
+            + base64.b64encode(r.randbytes(r.choice((51, 279)))).decode()
+            + " "
+            + r.choice(["deploy@ci", "zhangwei@laptop", "ops"])
+        )
+    label = r.choice(["PUBLIC KEY", "RSA PUBLIC KEY", "CERTIFICATE", "CERTIFICATE REQUEST"])
+    body = base64.b64encode(r.randbytes(r.choice((91, 294, 850)))).decode()
+    lines = [body[i : i + 64] for i in range(0, len(body), 64)]
+    return "\n".join([f"-----BEGIN {label}-----", *lines, f"-----END {label}-----"])
 
 
 def api_key(r: random.Random) -> Value:

@@ -133,14 +133,24 @@ _PROSE = (
     r"|valid|right|good|fine|ok|okay|long|short|secure|safe|done|updated)(?![A-Za-z0-9])"
 )
 
+# A private key's body as pastes and JSON leave it: runs of base64 and OpenSSL's legacy headers,
+# split by line ends (real, or escaped once or twice inside a JSON string; blank lines too) or
+# by spaces (a key flattened onto one line). A run of 16 or more goes wherever it stops (a paste
+# cut mid-line); a shorter one only when it ends its line, its string or the text, so the words
+# after a cut key stay.
+_PEM_EOL = r"(?:\r?\n|\\r\\n|\\n|\\\\r\\\\n|\\\\n)"
+_PEM_GAP = r"(?:(?:[ \t]*" + _PEM_EOL + r")+[ \t]*|[ \t]+)"
+_PEM_BODY = (
+    r"(?:" + _PEM_GAP + r"?(?:(?:Proc-Type|DEK-Info|Comment):[^\r\n\\]*"
+    r"|[A-Za-z0-9+/]{16,}={0,2}|[A-Za-z0-9+/]+={0,2}(?=[ \t]*(?:" + _PEM_EOL + r"|[\\\"']|$))))*"
+)
+
 RULES: tuple[Rule, ...] = (
     Rule(
-        "private_key",  # the whole block; a paste cut short ends with its last base64 line
+        "private_key",  # the whole block; a paste cut short ends with its last base64 run
         re.compile(
-            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?:[\s\S]{0,16384}?-----END [A-Z0-9 ]*"
-            r"PRIVATE KEY-----|(?:(?:\r?\n|\\n)[ \t]*"
-            r"(?:[A-Za-z0-9+/=]+|(?:Proc-Type|DEK-Info|Comment): [^\n]*)"
-            r"(?=[ \t]*(?:\r?\n|\\n|$)))*)"
+            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?:(?:[^-]|-(?!----)){0,16384}?-----END "
+            r"[A-Z0-9 ]*PRIVATE KEY-----|" + _PEM_BODY + ")"
         ),
         gate=lambda text, _low: "PRIVATE KEY" in text,
         worded=True,
@@ -277,6 +287,16 @@ RULES: tuple[Rule, ...] = (
         min_digits=17,
         valid=v.cn_id,
         scan_from=_starts_near(r"\d{6} ?\d{8}", 0),
+    ),
+    Rule(
+        "passport",  # PRC: G or E + 8 digits, E + a letter (not I or O) + 7, SE/DE/PE + 7
+        re.compile(
+            r"(?i)(?<![A-Za-z0-9])(?:[EG]\d{8}|E[A-HJ-NP-Z]\d{7}|[SDP]E\d{7})(?![A-Za-z0-9])"
+        ),
+        gate=lambda _text, low: "护照" in low or "passport" in low,
+        min_digits=7,
+        valid=v.passport,
+        scan_from=_starts_near(r"(?i)[A-Z]{1,2}\d{7}", 0),
     ),
     Rule(
         "iban",

@@ -173,6 +173,19 @@ def us_ssn(m: Match) -> int:
     return m.end()
 
 
+# --- passports ---------------------------------------------------------------------------------
+_PASSPORT_WORDS = re.compile(r"护照|passport")
+
+
+def passport(m: Match) -> int:
+    """A PRC passport number only where the text calls it one, just before or just after: its
+    shape (a letter or two and 7-8 digits) is also an error code's or a product's."""
+    if _PASSPORT_WORDS.search(_before(m, 40)):
+        return m.end()
+    after = m.string[m.end() : m.end() + 24].lower()
+    return m.end() if _PASSPORT_WORDS.search(after) else -1
+
+
 # --- network -----------------------------------------------------------------------------------
 def ipv6(m: Match) -> int:
     """A valid IPv6 address (not a time or a MAC address)."""
