@@ -4,6 +4,9 @@ Every field becomes a flag whose `--help` shows the field's description, its def
 environment variable (`<env_prefix><FIELD>`). A flag that is not given never reaches the settings,
 so the environment fills it; a flag that is given beats the environment. Values reach pydantic as
 the strings typed, so a bad value gets the same one-line error as a bad environment variable.
+A list, tuple or set field takes from its environment variable one value (`tp-abc`), several
+separated by commas (`a,b`) or a JSON list (`["a", "b"]`); a value that none of these reads, like
+any invalid value, is one error line naming the variable, never a traceback.
 
     from tokenpulse.settings_cli import KEBAB, add_settings_arguments, settings_from_args
 
@@ -23,6 +26,7 @@ exporter's node_exporter names (`--web.listen-address`, `--flag/--no-flag` for b
 from __future__ import annotations
 
 import argparse
+import re
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
@@ -30,8 +34,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
-from pydantic_settings import BaseSettings
+from pydantic_settings import BaseSettings, DotEnvSettingsSource, EnvSettingsSource
+from pydantic_settings import SettingsError as SourceError
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -74,6 +80,71 @@ def _kind(annotation: Any) -> Any:
     if typing.get_origin(annotation) in (types.UnionType, typing.Union) and len(args) == 1:
         return args[0]
     return annotation
+
+
+def _is_collection(annotation: Any) -> bool:
+    """A list, tuple, set or frozenset (or one of them `| None`)."""
+    return typing.get_origin(_kind(annotation)) in (list, tuple, set, frozenset)
+
+
+class EnvValueError(ValueError):
+    """An environment variable whose value its field cannot read (names the variable)."""
+
+
+class _PlainLists:
+    """What every command's env sources decode differently from pydantic-settings: a list takes
+    a plain or comma-separated value (pydantic-settings wants JSON for it, and a traceback
+    follows `TOKENPULSE_LOADTEST_KEY=tp-...`); JSON that does not parse names its variable."""
+
+    env_prefix: str
+
+    def decode_complex_value(self, field_name: str, field: FieldInfo, value: Any) -> Any:
+        """A list field's plain value split on commas; anything else as pydantic-settings does."""
+        if isinstance(value, str) and _is_collection(field.annotation):
+            if not value.lstrip().startswith("["):
+                return [part.strip() for part in value.split(",") if part.strip()]
+        try:
+            return super().decode_complex_value(field_name, field, value)  # type: ignore[misc]
+        except ValueError as exc:
+            env = f"{self.env_prefix}{field_name}".upper()
+            shape = (
+                "a value, a comma-separated list or a JSON list"
+                if _is_collection(field.annotation)
+                else "JSON"
+            )
+            # the value is not repeated: it may be a key
+            raise EnvValueError(f"env {env}: expected {shape} ({exc})") from exc
+
+
+class _Env(_PlainLists, EnvSettingsSource):
+    """The environment, lists read as `_PlainLists` says."""
+
+
+class _DotEnv(_PlainLists, DotEnvSettingsSource):
+    """An env file, lists read as `_PlainLists` says."""
+
+
+_READERS: dict[type, type] = {EnvSettingsSource: _Env, DotEnvSettingsSource: _DotEnv}
+
+
+def _build(model: type[BaseSettings], values: dict[str, Any]) -> Any:
+    """`model(**values)` with the model's own sources (its `settings_customise_sources` too),
+    its env sources reading lists as `_PlainLists` does."""
+    sources, init_kwargs = model._settings_init_sources(_init_kwargs=values)
+    return model(_build_sources=(tuple(map(_plain_lists, sources)), init_kwargs))
+
+
+def _plain_lists(source: Any) -> Any:
+    """An env source as a `_PlainLists` one with the same options and state; others as given."""
+    reader = _READERS.get(type(source))
+    if reader is None:
+        return source
+    copy: Any = object.__new__(reader)
+    copy.__dict__.update(vars(source))
+    return copy
+
+
+_SOURCE_FIELD = re.compile(r'field "([^"]+)"')
 
 
 def _metavar(name: str, kind: Any) -> str:
@@ -130,7 +201,8 @@ def add_settings_arguments(
             extra = {"metavar": _metavar(name, kind)}
         flag = style.flag_for(name)
         parser.add_argument(flag, dest=name, default=argparse.SUPPRESS, help=help_text, **extra)
-    parser.set_defaults(_settings_prog=parser.prog, _settings_style=style)
+    models = (*(parser.get_default("_settings_models") or ()), model)  # what this command reads
+    parser.set_defaults(_settings_prog=parser.prog, _settings_style=style, _settings_models=models)
 
 
 def settings_from_args(
@@ -142,9 +214,16 @@ def settings_from_args(
     style = getattr(args, "_settings_style", KEBAB)
     given = {name: getattr(args, name) for name in model.model_fields if hasattr(args, name)}
     try:
-        return model(**{**given, **overrides})
+        return _build(model, {**given, **overrides})
     except ValidationError as exc:
         raise SettingsError(describe(exc, model, style)) from exc
+    except SourceError as exc:  # an env var no source could read
+        cause = exc.__cause__
+        if isinstance(cause, EnvValueError):
+            raise SettingsError(str(cause)) from exc
+        found = _SOURCE_FIELD.search(str(exc))
+        where = f"env {env_name(model, found.group(1))}" if found else "environment"
+        raise SettingsError(f"{where}: cannot be read ({cause or exc})") from exc
 
 
 def describe(exc: ValidationError, model: type[BaseSettings], style: FlagStyle = KEBAB) -> str:
