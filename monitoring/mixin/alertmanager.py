@@ -61,7 +61,8 @@ def inhibit_rules() -> list[dict[str, Any]]:
     symptoms (burn rates, quality, traffic, the breaker's window, the canaries' last run) keep
     the outage after it ends, so a
     TfServingDown page that was sent keeps them silenced for config.RECOVERY_WINDOW: a crash loop
-    too short to page as TfServingDown silences nothing, and its burn pages. A NoAvailableVersion
+    is one page, TfServingFlapping, which silences them while it fires and, once sent, starts the
+    same hold (holds.py), so its burn does not page again when the loop ends. A NoAvailableVersion
     page that was sent does the same for that model's windowed symptoms (every request for it
     failed while it fired), so its burn does not page again once it resolves. Every inhibition is
     scoped by `equal`: config.REPLICA_LABEL (one replica explains only its own alerts; the fleet
@@ -83,6 +84,7 @@ def inhibit_rules() -> list[dict[str, Any]]:
     gateway_windowed = [a for a in windowed if not a.per_replica and a.component == "Gateway"]
     gateway_symptoms = _names(slo_alerts(NORMAL) + gateway_windowed)
     recently = f"{p}TfServingRecentlyDown|{p}TfServingFleetRecentlyDown"
+    flapping = f"{p}TfServingFlapping"
     unavailable = f"{p}TfServingRecentlyUnavailable|{p}TfServingFleetRecentlyUnavailable"
     return [
         {
@@ -94,6 +96,13 @@ def inhibit_rules() -> list[dict[str, Any]]:
         {
             "source_matchers": [f'alertname="{p}TfServingDown"'],
             "target_matchers": collectors,
+            "equal": [replica],
+        },
+        {
+            # a crash loop now: its one page stands for its outages, so the windowed symptoms
+            # they fill (the burn) are its own (on that replica; the fleet's, with one replica)
+            "source_matchers": [f'alertname="{flapping}"'],
+            "target_matchers": [f'alertname=~"{_names(windowed)}"'],
             "equal": [replica],
         },
         {

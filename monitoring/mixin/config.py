@@ -407,7 +407,7 @@ META_FOR = "15m"
 AM_FAILED_SHARE = 0.01
 # Prometheus failing to send alerts above this share to every Alertmanager it knows.
 PROM_SEND_ERROR_SHARE = 0.01
-SHIPPER_STALLED_FOR = "5m"  # an output held by a config error (401/403/404) this long pages
+SHIPPER_STALLED_FOR = "5m"  # an output held by a config error (401/403/404) this long warns
 
 # The generated time-compressed rule set divides every window, offset and `for` by this factor,
 # so tests see an hour of alerting in a minute. Change with the test scrape interval (the

@@ -288,7 +288,9 @@ def pipeline_alerts(t: Timing) -> list[Alert]:
             "ShipperStalled",
             f"max by (output) (tokenpulse_shipper_output_stalled{sel('shipper')}) == 1",
             c.SHIPPER_STALLED_FOR,
-            "critical",
+            # chat, not a page: samples are not users' requests, the spool holds them, and
+            # losing them (PipelineSamplesDropped) is a warning too
+            "warning",
             "A shipper output is stalled on a configuration error.",
             "Output {{ $labels.output }} waits on a store that refuses it (401/403/404, a missing "
             "privilege or data stream); its records wait in the spool.",

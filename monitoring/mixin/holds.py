@@ -4,7 +4,9 @@ After TF Serving comes back (or a model has an AVAILABLE version again) the outa
 windows of the symptoms it caused, so Alertmanager inhibits those while a hold fires
 (alertmanager.py). A hold may only hide what the outage itself explains (issue 26 A.2):
 
-- it starts only with a page that was delivered: the cause fired for at least
+- it starts only with a page that was delivered (for TF Serving down: TfServingDown, or
+  TfServingFlapping, the crash loop's one page that stands for its outages): the cause fired for
+  at least
   config.AM_GROUP_WAIT (Alertmanager sends a group's first notification after group_wait; a
   shorter firing reached nobody, so it explains nothing to anybody). ALERTS_FOR_STATE holds the
   time the cause became active, so "active for its `for` plus group_wait" is a delivered page;
@@ -24,6 +26,7 @@ from monitoring.mixin.promql import Timing, number, render_seconds, sel
 from monitoring.mixin.slis import error_ratio
 
 DOWN = f"{c.ALERT_PREFIX}TfServingDown"
+FLAPPING = f"{c.ALERT_PREFIX}TfServingFlapping"
 NO_VERSION = f"{c.ALERT_PREFIX}TfServingNoAvailableVersion"
 VERSIONS = "tokenpulse_tfserving_model_versions_available"
 
@@ -38,6 +41,13 @@ def delivered(alertname: str, for_: str, t: Timing) -> str:
     went out (Alertmanager's first notification of a group waits group_wait)."""
     secs = int(t.secs(for_)) + int(t.secs(c.AM_GROUP_WAIT))
     return f'time() - ALERTS_FOR_STATE{{alertname="{alertname}"}} >= {secs}'
+
+
+def down_delivered(t: Timing) -> str:
+    """The model-server targets paged down: TfServingDown, or the crash loop's TfServingFlapping
+    (which TfServingDown stays quiet for), delivered. Flapping fires on through its
+    keep_firing_for, so its hold runs from the loop's page resolving."""
+    return f"{delivered(DOWN, c.DOWN_FOR, t)}\nor {delivered(FLAPPING, c.FLAP_FOR, t)}"
 
 
 def fresh_failures(t: Timing) -> str:
@@ -73,12 +83,14 @@ def _why(what: str) -> str:
 
 
 def down_holds(t: Timing) -> list[Alert]:
-    """After a delivered TfServingDown page: per replica, and the whole fleet at once."""
+    """After a delivered TfServingDown (or TfServingFlapping) page: per replica, and the whole
+    fleet at once."""
     hold, back = t(c.RECOVERY_WINDOW), _since_recovery(t)
     ms = sel("modelserver")
     fresh = fresh_failures(t)
     by = f"job, instance, {c.REPLICA_LABEL}"
-    sent = delivered(DOWN, c.DOWN_FOR, t)
+    # one series per target: Down and Flapping may both be active at the evaluation that hands over
+    sent = f"max by ({by}) (\n{down_delivered(t)}\n)"
     replica_sent = f"max by ({by}) ({_last(sent, hold)})"
     # back for the fresh window and its margin, and some model failing afresh (the gateway's
     # errors have no replica label: any model's fresh failures release the replica's hold)
@@ -97,7 +109,8 @@ def down_holds(t: Timing) -> list[Alert]:
             "info",
             "TF Serving was paged down within the recovery window; its windowed symptoms stay "
             "silenced.",
-            "TokenPulseTfServingDown paged for {{ $labels.instance }} and last fired "
+            "TokenPulseTfServingDown or TokenPulseTfServingFlapping paged for "
+            "{{ $labels.instance }} and last fired "
             "{{ $value | humanizeDuration }} ago: " + _why("the"),
             per_replica=True,
         ),
@@ -107,7 +120,8 @@ def down_holds(t: Timing) -> list[Alert]:
             "0s",
             "info",
             "Every TF Serving replica was paged down at once within the recovery window.",
-            "TokenPulseTfServingDown paged for every replica at once and last fired "
+            "TokenPulseTfServingDown or TokenPulseTfServingFlapping paged for every replica at "
+            "once and last fired "
             "{{ $value | humanizeDuration }} ago: "
             + _why("the fleet-wide (SLO burn, quality, traffic)"),
         ),

@@ -92,10 +92,12 @@ class CrashLoop(Scenario):
 
     name = "crash-loop"
     summary = "freeze the model server 4 s in every 5 s (SIGSTOP/SIGCONT) for 50 s"
-    # what a crash loop truly does to callers may page too: the point is that something pages
+    # a first freeze may page as TfServingDown before the loop shows; the latency the freezes
+    # cause may page; the availability burn may not: the loop's page (Flapping, then the hold
+    # its delivered page starts) stands for it, one page per incident
     allow = (
-        "TokenPulseTfServingDown", "TokenPulseGatewayAvailabilityBudgetBurn",
-        "TokenPulseGatewayLatencyBudgetBurn", "TokenPulseGatewayTokenLatencyBudgetBurn",
+        "TokenPulseTfServingDown", "TokenPulseGatewayLatencyBudgetBurn",
+        "TokenPulseGatewayTokenLatencyBudgetBurn",
     )  # fmt: skip
     # With 2 s scrapes (2 s timeout), 4 s frozen and 1 s thawed flips `up` at least 4 times in
     # every compressed 15 s window as Prometheus sees it live (a scrape's sample lands only when
@@ -243,7 +245,9 @@ class RestartNoAvailableVersion(Scenario):
                     f"{self.burn} ({', '.join(tiers)}) paged after the config change: the "
                     "no-version outage paged twice"
                 )
-        # the point: it paged while "recently down" fired, which used to silence it
+        # NoAvailableVersion is a state alert: no recovery hold silences it. Whether the hold
+        # still fired when it paged depends on timing: the no-version 503s are fresh failures
+        # after the recovery, which end the hold (holds.py). Either is right; say which it was.
         name = self.expect[0].alertname
         pages = _notes(target, name, "firing", log.started)
         if not pages:
@@ -256,10 +260,7 @@ class RestartNoAvailableVersion(Scenario):
         if seen:
             log.remarks.append(f"{recently} was firing when {name} paged")
         else:
-            log.problems.append(
-                f"{recently} was not firing when {name} paged: the drill did not show that "
-                "recently down no longer silences it"
-            )
+            log.remarks.append(f"{recently} had ended (fresh failures) when {name} paged")
 
 
 class CrashLoopSlow(Scenario):
@@ -278,11 +279,11 @@ class CrashLoopSlow(Scenario):
     name = "crash-loop-slow"
     summary = "freeze the model server 5 s in every 13 s (SIGSTOP/SIGCONT), 4 times"
     expect = (Expect(FLAPPING),)
-    # what the loop does to callers (answers 5 s late or failed) may page through the SLOs: true,
-    # but not the point; TfServingDown may not (the loop's page stands for it)
+    # answers 5 s late may page the latency SLOs: true, but not the point; neither TfServingDown
+    # nor the availability burn may (the loop's page, then the hold it starts, stands for them)
     allow = (
-        "TokenPulseGatewayAvailabilityBudgetBurn", "TokenPulseGatewayLatencyBudgetBurn",
-        "TokenPulseGatewayTokenLatencyBudgetBurn", "TokenPulseGatewayTtftBudgetBurn",
+        "TokenPulseGatewayLatencyBudgetBurn", "TokenPulseGatewayTokenLatencyBudgetBurn",
+        "TokenPulseGatewayTtftBudgetBurn",
     )  # fmt: skip
     down_s = 5.0
     up_s = 8.0

@@ -183,8 +183,12 @@ def test_recovery_window_silences_what_still_holds_the_outage(am_url: str) -> No
     assert _suppressed(am_url, RECENTLY, BURN, MISMATCH, want=held) == held
 
 
-def test_a_crash_loop_with_no_down_page_hides_nothing(am_url: str) -> None:
-    assert _suppressed(am_url, FLAPPING, BURN, want=set()) == set()
+def test_a_crash_loop_page_explains_the_burn_of_its_replica_only(am_url: str) -> None:
+    # one page per incident: the loop's page stands for its outages and the burn they cause
+    burn = {BURN["alertname"]}
+    assert _suppressed(am_url, FLAPPING, BURN, want=burn) == burn
+    # one replica of several looping: the fleet's burn (no replica label) is not its alone
+    assert _suppressed(am_url, {**FLAPPING, "replica": "1"}, BURN, want=set()) == set()
 
 
 def test_down_now_silences_state_symptoms_of_its_replica_only(am_url: str) -> None:

@@ -7,6 +7,10 @@ may fire while one holds (a loop whose first outage paged as TfServingDown).
 
 from __future__ import annotations
 
+import json
+import time
+import urllib.request
+
 from monitoring.mixin import alertmanager
 from monitoring.mixin.holds import down_holds, unavailable_holds
 from monitoring.mixin.promql import NORMAL
@@ -17,6 +21,7 @@ from tests.monitoring.mixin.test_inhibitions import (  # the real Alertmanager a
     FLEET_UNAVAILABLE,
     RECENTLY,
     UNAVAILABLE,
+    _post,
     _suppressed,
     am_url,  # noqa: F401 - the module's Alertmanager fixture
     pytestmark,  # noqa: F401 - skipped without prometheus-alertmanager
@@ -36,3 +41,40 @@ def test_no_hold_hides_a_crash_loop_page(am_url: str) -> None:  # noqa: F811
     # ... while the burn the loop's outages leave is held (its page is the loop's)
     burn = {BURN["alertname"]}
     assert _suppressed(am_url, FLEET, FLAPPING, BURN, want=burn) == burn
+
+
+def _states(url: str, case: str, names: set[str], want: dict[str, str]) -> dict[str, str]:
+    """The state of each alert of `case` named in `names`, once it is `want` or after 3 s."""
+    deadline = time.monotonic() + 3.0
+    while True:
+        query = f"{url}/api/v2/alerts?filter=case%3D%22{case}%22"
+        with urllib.request.urlopen(query, timeout=10) as resp:
+            doc = json.load(resp)
+        got = {
+            a["labels"]["alertname"]: a["status"]["state"]
+            for a in doc
+            if a["labels"]["alertname"] in names
+        }
+        if got == want or time.monotonic() > deadline:
+            return got
+        time.sleep(0.1)
+
+
+def test_a_crash_loop_pages_once_through_its_hold(am_url: str) -> None:  # noqa: F811
+    # one model server (no replica label): the loop pages, its burn is the loop's; the loop
+    # ends and its page resolves while the hold it started fires: the burn its outages left in
+    # the windows stays silenced
+    case = {"case": "crash-loop-then-hold"}
+    flapping, burn, hold = ({**a, **case} for a in (FLAPPING, BURN, RECENTLY))
+    name = BURN["alertname"]
+    try:
+        _post(am_url, [flapping, burn], 600)
+        time.sleep(1.0)  # the inhibitor learns of new sources asynchronously
+        assert _states(am_url, case["case"], {name}, {name: "suppressed"}) == {name: "suppressed"}
+        _post(am_url, [hold], 600)
+        time.sleep(1.0)
+        _post(am_url, [flapping], -1)
+        time.sleep(1.0)
+        assert _states(am_url, case["case"], {name}, {name: "suppressed"}) == {name: "suppressed"}
+    finally:
+        _post(am_url, [flapping, burn, hold], -1)

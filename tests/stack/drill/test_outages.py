@@ -101,6 +101,7 @@ def test_crash_loop_slow_wants_one_page_that_lasts_the_loop(tmp_path: Path) -> N
     scenario = CrashLoopSlow()
     name = scenario.expect[0].alertname
     assert "TokenPulseTfServingDown" not in scenario.allow  # the loop's page stands for it
+    assert "TokenPulseGatewayAvailabilityBudgetBurn" not in scenario.allow  # ... and for the burn
 
     log = Log()
     log.timings.update(second_outage=13.0, loop_end=60.0)
