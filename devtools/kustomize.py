@@ -3,9 +3,10 @@
 No kustomize is packaged for this machine's registries (Debian, PyPI, npm), so this renders:
 `resources` (files and directories), `components`, `namespace`, `labels` (`pairs`,
 `includeTemplates`; never selectors), `configMapGenerator` (`files`, `literals`, with kustomize's
-content-hash name suffix and the name references to it in pod specs) and `patches` (strategic
-merge, by the patch's own kind and name). Any other field is an error, so a kustomization that
-starts to need more fails here instead of rendering something kustomize would not.
+content-hash name suffix and the name references to it in pod specs), `patches` (strategic
+merge, by the patch's own kind and name) and `images` (`name`, `newName`, `newTag`). Any other
+field is an error, so a kustomization that starts to need more fails here instead of rendering
+something kustomize would not.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ Doc = dict[str, Any]
 FILE_NAMES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 KNOWN_FIELDS = {
     "apiVersion", "kind", "resources", "components", "namespace", "labels",
-    "configMapGenerator", "patches",
+    "configMapGenerator", "patches", "images",
 }  # fmt: skip
 CLUSTER_SCOPED = {
     "Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
@@ -200,6 +201,41 @@ def _label(doc: Doc, pairs: dict[str, str], templates: bool) -> None:
         template.setdefault("metadata", {}).setdefault("labels", {}).update(pairs)
 
 
+def _image_name(ref: str) -> str:
+    """An image reference without its tag or digest (a registry's :port stays)."""
+    name = ref.partition("@")[0]
+    head, _, last = name.rpartition("/")
+    return f"{head}/{last.partition(':')[0]}" if head else last.partition(":")[0]
+
+
+def _set_images(node: Any, entries: list[Doc]) -> None:
+    """kustomize's images transformer: every container's image, wherever its list is."""
+    if isinstance(node, list):
+        for item in node:
+            _set_images(item, entries)
+        return
+    if not isinstance(node, dict):
+        return
+    for key, value in node.items():
+        if key in ("containers", "initContainers") and isinstance(value, list):
+            for c in value:
+                if isinstance(c, dict) and isinstance(c.get("image"), str):
+                    c["image"] = _new_image(c["image"], entries)
+        _set_images(value, entries)
+
+
+def _new_image(ref: str, entries: list[Doc]) -> str:
+    name = _image_name(ref)
+    for entry in entries:
+        if entry["name"] != name:
+            continue
+        tag = ref[len(name) :]
+        if "newTag" in entry:
+            tag = f":{entry['newTag']}"
+        return f"{entry.get('newName', name)}{tag}"
+    return ref
+
+
 def _accumulate(folder: Path, *, component: bool, docs: list[Doc], generated: set[int]) -> None:
     """Add `folder`'s resources to `docs` and apply its transformations to all of them."""
     k = _kustomization(folder)
@@ -255,6 +291,12 @@ def _accumulate(folder: Path, *, component: bool, docs: list[Doc], generated: se
                 doc["metadata"]["name"] = k["namespace"]
             elif doc["kind"] not in CLUSTER_SCOPED:
                 doc["metadata"]["namespace"] = k["namespace"]
+    if "images" in k:
+        for entry in k["images"]:
+            if set(entry) - {"name", "newName", "newTag"}:
+                raise KustomizeError(f"{folder}: images support name, newName and newTag only")
+        for doc in own:
+            _set_images(doc.get("spec"), k["images"])
     if not component:
         _hash_names(own, generated)
         docs.extend(own)

@@ -38,9 +38,9 @@ def prometheus_spec() -> Doc:
         "replicas": PROMETHEUS_REPLICAS,
         # each replica's pod name under this label, dropped from the alerts it sends
         "replicaExternalLabelName": prometheus.REPLICA_EXTERNAL_LABEL,
-        # every rule result labelled with its PrometheusRule's namespace, which the
-        # AlertmanagerConfig's top route matches (deploy/k8s/README.md, Alert routing)
-        "enforcedNamespaceLabel": "namespace",
+        # no enforcedNamespaceLabel: on a shared Prometheus it rewrites every team's rule results
+        # to their PrometheusRule's namespace; TokenPulse's alerts carry `namespace` themselves
+        # (operator.prometheus_rules; deploy/k8s/README.md, Alert routing)
         # the gateway's exemplars link a latency spike to its sample
         "enableFeatures": ["exemplar-storage"],
         "scrapeInterval": config.SCRAPE_INTERVAL,

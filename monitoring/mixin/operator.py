@@ -123,12 +123,18 @@ def prometheus_rules() -> list[Doc]:
     for name, text in sorted(rulefiles.render_files().items()):
         kind = name.removesuffix(".rules.yml")
         text = cluster_links(text)
+        groups = yaml.safe_load(text)["groups"]
+        for rule in (r for g in groups for r in g["rules"] if "alert" in r):
+            # the AlertmanagerConfig's top route matches namespace="tokenpulse": our alerts say
+            # it themselves, so a shared Prometheus needs no enforcedNamespaceLabel (which would
+            # relabel every other team's alerts too)
+            rule["labels"] = {**rule.get("labels", {}), "namespace": kube_prometheus.APP_NAMESPACE}
         out.append(
             {
                 "apiVersion": API,
                 "kind": "PrometheusRule",
                 "metadata": _meta(f"tokenpulse-{kind}"),
-                "spec": {"groups": yaml.safe_load(text)["groups"]},
+                "spec": {"groups": groups},
             }
         )
     return out

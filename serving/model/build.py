@@ -12,6 +12,9 @@ from tokenpulse.tfserving import signature as sig
 
 def run_build(settings: BuildSettings) -> dict[str, object]:
     """Train (reusing the cached checkpoint of the same recipe) and export one version."""
+    target = settings.base_path / str(settings.version)
+    if target.exists() and settings.keep_existing:  # before TensorFlow's import: a rerun is quick
+        return {"path": str(target), "kept": True}
     from serving.model.config import get_preset
     from serving.model.export import export_version
     from serving.model.train import train
@@ -22,7 +25,6 @@ def run_build(settings: BuildSettings) -> dict[str, object]:
         settings.warmup_batch_sizes, settings.batching_parameters_file
     )
     preset = get_preset(settings.preset)
-    target = settings.base_path / str(settings.version)
     if target.exists():
         if not settings.overwrite:
             raise FileExistsError(f"{target} already exists (use --overwrite to replace it)")

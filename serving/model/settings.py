@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from serving.model.config import PRESETS
@@ -30,6 +30,11 @@ class BuildSettings(BaseSettings):
     cache_dir: Path = Field(Path(".cache/tokenpulse"), description="trained checkpoint cache")
     progress: bool = Field(True, description="show training progress")
     overwrite: bool = Field(False, description="replace an existing version directory")
+    keep_existing: bool = Field(
+        False,
+        description="an existing version directory is a complete one (exports are renamed into "
+        "place whole): keep it and exit 0, so a retried or re-applied build is a no-op",
+    )
     warmup_batch_sizes: list[int] | None = Field(
         default=None,
         description="batch sizes of the warmup records; default: what the batching file allows",
@@ -45,6 +50,12 @@ class BuildSettings(BaseSettings):
         if value not in PRESETS:
             raise ValueError(f"unknown preset {value!r}; choose one of {sorted(PRESETS)}")
         return value
+
+    @model_validator(mode="after")
+    def _one_way_for_an_existing_version(self) -> BuildSettings:
+        if self.overwrite and self.keep_existing:
+            raise ValueError("--overwrite and --keep-existing contradict each other: pick one")
+        return self
 
 
 class GenerateSettings(BaseSettings):

@@ -27,6 +27,7 @@ class StartupError(Exception):
 
 def run(settings: ModelServerSettings) -> None:
     """Load the configured models, serve gRPC + REST until a signal, then stop cleanly."""
+    apply_thread_pools(settings)
     from serving.modelserver.batching import BatchScheduler
     from serving.modelserver.manager import ModelManager, Poller, list_versions
     from serving.modelserver.metrics import ServingMetrics
@@ -78,6 +79,23 @@ def run(settings: ModelServerSettings) -> None:
             scheduler.stop()
         predictor.close()
         log.info("model server stopped")
+
+
+def apply_thread_pools(settings: ModelServerSettings) -> None:
+    """Size TensorFlow's pools before its runtime starts (a container's CPU limit, not the node's
+    cores); 0 leaves TensorFlow's default."""
+    if not (settings.tensorflow_intra_op_parallelism or settings.tensorflow_inter_op_parallelism):
+        return
+    import tensorflow as tf
+
+    if settings.tensorflow_intra_op_parallelism:
+        tf.config.threading.set_intra_op_parallelism_threads(
+            settings.tensorflow_intra_op_parallelism
+        )
+    if settings.tensorflow_inter_op_parallelism:
+        tf.config.threading.set_inter_op_parallelism_threads(
+            settings.tensorflow_inter_op_parallelism
+        )
 
 
 def _refuse_batch_splitting(params: Any, path: Any) -> None:

@@ -74,6 +74,12 @@ class ModelServerSettings(BaseSettings):
     rest_api_max_connections: int = Field(
         1024, ge=1, description="open REST connections; one more gets 503 and is closed"
     )
+    tensorflow_intra_op_parallelism: int = Field(
+        0, ge=0, description="threads one op may use; 0: TensorFlow's default (every core)"
+    )
+    tensorflow_inter_op_parallelism: int = Field(
+        0, ge=0, description="ops run at once; 0: TensorFlow's default (every core)"
+    )
     log_level: LogLevel = Field("INFO", description="DEBUG, INFO, WARNING or ERROR")
 
     @model_validator(mode="after")

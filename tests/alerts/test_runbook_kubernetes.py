@@ -98,10 +98,11 @@ class Cluster:
 def _add_workload(cluster: Cluster, ns: str, doc: Doc) -> None:
     key = (ns, doc["kind"], doc["metadata"]["name"])
     spec = doc["spec"]["template"]["spec"]
-    names = {c["name"] for c in spec["containers"]}
+    every = [*spec.get("initContainers", []), *spec["containers"]]  # native sidecars too
+    names = {c["name"] for c in every}
     cluster.containers[key] = names
     cluster.ports[key] = {
-        str(v) for c in spec["containers"] for p in c.get("ports", [])
+        str(v) for c in every for p in c.get("ports", [])
         for v in (p["containerPort"], p.get("name")) if v
     }  # fmt: skip
     labels = doc["spec"]["template"]["metadata"].get("labels", {})

@@ -39,7 +39,12 @@ def pod_spec(doc: Doc) -> Doc:
     return doc["spec"]["template"]["spec"]
 
 
+def containers(doc: Doc) -> list[Doc]:
+    """A workload's containers, its init containers (native sidecars among them) first."""
+    return [*pod_spec(doc).get("initContainers", []), *pod_spec(doc)["containers"]]
+
+
 def container(doc: Doc, name: str) -> Doc:
-    """One container of a workload, by name."""
-    (found,) = [c for c in pod_spec(doc)["containers"] if c["name"] == name]
+    """One container of a workload (an init container or native sidecar too), by name."""
+    (found,) = [c for c in containers(doc) if c["name"] == name]
     return found

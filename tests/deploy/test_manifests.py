@@ -17,13 +17,18 @@ import yaml
 
 from devtools import kustomize
 from monitoring.mixin import operator
-from tests.deploy.conftest import K8S, OVERLAYS, Doc, container, find, pod_spec
+from tests.deploy.conftest import K8S, OVERLAYS, Doc, container, containers, find, pod_spec
 from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME
 
-# The Kubernetes version the manifests are validated against (README says the same).
-KUBERNETES_VERSION = "1.33.0"
+# The Kubernetes minors under upstream support (the newest three, about 14 months of patches
+# each), all of which the manifests are validated against; README says the same.
+KUBERNETES_VERSIONS = ("1.35.0", "1.36.0", "1.37.0")
+KUBERNETES_VERSION = KUBERNETES_VERSIONS[0]
 SCHEMAS = K8S / "schemas"
-CRD_GROUPS = ("monitoring.coreos.com", "elasticsearch.k8s.elastic.co", "kibana.k8s.elastic.co")
+CRD_GROUPS = (
+    "monitoring.coreos.com", "elasticsearch.k8s.elastic.co", "kibana.k8s.elastic.co",
+    "gateway.networking.k8s.io",
+)  # fmt: skip
 
 
 def _crd_schema(doc: Doc) -> dict:
@@ -35,20 +40,21 @@ def _is_crd(doc: Doc) -> bool:
     return doc["apiVersion"].split("/")[0] in CRD_GROUPS
 
 
-def _validate(doc: Doc) -> None:
+def _validate(doc: Doc, version: str = KUBERNETES_VERSION) -> None:
     if _is_crd(doc):
         jsonschema.validate(doc, _crd_schema(doc))
     else:
-        kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+        kubernetes_validate.validate(doc, version, strict=True)
 
 
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
 @pytest.mark.parametrize("overlay", OVERLAYS)
-def test_every_object_validates(rendered: dict[str, list[Doc]], overlay: str) -> None:
-    """Built-in kinds against Kubernetes' own schemas (strict: unknown fields fail), custom
-    resources against the vendored CRD schemas; no kind goes unchecked."""
+def test_every_object_validates(rendered: dict[str, list[Doc]], overlay: str, version: str) -> None:
+    """Built-in kinds against each supported Kubernetes' own schemas (strict: unknown fields
+    fail), custom resources against the vendored CRD schemas; no kind goes unchecked."""
     for doc in rendered[overlay]:
         try:
-            _validate(doc)
+            _validate(doc, version)
         except (kubernetes_validate.ValidationError, jsonschema.ValidationError) as exc:
             pytest.fail(f"{overlay}: {doc['kind']}/{doc['metadata']['name']}: {exc}")
 
@@ -108,7 +114,7 @@ EXPECTED = {
         ("PodDisruptionBudget", "tfserving"),
         ("HorizontalPodAutoscaler", "gateway"),
         ("Job", "es-setup"),
-        ("Job", "model-build"),
+        ("Job", "model-build-0-1-0-v1"),
         ("Elasticsearch", "tokenpulse"),
         ("Kibana", "tokenpulse"),
         ("PodMonitor", "tokenpulse-exporter"),
@@ -121,6 +127,7 @@ EXPECTED = {
         ("ServiceMonitor", "tokenpulse-shipper"),
         ("AlertmanagerConfig", "tokenpulse"),
         ("Ingress", "gateway"),
+        ("HTTPRoute", "gateway"),
         ("NetworkPolicy", "elasticsearch"),
         ("NetworkPolicy", "tfserving"),
         # the runbooks every alert links, served in the cluster (base/runbooks/)
@@ -180,7 +187,7 @@ def test_the_config_map_holds_serving_configs_files() -> None:
 def test_tf_serving_probes_resources_and_disruption_budget(rendered: dict[str, list[Doc]]) -> None:
     docs = rendered["cpu"]
     tfs = container(find(docs, "Deployment", "tfserving"), "tfserving")
-    assert tfs["image"].startswith("tensorflow/serving:")
+    assert tfs["image"].startswith("docker.io/tensorflow/serving:")
     assert tfs["readinessProbe"]["httpGet"] == {
         "path": f"/v1/models/{DEFAULT_MODEL_NAME}",
         "port": "http",
@@ -188,7 +195,7 @@ def test_tf_serving_probes_resources_and_disruption_budget(rendered: dict[str, l
     assert tfs["livenessProbe"]["tcpSocket"] == {"port": "http"}
     assert {"requests", "limits"} <= set(tfs["resources"])
     for doc in docs:
-        for c in pod_spec(doc)["containers"] if "template" in doc.get("spec", {}) else []:
+        for c in containers(doc) if "template" in doc.get("spec", {}) else []:
             assert {"requests", "limits"} <= set(c.get("resources", {})), c["name"]
     pdb = find(docs, "PodDisruptionBudget", "tfserving")
     labels = find(docs, "Deployment", "tfserving")["spec"]["template"]["metadata"]["labels"]
@@ -207,7 +214,7 @@ def test_gpu_overlay_takes_a_gpu_tolerates_the_taint_and_runs_the_exporter_per_n
     taint = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
     assert taint in pod_spec(tfs)["tolerations"]
     # model status and canaries beside each replica (the sidecar, NVML off): issue 26 D.11
-    assert sorted(c["name"] for c in pod_spec(tfs)["containers"]) == ["exporter", "tfserving"]
+    assert sorted(c["name"] for c in containers(tfs)) == ["exporter", "tfserving", "wait-for-model"]
     assert "--no-collector.nvml" in container(tfs, "exporter")["args"]
     # the GPUs from one NVML reader a node, which watches no replica
     exporter = find(gpu, "DaemonSet", "exporter")
@@ -321,7 +328,8 @@ def test_same_objects_as_kubectl_kustomize_where_it_is_installed(
 
 def test_readme_lists_the_overlays_and_the_kubernetes_version() -> None:
     readme = (K8S / "README.md").read_text()
-    assert f"Kubernetes {KUBERNETES_VERSION.rsplit('.', 1)[0]}" in readme
+    minors = [v.rsplit(".", 1)[0] for v in KUBERNETES_VERSIONS]
+    assert f"Kubernetes {minors[0]} to {minors[-1]}" in readme
     for overlay in OVERLAYS:
         assert f"overlays/{overlay}" in readme
     assert Path(K8S / "schemas").is_dir()

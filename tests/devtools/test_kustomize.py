@@ -185,10 +185,35 @@ def test_legacy_order_kinds_first_then_by_group_version_kind() -> None:
     ]
 
 
+def test_images_set_registry_and_tag_of_every_container_in_the_overlay(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "base/deploy.yaml": DEPLOY.replace("image: web:1", "image: web")
+            + "          initContainers: [{name: wait, image: web:old}, {name: x, image: other}]\n",
+            "base/kustomization.yaml": "resources: [deploy.yaml]\n",
+            "overlay/kustomization.yaml": """
+                resources: [../base]
+                images:
+                - {name: web, newName: registry.example:5000/team/web, newTag: 1.2.3}
+                - {name: other, newTag: "7"}
+            """,
+        },
+    )
+    (deploy,) = kustomize.build(tmp_path / "overlay")
+    spec = deploy["spec"]["template"]["spec"]
+    assert spec["containers"][0]["image"] == "registry.example:5000/team/web:1.2.3"
+    assert [c["image"] for c in spec["initContainers"]] == [
+        "registry.example:5000/team/web:1.2.3",
+        "other:7",
+    ]
+
+
 @pytest.mark.parametrize(
     "kustomization, message",
     [
-        ("images: [{name: x, newTag: y}]\n", "unsupported fields"),
+        ("replicas: [{name: x, count: 2}]\n", "unsupported fields"),
+        ("images: [{name: x, digest: 'sha256:0'}]\n", "images support"),
         ("resources: [../outside.yaml]\n", "outside the kustomization root"),
         ("patches: [{path: p.yaml, target: {kind: Deployment}}]\n", "patches support"),
         ("labels: [{pairs: {a: b}, includeSelectors: true}]\n", "labels support"),

@@ -149,7 +149,8 @@ def _meta(doc: dict, pod: str, node: str, port: str) -> Labels:
 
 
 def _args(doc: dict, port: str) -> list[str] | None:
-    for c in doc["spec"]["template"]["spec"]["containers"]:
+    spec = doc["spec"]["template"]["spec"]
+    for c in [*spec.get("initContainers", []), *spec["containers"]]:  # native sidecars too
         if any(p.get("name") == port for p in c.get("ports", [])):
             return [str(a) for a in c.get("args", [])]
     return None

@@ -64,6 +64,23 @@ def test_existing_version_is_not_overwritten_silently(model_base: Path) -> None:
     assert proc.returncode == 1 and "already exists" in proc.stderr
 
 
+def test_keep_existing_leaves_a_complete_version_and_exits_0(model_base: Path) -> None:
+    """A rerun (a Kubernetes Job retried or re-applied) finds its version there and is done."""
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in (model_base / "1").rglob("*"))
+    proc = run(
+        "model", "build", "--preset", "tiny", "--base-path", str(model_base), "--version", "1",
+        "--no-progress", "--keep-existing",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"path": str(model_base / "1"), "kept": True}
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in (model_base / "1").rglob("*")) == before
+    both = run(
+        "model", "build", "--base-path", str(model_base), "--version", "1",
+        "--keep-existing", "--overwrite",
+    )  # fmt: skip
+    assert both.returncode == 2 and "Traceback" not in both.stderr
+
+
 def test_cli_help_does_not_import_tensorflow() -> None:
     code = (
         "import sys; from stack.cli import build_parser; build_parser(); "

@@ -122,3 +122,26 @@ def test_rest_limits_are_flags_and_refuse_nonsense() -> None:
     assert (s.rest_api_header_timeout_seconds, s.rest_api_idle_timeout_seconds) == (2.5, 30.0)
     with pytest.raises(SettingsError, match="rest_api_max_connections"):
         settings_from_args(parse("--model_base_path=/m", "--rest_api_max_connections=0"))
+
+
+def test_thread_pool_flags_size_tensorflows_pools() -> None:
+    """TF Serving's --tensorflow_*_parallelism: Kubernetes sets them from the CPU limit."""
+    s = settings_from_args(
+        parse(
+            "--model_base_path=/m",
+            "--tensorflow_intra_op_parallelism=3",
+            "--tensorflow_inter_op_parallelism=2",
+        )
+    )
+    assert (s.tensorflow_intra_op_parallelism, s.tensorflow_inter_op_parallelism) == (3, 2)
+    code = (
+        "import tensorflow as tf\n"
+        "from serving.modelserver.settings import ModelServerSettings\n"
+        "from serving.modelserver.server import apply_thread_pools\n"
+        "apply_thread_pools(ModelServerSettings(model_base_path='/m',"
+        " tensorflow_intra_op_parallelism=3, tensorflow_inter_op_parallelism=2))\n"
+        "print(tf.config.threading.get_intra_op_parallelism_threads(),"
+        " tf.config.threading.get_inter_op_parallelism_threads())\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.split() == ["3", "2"], proc.stderr[-2000:]
