@@ -40,6 +40,12 @@ JUDGE_GROWTH_MIN_S = 300.0  # over a shorter soak, start-up allocation swamps an
 NOT_JUDGED = frozenset({"prometheus", "alertmanager"})
 
 
+def judged(name: str) -> bool:
+    """Whether a process's growth is ours to judge: not Prometheus or Alertmanager, nor their
+    second instances under `up --ha` (prometheus-2, alertmanager-2)."""
+    return name.split("-")[0] not in NOT_JUDGED
+
+
 class SoakSettings(BaseSettings):
     """How long and how hard; each is also TOKENPULSE_SOAK_<NAME>."""
 
@@ -135,7 +141,7 @@ def judge_growth(rss: dict[str, dict[str, Any]], max_growth_pct: float) -> list[
     return sorted(
         f"{name} (+{r['growth_after_warmup_pct']:.1f}%)"
         for name, r in rss.items()
-        if name not in NOT_JUDGED
+        if judged(name)
         and r.get("span_s", 0.0) >= JUDGE_GROWTH_MIN_S
         and r["growth_after_warmup_pct"] > max_growth_pct
     )
@@ -224,7 +230,7 @@ def summary(result: SoakResult) -> str:
             f"{name:<{width}}  {r['first_mib']:>9.1f}  {r['warm_mib']:>8.1f}  {r['last_mib']:>8.1f}"
             f"  {r['peak_mib']:>8.1f}  {r['growth_pct']:>5.1f}%"
             f"  {r['growth_after_warmup_pct']:>12.1f}%"
-            + ("  (not judged)" if name in NOT_JUDGED else "")
+            + ("  (not judged)" if not judged(name) else "")
         )
     lines.append("PASS" if result.passed else "FAIL")
     return "\n".join(lines)

@@ -65,11 +65,14 @@ def test_a_gc_sawtooth_is_not_growth_and_third_party_processes_are_reported_only
     saw = soak.Series(1, [5.0 * i for i in range(361)], [(60 + 10 * (i % 7 == 6)) * 2**20
                                                           for i in range(361)])  # fmt: skip
     assert abs(saw.summary()["growth_after_warmup_pct"]) < 1
-    rss = {"prometheus": _series(30, 0.10).summary(), "shipper": _series(30, 0.03).summary()}
+    grows = _series(30, 0.10).summary()
+    rss = {"prometheus": grows, "prometheus-2": grows, "alertmanager-2": grows,
+           "shipper": _series(30, 0.03).summary()}  # fmt: skip
     assert soak.judge_growth(rss, max_growth_pct=5.0) == []
     result = soak.SoakResult(30, 2.0, rss=rss)
-    assert "(not judged)" in next(line for line in soak.summary(result).splitlines()
-                                  if line.startswith("prometheus"))  # fmt: skip
+    lines = soak.summary(result).splitlines()
+    for name in ("prometheus", "prometheus-2", "alertmanager-2"):  # with --ha, both of each
+        assert "(not judged)" in next(line for line in lines if line.startswith(name + " "))
 
 
 def test_a_short_soak_pages_nobody_and_reports_rss(drill_stack: UpStack, tmp_path: Path) -> None:
