@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime
 import json
 import shutil
-import socket
 import subprocess
 import time
 import urllib.request
@@ -15,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from monitoring.mixin import alertmanager, canary
+from monitoring.mixin import canary
 from monitoring.mixin import config as c
 from monitoring.mixin.promql import seconds
-from stack.launch import http_ok, running_process
+from tests.monitoring.mixin.test_inhibitions import _alertmanager
 
 ROOT = Path(__file__).resolve().parents[3]
 P = c.ALERT_PREFIX
@@ -77,26 +76,11 @@ def test_it_reaches_chat(name: str) -> None:
     assert (out.returncode, out.stdout.strip()) == (0, "chat"), out.stderr
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def am_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if shutil.which("prometheus-alertmanager") is None:
         pytest.skip("needs prometheus-alertmanager")
-    tmp = tmp_path_factory.mktemp("am")
-    config = tmp / "alertmanager.yml"
-    config.write_text(alertmanager.render_local("http://127.0.0.1:9/"))
-    url = f"http://127.0.0.1:{_free_port()}"
-    argv = [
-        "prometheus-alertmanager", f"--config.file={config}", f"--storage.path={tmp}",
-        f"--web.listen-address={url.removeprefix('http://')}", "--cluster.listen-address=",
-        "--log.level=error",
-    ]  # fmt: skip
-    with running_process(argv, lambda: http_ok(f"{url}/-/ready"), what="alertmanager"):
+    with _alertmanager(tmp_path_factory.mktemp("am")) as url:  # the inhibition tests' own
         yield url
 
 
