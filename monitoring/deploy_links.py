@@ -1,7 +1,7 @@
 """`tokenpulse links`: a deployment's links from settings, and compose's pages moved to them.
 
 The committed rules and Alertmanager config link the local stack's loopback addresses
-(config.LINKS). Compose and Kubernetes link what the on-call engineer's browser reaches, one
+(cfg.links). Compose and Kubernetes link what the on-call engineer's browser reaches, one
 setting each (TOKENPULSE_LINKS_RUNBOOK_URL_PATTERN, _GRAFANA_URL, _KIBANA_URL), refused when
 loopback unless TOKENPULSE_LINKS_ALLOW_LOOPBACK is true:
 
@@ -15,9 +15,10 @@ loopback unless TOKENPULSE_LINKS_ALLOW_LOOPBACK is true:
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 from pydantic_settings import (
@@ -27,15 +28,17 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from monitoring.mixin.config import Links
-from monitoring.mixin.relink import LinkError, check, relink
+from monitoring.mixin import alertmanager, rulefiles
+from monitoring.mixin.config import Links, MixinConfig
+from monitoring.mixin.links import LinkError, check
 from tokenpulse import paths
+from tokenpulse.atomic import atomic_write
 from tokenpulse.settings_cli import KEBAB, add_settings_arguments, settings_from_args
 
 PROG = "tokenpulse links"
 Deployment = Literal["local", "compose", "kubernetes"]
 K8S_LINKS_FILE = paths.ROOT / "deploy" / "k8s" / "links.env"
-HEADER = "# Written by `tokenpulse links` at start, from {src}, linking this deployment's hosts.\n"
+HEADER = "# Written by `tokenpulse links` at start, linking this deployment's hosts.\n"
 
 
 class LinksSettings(BaseSettings):
@@ -96,34 +99,45 @@ def kubernetes_links(path: Path = K8S_LINKS_FILE) -> Links:
     return settings.links("kubernetes")
 
 
-class RenderSettings(LinksSettings):
-    """`tokenpulse links`: where compose's rule files and Alertmanager config are, and go."""
+def kubernetes_config(path: Path = K8S_LINKS_FILE) -> MixinConfig:
+    """The config the Kubernetes resources are rendered with: the cluster's links."""
+    return MixinConfig.local().with_links(kubernetes_links(path))
 
-    rules_dir: Path = Field(
-        Path("/src/alerts"), description="the committed rule files (*.rules.yml) to move"
-    )
-    alertmanager_config: Path = Field(
-        Path("/src/alertmanager.yml"), description="the committed Alertmanager config to move"
+
+class RenderSettings(LinksSettings):
+    """`tokenpulse links`: where the committed dashboards are, and where compose's files go."""
+
+    dashboards_dir: Path = Field(
+        Path("/src/dashboards"),
+        description="the committed dashboards (<uid>.json), whose panels the alerts link",
     )
     out_dir: Path = Field(
         Path("/links"), description="where to write them (Prometheus' and Alertmanager's volume)"
     )
 
 
+def dashboard_models(cfg: MixinConfig, folder: Path) -> dict[str, dict[str, Any]]:
+    """The committed dashboards' models by key, read from `<uid>.json` in `folder`."""
+    models = {}
+    for key, uid in cfg.dashboard_uids.items():
+        path = folder / f"{uid}.json"
+        try:
+            models[key] = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise LinkError(f"compose: cannot read dashboard {path}: {exc}") from exc
+    return models
+
+
 def render(settings: RenderSettings) -> list[Path]:
-    """Write compose's rule files and Alertmanager config, moved to its links; the paths."""
-    links = settings.links("compose")
-    sources = sorted(settings.rules_dir.glob("*.rules.yml")) + [settings.alertmanager_config]
-    if len(sources) == 1:
-        raise LinkError(f"compose: no *.rules.yml in {settings.rules_dir}")
-    texts = {src: src.read_text(encoding="utf-8") for src in sources}
+    """Write compose's rule files and Alertmanager config, rendered with its links; the paths."""
+    cfg = MixinConfig.local().with_links(settings.links("compose"))
+    texts = rulefiles.render_files(cfg, dashboard_models(cfg, settings.dashboards_dir))
+    texts["alertmanager.yml"] = alertmanager.render(cfg)
     settings.out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    for src, text in texts.items():
-        dst = settings.out_dir / src.name
-        tmp = dst.with_name(f".{dst.name}.tmp")
-        tmp.write_text(relink(text, links, HEADER.format(src=src)), encoding="utf-8")
-        tmp.replace(dst)  # Prometheus never reads half a file
+    for name, text in texts.items():
+        dst = settings.out_dir / name
+        atomic_write(dst, HEADER + text)  # Prometheus never reads half a file
         written.append(dst)
     return written
 
@@ -146,5 +160,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Move compose's rule files and Alertmanager config to the configured links."""
+    """Render compose's rule files and Alertmanager config with the configured links."""
     return run(settings_from_args(RenderSettings, args))

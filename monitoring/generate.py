@@ -1,7 +1,8 @@
 """Every file the mixin config drives, as (path relative to the repository root, text).
 
 The recording and alerting rules (plus their time-compressed copies for tests), the Alertmanager
-configs (deployment and local), the compose Prometheus config and the Grafana dashboards.
+configs (deployment and local), the compose Prometheus config and the Grafana dashboards, all
+rendered with one MixinConfig (the committed files: the local stack's, `MixinConfig.local()`).
 `tokenpulse build` writes them, or checks them with `--check`.
 """
 
@@ -10,7 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from monitoring.mixin import alertmanager, prometheus, rulefiles
+from monitoring.mixin.config import MixinConfig
 from monitoring.mixin.dashboards import build as dashboards
+from monitoring.mixin.dashboards import build_models
 from tokenpulse import paths, ports
 
 ALERTS = paths.ALERTS.relative_to(paths.ROOT)
@@ -21,15 +24,16 @@ PROMETHEUS = Path("monitoring/prometheus")
 ONCALL_URL = f"http://127.0.0.1:{ports.ONCALL}"
 
 
-def files() -> dict[Path, str]:
+def files(cfg: MixinConfig) -> dict[Path, str]:
     """Every generated monitoring file (path relative to the repository root) and its text."""
     out: dict[Path, str] = {}
-    for name, text in rulefiles.render_files().items():
+    models = build_models(cfg)
+    for name, text in rulefiles.render_files(cfg, models).items():
         out[ALERTS / name] = text
-    for name, text in rulefiles.render_files(compressed=True).items():
+    for name, text in rulefiles.render_files(cfg, models, compressed=True).items():
         out[COMPRESSED / name] = text
-    out[ALERTMANAGER / "alertmanager.yml"] = alertmanager.render()
-    out[ALERTMANAGER / "alertmanager.local.yml"] = alertmanager.render_local(ONCALL_URL)
-    out.update({PROMETHEUS / name: text for name, text in prometheus.compose_files().items()})
-    out.update(dashboards.files())
+    out[ALERTMANAGER / "alertmanager.yml"] = alertmanager.render(cfg)
+    out[ALERTMANAGER / "alertmanager.local.yml"] = alertmanager.render_local(cfg, ONCALL_URL)
+    out.update({PROMETHEUS / name: text for name, text in prometheus.compose_files(cfg).items()})
+    out.update(dashboards.files(cfg))
     return out

@@ -16,10 +16,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from log_pipeline import assets
-from monitoring import generate
+from monitoring import deploy_links, generate
 from monitoring.mixin import operator, references
+from monitoring.mixin.config import DEFAULT
 from monitoring.mixin.dashboards.lint import lint
-from monitoring.mixin.relink import LinkError
+from monitoring.mixin.links import LinkError
 from stack.catalogue import declared_metrics
 from tokenpulse import paths
 
@@ -34,9 +35,10 @@ K8S_SERVING_FILES = ("models.container.config", "batching_parameters.txt", "moni
 
 def generated_files() -> dict[Path, str]:
     """Every generated file (path relative to the repository root) and its text."""
-    files = generate.files()
+    files = generate.files(DEFAULT)
     files.update({ASSETS / name: text for name, text in assets.files().items()})
-    files.update({K8S / rel: text for rel, text in operator.files().items()})
+    cluster = operator.files(deploy_links.kubernetes_config())
+    files.update({K8S / rel: text for rel, text in cluster.items()})
     for name in K8S_SERVING_FILES:
         files[K8S_SERVING_CONFIG / name] = (paths.SERVING_CONFIG / name).read_text(encoding="utf-8")
     return dict(sorted(files.items()))
@@ -80,7 +82,8 @@ def problems(files: Mapping[Path, str], root: Path = ROOT) -> list[str]:
         for rel, text in files.items()
         if rel.parent == references.DASHBOARDS and rel.suffix == ".json"
     }
-    out = [f"{references.DASHBOARDS}: {line}" for line in lint(models)]
+    found = lint(models, DEFAULT.links.runbook_url_pattern)
+    out = [f"{references.DASHBOARDS}: {line}" for line in found]
     return out + references.undeclared({**files, **runbooks(root)}, declared_metrics())
 
 

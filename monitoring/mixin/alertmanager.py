@@ -3,7 +3,7 @@
 critical pages (PagerDuty + webhook), warning goes to chat (Slack) or, for SLO ticket tiers, to a
 ticket webhook, info notifies nobody. The monitoring's own alerts route apart, so a broken pager
 cannot hide itself: the always-firing `Watchdog` to a dead man's switch (re-sent every
-config.AM_WATCHDOG_INTERVAL; its silence is the alarm), the meta-alerts (`meta="true"`) to a
+cfg.am_watchdog_interval; its silence is the alarm), the meta-alerts (`meta="true"`) to a
 webhook that needs no secret. Secrets are read from files (`tokenpulse alertmanager-check`
 refuses a config whose files are missing). Every notification carries the summary with model,
 version and severity, the runbook, the alert's dashboard panel and its sample search, both
@@ -17,9 +17,10 @@ from typing import Any
 
 import yaml
 
-from monitoring.mixin import config as c
-from monitoring.mixin.alerts import Alert, all_alerts, slo_alerts
-from monitoring.mixin.health import MODELSERVER_COLLECTORS
+from monitoring.mixin.alerts import all_alerts, gateway
+from monitoring.mixin.alerts.common import MODELSERVER_COLLECTORS
+from monitoring.mixin.config import MixinConfig
+from monitoring.mixin.model import Alert
 from monitoring.mixin.promql import NORMAL, render_seconds, seconds
 from tokenpulse.samples import DATA_VIEW_ID
 
@@ -48,11 +49,11 @@ ROUTES: list[tuple[str, list[str]]] = [
 ]
 
 
-def _names(alerts: list[Alert]) -> str:
-    return "|".join(sorted({a.alertname for a in alerts}))
+def _names(cfg: MixinConfig, alerts: list[Alert]) -> str:
+    return "|".join(sorted({cfg.alertname(a.name) for a in alerts}))
 
 
-def inhibit_rules() -> list[dict[str, Any]]:
+def inhibit_rules(cfg: MixinConfig) -> list[dict[str, Any]]:
     """A cause firing now silences what it explains; after a TfServingDown page, only windowed
     symptoms stay silenced; a page silences its own ticket tier.
 
@@ -60,29 +61,29 @@ def inhibit_rules() -> list[dict[str, Any]]:
     cause fires: a model server that comes back with no AVAILABLE version pages at once. Windowed
     symptoms (burn rates, quality, traffic, the breaker's window, the canaries' last run) keep
     the outage after it ends, so a
-    TfServingDown page that was sent keeps them silenced for config.RECOVERY_WINDOW: a crash loop
+    TfServingDown page that was sent keeps them silenced for cfg.recovery_window: a crash loop
     is one page, TfServingFlapping, which silences them while it fires and, once sent, starts the
     same hold (holds.py), so its burn does not page again when the loop ends. A NoAvailableVersion
     page that was sent does the same for that model's windowed symptoms (every request for it
     failed while it fired), so its burn does not page again once it resolves. Every inhibition is
-    scoped by `equal`: config.REPLICA_LABEL (one replica explains only its own alerts; the fleet
+    scoped by `equal`: cfg.replica_label (one replica explains only its own alerts; the fleet
     alerts have no replica label, so only a whole-fleet page, which has none either, explains
     them; with one replica and no label, absent equals absent), and `model` where the cause is
     one model's. One gateway pod down explains only its own alerts (`equal: [instance]`); the
     whole gateway fleet down (the info alert GatewayFleetDown, no labels) explains every model's
     gateway symptoms, so it alone has no narrower scope.
     """
-    alerts = all_alerts(NORMAL)
+    alerts = all_alerts(cfg, NORMAL)
     symptoms = [a for a in alerts if a.symptom]
     windowed = [a for a in symptoms if a.windowed]
-    p, replica = c.ALERT_PREFIX, c.REPLICA_LABEL
+    p, replica = cfg.alert_prefix, cfg.replica_label
     no_version = f"{p}TfServingNoAvailableVersion"
     collectors = [
         f'alertname="{p}ExporterCollectorFailing"',
         f'collector=~"{MODELSERVER_COLLECTORS}"',
     ]
     gateway_windowed = [a for a in windowed if not a.per_replica and a.component == "Gateway"]
-    gateway_symptoms = _names(slo_alerts(NORMAL) + gateway_windowed)
+    gateway_symptoms = _names(cfg, gateway.slo_alerts(cfg, NORMAL) + gateway_windowed)
     recently = f"{p}TfServingRecentlyDown|{p}TfServingFleetRecentlyDown"
     flapping = f"{p}TfServingFlapping"
     unavailable = f"{p}TfServingRecentlyUnavailable|{p}TfServingFleetRecentlyUnavailable"
@@ -90,7 +91,7 @@ def inhibit_rules() -> list[dict[str, Any]]:
         {
             # down now: everything it explains on that replica (or everything, with one)
             "source_matchers": [f'alertname="{p}TfServingDown"'],
-            "target_matchers": [f'alertname=~"{_names(symptoms)}|{no_version}"'],
+            "target_matchers": [f'alertname=~"{_names(cfg, symptoms)}|{no_version}"'],
             "equal": [replica],
         },
         {
@@ -102,18 +103,18 @@ def inhibit_rules() -> list[dict[str, Any]]:
             # a crash loop now: its one page stands for its outages, so the windowed symptoms
             # they fill (the burn) are its own (on that replica; the fleet's, with one replica)
             "source_matchers": [f'alertname="{flapping}"'],
-            "target_matchers": [f'alertname=~"{_names(windowed)}"'],
+            "target_matchers": [f'alertname=~"{_names(cfg, windowed)}"'],
             "equal": [replica],
         },
         {
             # paged down within the recovery window: only what its outage still fills
             "source_matchers": [f'alertname=~"{recently}"'],
-            "target_matchers": [f'alertname=~"{_names(windowed)}"'],
+            "target_matchers": [f'alertname=~"{_names(cfg, windowed)}"'],
             "equal": [replica],
         },
         {
             "source_matchers": [f'alertname="{no_version}"'],
-            "target_matchers": [f'alertname=~"{_names(symptoms)}"'],
+            "target_matchers": [f'alertname=~"{_names(cfg, symptoms)}"'],
             "equal": ["model", replica],
         },
         {
@@ -121,7 +122,7 @@ def inhibit_rules() -> list[dict[str, Any]]:
             # its failed requests still fill, of that model (on that replica; the fleet's, when
             # it was gone from every replica)
             "source_matchers": [f'alertname=~"{unavailable}"'],
-            "target_matchers": [f'alertname=~"{_names(windowed)}"'],
+            "target_matchers": [f'alertname=~"{_names(cfg, windowed)}"'],
             "equal": ["model", replica],
         },
         {
@@ -129,7 +130,7 @@ def inhibit_rules() -> list[dict[str, Any]]:
             # locally) answer RESOURCE_EXHAUSTED
             "source_matchers": [f'alertname="{p}GpuMemoryNearlyFull"'],
             "target_matchers": [f'alertname="{p}TfServingResourceExhausted"'],
-            "equal": [c.NODE_LABEL],
+            "equal": [cfg.node_label],
         },
         {
             # one gateway pod down: only what that pod itself reports (its breaker); the
@@ -161,7 +162,7 @@ def _watchdog_timing(interval: str) -> dict[str, str]:
     return {"group_wait": "0s", "group_interval": interval, "repeat_interval": repeat}
 
 
-def _route_tree(watchdog_interval: str = c.AM_WATCHDOG_INTERVAL) -> dict[str, Any]:
+def _route_tree(cfg: MixinConfig, watchdog_interval: str) -> dict[str, Any]:
     routes: list[dict[str, Any]] = []
     for receiver, matchers in ROUTES:
         route: dict[str, Any] = {"receiver": receiver, "matchers": matchers}
@@ -174,61 +175,78 @@ def _route_tree(watchdog_interval: str = c.AM_WATCHDOG_INTERVAL) -> dict[str, An
         routes.append(route)
     return {
         "receiver": "chat",  # anything without a known severity still reaches people
-        "group_by": list(c.AM_GROUP_BY),
-        "group_wait": c.AM_GROUP_WAIT,
-        "group_interval": c.AM_GROUP_INTERVAL,
-        "repeat_interval": c.AM_REPEAT_INTERVAL,
+        "group_by": list(cfg.am_group_by),
+        "group_wait": cfg.am_group_wait,
+        "group_interval": cfg.am_group_interval,
+        "repeat_interval": cfg.am_repeat_interval,
         "routes": routes,
     }
 
 
-# Notification text (Go templates, Alertmanager's data). `from`/`to` are config.LINK_WINDOW
-# around each alert's start; time.Duration arguments are nanoseconds.
-_NS = int(seconds(c.LINK_WINDOW)) * 1_000_000_000
-_FROM, _TO = f"(.StartsAt.Add -{_NS})", f"(.StartsAt.Add {_NS})"
+# Notification text (Go templates, Alertmanager's data). `from`/`to` are cfg.link_window around
+# each alert's start; time.Duration arguments are nanoseconds.
 _ISO = '.UTC.Format "2006-01-02T15:04:05Z"'
 TITLE = (
     "[{{ .Status | toUpper }}] {{ .CommonLabels.severity }} {{ .CommonLabels.alertname }}: "
     '{{ .CommonAnnotations.summary }} (model {{ or .CommonLabels.model "-" }}, version '
     '{{ or .CommonLabels.version "-" }}, severity {{ or .CommonLabels.severity "-" }})'
 )
-DASHBOARD = (
-    f"{{{{ .Annotations.dashboard_url }}}}&from={{{{ {_FROM}.UnixMilli }}}}"
-    f"&to={{{{ {_TO}.UnixMilli }}}}"
-)
 _QUERY = (
     "{{ if .Labels.model }}genai_sample.model:{{ .Labels.model | urlquery }}{{ end }}"
     "{{ if .Labels.version }}%20AND%20genai_sample.version:{{ .Labels.version | urlquery }}"
     "{{ end }}"
 )
-SAMPLES = (
-    f"{c.KIBANA_URL}/app/discover#/?_g=(time:(from:'{{{{ {_FROM}{_ISO} }}}}',"
-    f"to:'{{{{ {_TO}{_ISO} }}}}'))&_a=(index:'{DATA_VIEW_ID}',"
-    f"query:(language:lucene,query:'{_QUERY}'))"
-)
-ALERT_TEXT = (
-    "{{ range .Alerts }}[{{ .Status | toUpper }}] {{ .Labels.severity }} {{ .Labels.alertname }}"
-    " model={{ .Labels.model }} version={{ .Labels.version }}\n"
-    "{{ .Annotations.description }}\n"
-    "runbook: {{ .Annotations.runbook_url }}\n"
-    f"dashboard: {DASHBOARD}\n"
-    f"samples: {SAMPLES}\n"
-    "source: {{ .GeneratorURL }}\n{{ end }}"
-)
 _FIRST = "{{ with index .Alerts 0 }}"
 
 
-def _pager_links() -> list[dict[str, str]]:
+def _window(cfg: MixinConfig) -> tuple[str, str]:
+    ns = int(seconds(cfg.link_window)) * 1_000_000_000
+    return f"(.StartsAt.Add -{ns})", f"(.StartsAt.Add {ns})"
+
+
+def dashboard(cfg: MixinConfig) -> str:
+    """An alert's dashboard panel link, its time range around the alert's start."""
+    start, end = _window(cfg)
+    return (
+        f"{{{{ .Annotations.dashboard_url }}}}&from={{{{ {start}.UnixMilli }}}}"
+        f"&to={{{{ {end}.UnixMilli }}}}"
+    )
+
+
+def samples(cfg: MixinConfig) -> str:
+    """An alert's sample search in Kibana, its model and version around the alert's start."""
+    start, end = _window(cfg)
+    return (
+        f"{cfg.links.kibana_url}/app/discover#/?_g=(time:(from:'{{{{ {start}{_ISO} }}}}',"
+        f"to:'{{{{ {end}{_ISO} }}}}'))&_a=(index:'{DATA_VIEW_ID}',"
+        f"query:(language:lucene,query:'{_QUERY}'))"
+    )
+
+
+def alert_text(cfg: MixinConfig) -> str:
+    """Every alert of a notification, with its links."""
+    return (
+        "{{ range .Alerts }}[{{ .Status | toUpper }}] {{ .Labels.severity }} "
+        "{{ .Labels.alertname }} model={{ .Labels.model }} version={{ .Labels.version }}\n"
+        "{{ .Annotations.description }}\n"
+        "runbook: {{ .Annotations.runbook_url }}\n"
+        f"dashboard: {dashboard(cfg)}\n"
+        f"samples: {samples(cfg)}\n"
+        "source: {{ .GeneratorURL }}\n{{ end }}"
+    )
+
+
+def _pager_links(cfg: MixinConfig) -> list[dict[str, str]]:
     """PagerDuty links of the first alert of the group (alerts of a group share alertname and
     model); the details hold every alert's."""
     return [
         {"href": f"{_FIRST}{{{{ .Annotations.runbook_url }}}}{{{{ end }}}}", "text": "Runbook"},
-        {"href": f"{_FIRST}{DASHBOARD}{{{{ end }}}}", "text": "Dashboard panel"},
-        {"href": f"{_FIRST}{SAMPLES}{{{{ end }}}}", "text": "Sample search"},
+        {"href": f"{_FIRST}{dashboard(cfg)}{{{{ end }}}}", "text": "Dashboard panel"},
+        {"href": f"{_FIRST}{samples(cfg)}{{{{ end }}}}", "text": "Sample search"},
     ]
 
 
-def _receivers() -> list[dict[str, Any]]:
+def _receivers(cfg: MixinConfig) -> list[dict[str, Any]]:
     return [
         {"name": "watchdog", "webhook_configs": [{"url": WATCHDOG_URL, "send_resolved": False}]},
         {"name": "meta", "webhook_configs": [{"url": META_URL, "send_resolved": True}]},
@@ -241,8 +259,8 @@ def _receivers() -> list[dict[str, Any]]:
                     "severity": "critical",
                     "send_resolved": True,
                     "description": TITLE,
-                    "details": {"alerts": ALERT_TEXT},
-                    "links": _pager_links(),
+                    "details": {"alerts": alert_text(cfg)},
+                    "links": _pager_links(cfg),
                 }
             ],
         },
@@ -255,7 +273,7 @@ def _receivers() -> list[dict[str, Any]]:
                     "channel": CHAT_CHANNEL,
                     "send_resolved": True,  # Slack's default is false
                     "title": TITLE,
-                    "text": ALERT_TEXT,
+                    "text": alert_text(cfg),
                 }
             ],
         },
@@ -269,29 +287,33 @@ def _dump(doc: dict[str, Any], note: str) -> str:
     return HEADER + note + yaml.safe_dump(doc, sort_keys=False, width=100)
 
 
-def render() -> str:
+def render(cfg: MixinConfig) -> str:
     """alertmanager.yml for a deployment (secrets mounted under /etc/alertmanager/secrets)."""
     doc = {
-        "global": {"resolve_timeout": c.AM_RESOLVE_TIMEOUT},
-        "route": _route_tree(),
-        "inhibit_rules": inhibit_rules(),
-        "receivers": _receivers(),
+        "global": {"resolve_timeout": cfg.am_resolve_timeout},
+        "route": _route_tree(cfg, cfg.am_watchdog_interval),
+        "inhibit_rules": inhibit_rules(cfg),
+        "receivers": _receivers(cfg),
     }
     return _dump(doc, "")
 
 
 def render_local(
+    cfg: MixinConfig,
     receiver_url: str,
     *,
-    group_wait: str = c.AM_GROUP_WAIT,
-    group_interval: str = c.AM_GROUP_INTERVAL,
-    repeat_interval: str = c.AM_REPEAT_INTERVAL,
-    watchdog_interval: str = c.AM_WATCHDOG_INTERVAL,
+    group_wait: str = "",
+    group_interval: str = "",
+    repeat_interval: str = "",
+    watchdog_interval: str = "",
 ) -> str:
-    """The same routes and inhibitions, every receiver a webhook to the local on-call receiver."""
-    route = _route_tree(watchdog_interval)
+    """The same routes and inhibitions, every receiver a webhook to the local on-call receiver;
+    a timing left empty is the config's."""
+    route = _route_tree(cfg, watchdog_interval or cfg.am_watchdog_interval)
     route.update(
-        group_wait=group_wait, group_interval=group_interval, repeat_interval=repeat_interval
+        group_wait=group_wait or cfg.am_group_wait,
+        group_interval=group_interval or cfg.am_group_interval,
+        repeat_interval=repeat_interval or cfg.am_repeat_interval,
     )
     receivers: list[dict[str, Any]] = []
     for name in ("watchdog", "meta", "null", "pager", "ticket", "chat"):
@@ -303,9 +325,9 @@ def render_local(
         hook = {"url": url, "send_resolved": resolved}
         receivers.append({"name": name, "webhook_configs": [hook]})
     doc = {
-        "global": {"resolve_timeout": c.AM_RESOLVE_TIMEOUT},
+        "global": {"resolve_timeout": cfg.am_resolve_timeout},
         "route": route,
-        "inhibit_rules": inhibit_rules(),
+        "inhibit_rules": inhibit_rules(cfg),
         "receivers": receivers,
     }
     note = "# Local stack: every receiver posts to `tokenpulse oncall-receiver`.\n"

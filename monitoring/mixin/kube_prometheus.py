@@ -16,7 +16,8 @@ from typing import Any
 
 import yaml
 
-from monitoring.mixin import config, prometheus
+from monitoring.mixin import prometheus
+from monitoring.mixin.config import MixinConfig
 
 Doc = dict[str, Any]
 
@@ -32,7 +33,7 @@ CHART_SWITCHES = {
 }
 
 
-def prometheus_spec() -> Doc:
+def prometheus_spec(cfg: MixinConfig) -> Doc:
     """The Prometheus resource's spec fields TokenPulse sets (all of them CRD fields)."""
     return {
         "replicas": PROMETHEUS_REPLICAS,
@@ -43,8 +44,8 @@ def prometheus_spec() -> Doc:
         # (operator.prometheus_rules; deploy/k8s/README.md, Alert routing)
         # the gateway's exemplars link a latency spike to its sample
         "enableFeatures": ["exemplar-storage"],
-        "scrapeInterval": config.SCRAPE_INTERVAL,
-        "evaluationInterval": config.EVALUATION_INTERVAL,
+        "scrapeInterval": cfg.scrape_interval,
+        "evaluationInterval": cfg.evaluation_interval,
     }
 
 
@@ -59,20 +60,20 @@ def alertmanager_spec() -> Doc:
     }
 
 
-def values() -> Doc:
+def values(cfg: MixinConfig) -> Doc:
     """kube-prometheus-stack's Helm values for both resources."""
     return {
-        "prometheus": {"prometheusSpec": {**prometheus_spec(), **CHART_SWITCHES}},
+        "prometheus": {"prometheusSpec": {**prometheus_spec(cfg), **CHART_SWITCHES}},
         "alertmanager": {"alertmanagerSpec": alertmanager_spec()},
         # Grafana loads the dashboard ConfigMaps of every namespace
         "grafana": {"sidecar": {"dashboards": {"enabled": True, "searchNamespace": "ALL"}}},
     }
 
 
-def render(header: str) -> str:
+def render(cfg: MixinConfig, header: str) -> str:
     """deploy/k8s/kube-prometheus-stack/values.yaml."""
     note = (
         "# kube-prometheus-stack's Helm values (namespace monitoring): two Prometheus replicas\n"
         "# and three Alertmanager replicas for TokenPulse, no single point of failure in paging.\n"
     )
-    return header + note + yaml.safe_dump(values(), sort_keys=False, width=100)
+    return header + note + yaml.safe_dump(values(cfg), sort_keys=False, width=100)

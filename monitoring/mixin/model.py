@@ -9,21 +9,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from monitoring.mixin import config as c
+from monitoring.mixin.config import MixinConfig
 from monitoring.mixin.promql import Timing, seconds
 
 # One recording rule or rendered alerting rule, as it goes into the YAML file.
 Rule = dict[str, Any]
 
-# Metric name prefixes (not job selectors: those come from config.JOBS).
+# Metric name prefixes (not job selectors: those come from cfg.jobs).
 GATEWAY_PREFIX = "tokenpulse_gateway_"
 # TF Serving's own metrics: colon names, microseconds, no version label.
 TFSERVING_PREFIX = ":tensorflow:serving:"
 
-# Component prefixes an alert name may start with (after TokenPulse), in group order.
+# Component prefixes an alert name may start with (after TokenPulse); the Watchdog is its own.
 COMPONENTS = (
     "Gateway", "Quality", "Canary", "TfServing", "Exporter", "Gpu", "Shipper", "Pipeline",
-    "Prometheus", "Alertmanager", c.WATCHDOG_NAME,
+    "Prometheus", "Alertmanager",
 )  # fmt: skip
 
 
@@ -41,13 +41,13 @@ class Alert:
     # Alertmanager inhibits it while that cause fires
     symptom: bool = False
     # ... and a symptom read over a window (or from the last canary run), which the outage keeps
-    # filling after it ends: also inhibited for config.RECOVERY_WINDOW after a TfServingDown (or,
+    # filling after it ends: also inhibited for cfg.recovery_window after a TfServingDown (or,
     # for its model, a NoAvailableVersion) page was sent, unless fresh failures follow (holds.py).
     # State alerts (a model with no AVAILABLE version) are never held past their cause: they show
     # the present, so a model server that comes back broken pages at once.
     windowed: bool = False
     labels: dict[str, str] = field(default_factory=dict)
-    # its series carry config.REPLICA_LABEL (one model-server replica's, or its exporter's):
+    # its series carry cfg.replica_label (one model-server replica's, or its exporter's):
     # inhibitions between such alerts hold that label equal
     per_replica: bool = False
     # Prometheus's keep_firing_for (2.42+): the alert keeps firing this long after its expression
@@ -55,22 +55,18 @@ class Alert:
     keep_firing_for: str = ""
 
     @property
-    def alertname(self) -> str:
-        """The full alert name (the Watchdog keeps the name dead man's switches expect)."""
-        return self.name if self.name == c.WATCHDOG_NAME else c.ALERT_PREFIX + self.name
-
-    @property
     def component(self) -> str:
-        """The component prefix of the name, which picks the rule group."""
-        return next(p for p in COMPONENTS if self.name.startswith(p))
+        """The component prefix of the name, which picks the rule group (the Watchdog's own)."""
+        return next((p for p in COMPONENTS if self.name.startswith(p)), self.name)
 
-    def rule(self, t: Timing) -> Rule:
+    def rule(self, cfg: MixinConfig, t: Timing) -> Rule:
         """The rule as it goes into the YAML file."""
         keep = {"keep_firing_for": t(self.keep_firing_for)} if self.keep_firing_for else {}
         # no `for` stays none when compressed: the floor is for waits, and a crash loop's short
         # compressed outages would not outlast a 5 s one
+        alertname = cfg.alertname(self.name)
         return {
-            "alert": self.alertname,
+            "alert": alertname,
             "expr": self.expr,
             "for": t(self.for_) if seconds(self.for_) else self.for_,
             **keep,
@@ -78,14 +74,14 @@ class Alert:
             "annotations": {
                 "summary": self.summary,
                 "description": self.description,
-                "runbook_url": c.RUNBOOK_URL_PATTERN.format(alertname=self.alertname),
+                "runbook_url": cfg.links.runbook_url(alertname),
             },
         }
 
 
-def slo_windows() -> list[str]:
+def slo_windows(cfg: MixinConfig) -> list[str]:
     """Every window a burn-rate tier uses, shortest first."""
-    names = {w for t in c.BURN_TIERS for w in (t.long, t.short)}
+    names = {w for t in cfg.burn_tiers for w in (t.long, t.short)}
     return sorted(names, key=seconds)
 
 
@@ -117,5 +113,5 @@ def baseline(name: str, op: str = "avg") -> str:
     return f"{quality_current(name)}_{op}_over_time7d_offset1d"
 
 
-# A model's request rate over config.TRAFFIC_WINDOW (0 when idle: a collapse is the point).
+# A model's request rate over cfg.traffic_window (0 when idle: a collapse is the point).
 TRAFFIC_RATE = "model:gateway_requests:rate30m"

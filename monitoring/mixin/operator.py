@@ -8,24 +8,25 @@ inhibitions of alertmanager.yml (secret files become keys of one Secret). The da
 ConfigMaps for Grafana's dashboard sidecar, and the gateway's autoscaling metrics a
 prometheus-adapter rule. Rules, routes and dashboards link the cluster's runbooks (which a
 ConfigMap of alerts/runbooks/ carries), Grafana and Kibana: the hosts of deploy/k8s/links.env
-(monitoring/deploy_links.py), never loopback. `tokenpulse build` writes them under deploy/k8s
-(paths here are relative to it); `--check` catches drift.
+(monitoring/deploy_links.py), never loopback: each is rendered with the cluster's MixinConfig.
+`tokenpulse build` writes them under deploy/k8s (paths here are relative to it); `--check`
+catches drift.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
 
-from monitoring import deploy_links
-from monitoring.mixin import alertmanager, config, kube_prometheus, prometheus, rulefiles
-from monitoring.mixin.dashboards import render_all
+from monitoring.mixin import alertmanager, kube_prometheus, prometheus, rulefiles
+from monitoring.mixin.config import MixinConfig
+from monitoring.mixin.dashboards import build_models, render_all
 from monitoring.mixin.model import GATEWAY_PREFIX
-from monitoring.mixin.relink import relink
 from tokenpulse import paths
 
 Doc = dict[str, Any]
@@ -49,10 +50,10 @@ OPERATED = {
 # The exporter runs as a DaemonSet or as a TF Serving sidecar: no Service of its own.
 POD_MONITORED = {"exporter"}
 # One TF Serving pod is one replica: its series, and those of the exporter sidecar beside it,
-# carry the pod's name as config.REPLICA_LABEL, so the per-replica alerts and inhibitions
+# carry the pod's name as cfg.replica_label, so the per-replica alerts and inhibitions
 # (`equal: [replica]`) scope to one pod as they scope to one model server locally. Only a TF
 # Serving pod's name: the GPU DaemonSet's exporter pods watch no replica and get none. Both get
-# the node's name as config.NODE_LABEL, which joins a node's GPUs to the model servers on it.
+# the node's name as cfg.node_label, which joins a node's GPUs to the model servers on it.
 REPLICA_FROM_POD = {"modelserver", "exporter"}
 REPLICA_POD_LABEL = "__meta_kubernetes_pod_label_app_kubernetes_io_name"  # its value: tfserving
 REPLICA_POD_NAME = "tfserving"
@@ -72,10 +73,10 @@ DASHBOARD_LABEL = {"grafana_dashboard": "1"}
 RUNBOOKS_CONFIG_MAP = "tokenpulse-runbooks"
 DASHBOARD_FOLDER = {"grafana_folder": "TokenPulse"}
 
-# The gateway's per-replica load, which the HorizontalPodAutoscaler scales on.
-IN_FLIGHT = f"{GATEWAY_PREFIX}in_flight_requests"
-QUEUED = f"{GATEWAY_PREFIX}queued_requests"
-AUTOSCALING_METRICS = (IN_FLIGHT, QUEUED)
+# The gateway's own saturation per replica, which the HorizontalPodAutoscaler scales on (not its
+# upstream-bound requests: those grow when TF Serving slows, where more gateways do not help).
+SATURATION = f"{GATEWAY_PREFIX}saturation_ratio"
+AUTOSCALING_METRICS = (SATURATION,)
 
 _SNAKE = re.compile(r"_([a-z])")
 _MATCHER = re.compile(r'^\s*([A-Za-z_]\w*)\s*(=~|!~|!=|=)\s*(".*")\s*$')
@@ -110,19 +111,12 @@ def _meta(name: str, **labels: str) -> Doc:
 # --- PrometheusRule -------------------------------------------------------------------------
 
 
-def cluster_links(text: str) -> str:
-    """A generated file's text with its runbook, Grafana and Kibana links moved to the
-    cluster's (deploy/k8s/links.env)."""
-    return relink(text, deploy_links.kubernetes_links())
-
-
-def prometheus_rules() -> list[Doc]:
-    """One PrometheusRule per rule file, holding that file's groups; their runbook links are the
-    cluster's (deploy/k8s/links.env), not the local stack's."""
+def prometheus_rules(cfg: MixinConfig) -> list[Doc]:
+    """One PrometheusRule per rule file, holding that file's groups, rendered with the cluster's
+    links (deploy/k8s/links.env), not the local stack's."""
     out = []
-    for name, text in sorted(rulefiles.render_files().items()):
+    for name, text in sorted(rulefiles.render_files(cfg, build_models(cfg)).items()):
         kind = name.removesuffix(".rules.yml")
-        text = cluster_links(text)
         groups = yaml.safe_load(text)["groups"]
         for rule in (r for g in groups for r in g["rules"] if "alert" in r):
             # the AlertmanagerConfig's top route matches namespace="tokenpulse": our alerts say
@@ -153,7 +147,7 @@ def _relabelings(job: Doc) -> list[Doc]:
     return out
 
 
-def _replica(component: str) -> list[Doc]:
+def _replica(cfg: MixinConfig, component: str) -> list[Doc]:
     if component not in REPLICA_FROM_POD:
         return []
     return [
@@ -162,24 +156,24 @@ def _replica(component: str) -> list[Doc]:
             "sourceLabels": [REPLICA_POD_LABEL, "__meta_kubernetes_pod_name"],
             "regex": f"{REPLICA_POD_NAME};(.+)",
             "replacement": "$1",
-            "targetLabel": config.REPLICA_LABEL,
+            "targetLabel": cfg.replica_label,
         },
         {
             "action": "replace",
             "sourceLabels": ["__meta_kubernetes_pod_node_name"],
-            "targetLabel": config.NODE_LABEL,
+            "targetLabel": cfg.node_label,
         },
     ]
 
 
-def _endpoint(component: str, job: Doc) -> Doc:
+def _endpoint(cfg: MixinConfig, component: str, job: Doc) -> Doc:
     endpoint: Doc = {
         "port": PORTS[component],
         "path": job.get("metrics_path", "/metrics"),
-        "interval": job.get("scrape_interval", config.SCRAPE_INTERVAL),
+        "interval": job.get("scrape_interval", cfg.scrape_interval),
         # as prometheus.yml: a scrape must finish before the next one starts
-        "scrapeTimeout": job.get("scrape_timeout", config.SCRAPE_INTERVAL),
-        "relabelings": _relabelings(job) + _replica(component),
+        "scrapeTimeout": job.get("scrape_timeout", cfg.scrape_interval),
+        "relabelings": _relabelings(job) + _replica(cfg, component),
     }
     metric = job.get("metric_relabel_configs", [])
     if metric:
@@ -187,15 +181,17 @@ def _endpoint(component: str, job: Doc) -> Doc:
     return endpoint
 
 
-def monitors() -> list[Doc]:
+def monitors(cfg: MixinConfig) -> list[Doc]:
     """A ServiceMonitor (PodMonitor for the exporter) per job of the compose prometheus.yml."""
-    jobs = {job["job_name"]: job for job in prometheus.scrape_configs(prometheus.COMPOSE_TARGETS)}
+    jobs = {
+        job["job_name"]: job for job in prometheus.scrape_configs(cfg, prometheus.COMPOSE_TARGETS)
+    }
     out = []
     for component in prometheus.COMPONENTS:
-        name = getattr(config.JOBS, component)
+        name = getattr(cfg.jobs, component)
         if name not in jobs:
             continue
-        endpoint = _endpoint(component, jobs[name])
+        endpoint = _endpoint(cfg, component, jobs[name])
         spec: Doc = {"selector": {"matchLabels": OPERATED.get(component, {MONITOR_LABEL: name})}}
         if component in OPERATED:
             spec["namespaceSelector"] = {"matchNames": [OPERATOR_NAMESPACE]}
@@ -252,21 +248,21 @@ def _secret(key: str) -> Doc:
 
 def _receiver(receiver: Doc) -> Doc:
     out: Doc = {"name": receiver["name"]}
-    for cfg in receiver.get("pagerduty_configs", []):
-        pd: Doc = {"routingKey": _secret(secret_key(cfg["routing_key_file"]))}
-        pd.update(_camel_fields(cfg, {"severity", "send_resolved", "description"}))
-        if cfg.get("details"):  # each alert's runbook, dashboard and samples links as text: the
+    for conf in receiver.get("pagerduty_configs", []):
+        pd: Doc = {"routingKey": _secret(secret_key(conf["routing_key_file"]))}
+        pd.update(_camel_fields(conf, {"severity", "send_resolved", "description"}))
+        if conf.get("details"):  # each alert's runbook, dashboard and samples links as text: the
             # vendored AlertmanagerConfig schema has no PagerDuty link configs
-            pd["details"] = [{"key": k, "value": v} for k, v in cfg["details"].items()]
+            pd["details"] = [{"key": k, "value": v} for k, v in conf["details"].items()]
         out.setdefault("pagerdutyConfigs", []).append(pd)
-    for cfg in receiver.get("slack_configs", []):
-        slack = {"apiURL": _secret(secret_key(cfg["api_url_file"]))}
-        slack.update(_camel_fields(cfg, {"channel", "send_resolved", "title", "text"}))
+    for conf in receiver.get("slack_configs", []):
+        slack = {"apiURL": _secret(secret_key(conf["api_url_file"]))}
+        slack.update(_camel_fields(conf, {"channel", "send_resolved", "title", "text"}))
         out.setdefault("slackConfigs", []).append(slack)
-    for cfg in receiver.get("webhook_configs", []):
+    for conf in receiver.get("webhook_configs", []):
         # the webhook's host is the deployment's own: its URL is a Secret key too
         hook = {"urlSecret": _secret(f"{receiver['name']}-webhook-url")}
-        hook.update(_camel_fields(cfg, {"send_resolved"}))
+        hook.update(_camel_fields(conf, {"send_resolved"}))
         out.setdefault("webhookConfigs", []).append(hook)
     known = {"name", "pagerduty_configs", "slack_configs", "webhook_configs"}
     if set(receiver) - known:
@@ -274,23 +270,23 @@ def _receiver(receiver: Doc) -> Doc:
     return out
 
 
-def _camel_fields(cfg: Doc, keep: set[str]) -> Doc:
-    return {_camel(k): v for k, v in cfg.items() if k in keep}
+def _camel_fields(conf: Doc, keep: set[str]) -> Doc:
+    return {_camel(k): v for k, v in conf.items() if k in keep}
 
 
-def receiver_secret_keys() -> list[str]:
+def receiver_secret_keys(cfg: MixinConfig) -> list[str]:
     """Every key the AlertmanagerConfig reads from the receivers' Secret."""
     keys = set()
-    for receiver in alertmanager_config()["spec"]["receivers"]:
+    for receiver in alertmanager_config(cfg)["spec"]["receivers"]:
         for kind, configs in receiver.items():
-            for cfg in configs if kind.endswith("Configs") else []:
-                keys |= {ref["key"] for ref in cfg.values() if isinstance(ref, dict)}
+            for conf in configs if kind.endswith("Configs") else []:
+                keys |= {ref["key"] for ref in conf.values() if isinstance(ref, dict)}
     return sorted(keys)
 
 
-def alertmanager_config() -> Doc:
+def alertmanager_config(cfg: MixinConfig) -> Doc:
     """alertmanager.yml's route tree, inhibitions and receivers as one AlertmanagerConfig."""
-    am = yaml.safe_load(cluster_links(alertmanager.render()))
+    am = yaml.safe_load(alertmanager.render(cfg))
     return {
         "apiVersion": API_ALPHA,
         "kind": "AlertmanagerConfig",
@@ -306,12 +302,11 @@ def alertmanager_config() -> Doc:
 # --- dashboards -----------------------------------------------------------------------------
 
 
-def dashboard_config_maps() -> list[Doc]:
-    """Each dashboard as a ConfigMap Grafana's sidecar loads (label grafana_dashboard: "1"), its
-    runbook links the cluster's."""
+def dashboard_config_maps(cfg: MixinConfig) -> list[Doc]:
+    """Each dashboard as a ConfigMap Grafana's sidecar loads (label grafana_dashboard: "1"),
+    rendered with the cluster's links."""
     out = []
-    for name, text in sorted(render_all().items()):
-        text = cluster_links(text)
+    for name, text in sorted(render_all(cfg).items()):
         meta = _meta(f"{name.removesuffix('.json')}-dashboard", **DASHBOARD_LABEL)
         meta["annotations"] = dict(DASHBOARD_FOLDER)
         out.append(
@@ -352,46 +347,47 @@ def _dump_runbooks() -> str:
 # --- prometheus-adapter ---------------------------------------------------------------------
 
 
-def adapter_rules() -> list[Doc]:
+def adapter_rules(cfg: MixinConfig) -> list[Doc]:
     """prometheus-adapter rules exposing the gateway's load per pod as custom metrics."""
     return [
         {
-            "seriesQuery": f'{metric}{{{config.JOBS.selector("gateway")},namespace!="",pod!=""}}',
+            "seriesQuery": f'{metric}{{{cfg.jobs.selector("gateway")},namespace!="",pod!=""}}',
             "resources": {
                 "overrides": {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}
             },  # fmt: skip
             "name": {"matches": f"^{metric}$", "as": metric},
-            # summed over the gateway's routes: one value per pod
-            "metricsQuery": "sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)",
+            # a ratio per pod: the highest, should a pod show more than one series
+            "metricsQuery": "max(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)",
         }
         for metric in AUTOSCALING_METRICS
     ]
 
 
-def adapter_values() -> str:
+def adapter_values(cfg: MixinConfig) -> str:
     """Helm values of the prometheus-community/prometheus-adapter chart with those rules."""
     note = (
-        "# prometheus-adapter's Helm values: the gateway's in-flight and queued requests per pod,\n"
+        "# prometheus-adapter's Helm values: the gateway's saturation ratio per pod,\n"
         "# for the gateway's HorizontalPodAutoscaler (deploy/k8s/base/gateway/hpa.yaml).\n"
     )
-    doc = {"rules": {"default": False, "custom": adapter_rules()}}
+    doc = {"rules": {"default": False, "custom": adapter_rules(cfg)}}
     return HEADER + note + yaml.safe_dump(doc, sort_keys=False, width=100)
 
 
 # --- the files ------------------------------------------------------------------------------
 
-RESOURCES = {
+RESOURCES: dict[str, Callable[[MixinConfig], list[Doc]]] = {
     "prometheusrules.yaml": prometheus_rules,
     "monitors.yaml": monitors,
-    "alertmanagerconfig.yaml": lambda: [alertmanager_config()],
+    "alertmanagerconfig.yaml": lambda cfg: [alertmanager_config(cfg)],
     "dashboards.yaml": dashboard_config_maps,
 }
 RUNBOOKS_FILE = "runbooks.yaml"
 
 
-def files() -> dict[Path, str]:
-    """Every generated Kubernetes monitoring file (path relative to deploy/k8s) and its text."""
-    out = {MONITORING / name: _dump(build()) for name, build in RESOURCES.items()}
+def files(cfg: MixinConfig) -> dict[Path, str]:
+    """Every generated Kubernetes monitoring file (path relative to deploy/k8s) and its text,
+    from the cluster's config (its links: monitoring/deploy_links.kubernetes_config)."""
+    out = {MONITORING / name: _dump(build(cfg)) for name, build in RESOURCES.items()}
     out[MONITORING / RUNBOOKS_FILE] = _dump_runbooks()
     kustomization = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
@@ -399,6 +395,6 @@ def files() -> dict[Path, str]:
         "resources": [*RESOURCES, RUNBOOKS_FILE],
     }
     out[MONITORING / "kustomization.yaml"] = HEADER + yaml.safe_dump(kustomization, sort_keys=False)
-    out[ADAPTER / "values.yaml"] = adapter_values()
-    out[KUBE_PROMETHEUS_STACK / "values.yaml"] = kube_prometheus.render(HEADER)
+    out[ADAPTER / "values.yaml"] = adapter_values(cfg)
+    out[KUBE_PROMETHEUS_STACK / "values.yaml"] = kube_prometheus.render(cfg, HEADER)
     return out

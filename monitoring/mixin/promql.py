@@ -1,11 +1,9 @@
-"""Small PromQL-building helpers: durations (with time compression), numbers, selectors."""
+"""Small PromQL-building helpers: durations (with time compression) and numbers."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-
-from monitoring.mixin import config
 
 _UNITS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
 _DURATION = re.compile(r"^(\d+)([wdhms])$")
@@ -39,9 +37,11 @@ def number(value: float) -> str:
 
 @dataclass(frozen=True)
 class Timing:
-    """Turns config durations into rule durations: as given, or divided by a factor."""
+    """Turns config durations into rule durations: as given, or divided by a factor (but never
+    below `min_seconds`: a `for` of one scrape would fire on a single slow scrape)."""
 
     factor: int = 1
+    min_seconds: int = 5
 
     def __call__(self, duration: str) -> str:
         """A window, offset or `for`, compressed."""
@@ -54,14 +54,8 @@ class Timing:
         return str(self._compressed(duration) if self.factor != 1 else seconds(duration))
 
     def _compressed(self, duration: str) -> int:
-        return max(config.COMPRESSED_MIN_SECONDS, seconds(duration) // self.factor)
+        return max(self.min_seconds, seconds(duration) // self.factor)
 
 
-NORMAL = Timing(1)
-COMPRESSED = Timing(config.COMPRESSION_FACTOR)
-
-
-def sel(component: str, extra: str = "") -> str:
-    """A label selector body for a component's job plus extra matchers."""
-    job = config.JOBS.selector(component)
-    return f"{{{job},{extra}}}" if extra else f"{{{job}}}"
+# the rule set as configured; compressed ones come from MixinConfig.timing(compressed=True)
+NORMAL = Timing()

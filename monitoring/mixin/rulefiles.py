@@ -6,9 +6,10 @@ from typing import Any
 
 import yaml
 
-from monitoring.mixin import config, links
+from monitoring.mixin import links
 from monitoring.mixin.alerts import all_alerts
-from monitoring.mixin.promql import COMPRESSED, NORMAL, Timing
+from monitoring.mixin.config import MixinConfig
+from monitoring.mixin.promql import Timing
 from monitoring.mixin.rules import recording_groups
 
 HEADER = (
@@ -17,12 +18,14 @@ HEADER = (
 )
 
 
-def alert_groups(t: Timing) -> list[dict[str, Any]]:
-    """Alerting-rule groups, one per component prefix."""
+def alert_groups(cfg: MixinConfig, t: Timing, models: links.Models) -> list[dict[str, Any]]:
+    """Alerting-rule groups, one per component prefix; `models` are the dashboards the alerts'
+    dashboard_url annotations link."""
     groups: dict[str, list[dict[str, Any]]] = {}
-    for alert in all_alerts(t):
-        rule = alert.rule(t)
-        rule["annotations"]["dashboard_url"] = links.dashboard_url(alert.alertname)
+    for alert in all_alerts(cfg, t):
+        rule = alert.rule(cfg, t)
+        url = links.dashboard_url(cfg, models, cfg.alertname(alert.name))
+        rule["annotations"]["dashboard_url"] = url
         groups.setdefault(alert.component, []).append(rule)
     return [{"name": f"tokenpulse-{k.lower()}.alerts", "rules": v} for k, v in groups.items()]
 
@@ -31,16 +34,18 @@ def _dump(groups: list[dict[str, Any]], note: str = "") -> str:
     return HEADER + note + yaml.safe_dump({"groups": groups}, sort_keys=False, width=100)
 
 
-def render_files(compressed: bool = False) -> dict[str, str]:
+def render_files(
+    cfg: MixinConfig, models: links.Models, compressed: bool = False
+) -> dict[str, str]:
     """File name -> YAML of the recording and alerting rule files."""
-    t = COMPRESSED if compressed else NORMAL
+    t = cfg.timing(compressed)
     note = ""
     if compressed:
         note = (
             f"# TIME-COMPRESSED for tests: every window, offset and `for` divided by "
-            f"{config.COMPRESSION_FACTOR}. Rule names keep their uncompressed windows.\n"
+            f"{cfg.compression_factor}. Rule names keep their uncompressed windows.\n"
         )
     return {
-        "recording.rules.yml": _dump(recording_groups(t), note),
-        "alerts.rules.yml": _dump(alert_groups(t), note),
+        "recording.rules.yml": _dump(recording_groups(cfg, t), note),
+        "alerts.rules.yml": _dump(alert_groups(cfg, t, models), note),
     }

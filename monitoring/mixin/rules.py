@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from monitoring.mixin import config
-from monitoring.mixin.canary import live_rules
+from monitoring.mixin.canary import available_since, live_rules
+from monitoring.mixin.config import MixinConfig
 from monitoring.mixin.model import (
     GATEWAY_PREFIX,
     TFSERVING_PREFIX,
@@ -25,7 +25,7 @@ from monitoring.mixin.model import (
     sli_name,
     slo_windows,
 )
-from monitoring.mixin.promql import Timing, sel
+from monitoring.mixin.promql import Timing
 from monitoring.mixin.slis import error_ratio, share
 from tokenpulse.tfserving.signature import FINISH_LENGTH
 
@@ -37,14 +37,15 @@ def _to_model(expr: str) -> str:
     return f'sum without (model_name) (label_replace({expr}, "model", "$1", "model_name", "(.*)"))'
 
 
-def tfserving_rules(t: Timing) -> list[Rule]:
+def tfserving_rules(cfg: MixinConfig, t: Timing) -> list[Rule]:
     """Seconds-based per-model latency over the fleet; batching SLIs per fleet and per replica."""
     w = t("5m")
-    predict = sel("modelserver", 'API="predict"')
+    predict = cfg.sel("modelserver", 'API="predict"')
     lat = f"{TFSERVING_PREFIX}request_latency"
     b = f"{TFSERVING_PREFIX}batching_session:"
-    bw = t(config.BATCH_WINDOW)
-    replica = f"job, instance, {config.REPLICA_LABEL}"
+    bw = t(cfg.batch_window)
+    ms = cfg.sel("modelserver")
+    replica = f"job, instance, {cfg.replica_label}"
     return [
         {
             "record": "model:tfserving_predict_requests:rate5m",
@@ -66,49 +67,49 @@ def tfserving_rules(t: Timing) -> list[Rule]:
         },
         {
             "record": "job:tfserving_batch_size:mean10m",
-            "expr": f"sum by (job) (rate({b}processed_batch_size_sum{sel('modelserver')}[{bw}]))"
-            f" / sum by (job) (rate({b}processed_batch_size_count{sel('modelserver')}[{bw}]))",
+            "expr": f"sum by (job) (rate({b}processed_batch_size_sum{ms}[{bw}]))"
+            f" / sum by (job) (rate({b}processed_batch_size_count{ms}[{bw}]))",
         },
         {
             "record": "job:tfserving_batch_queuing_latency_seconds:p99_5m",
             "expr": f"histogram_quantile(0.99, sum by (job, le)"
-            f" (rate({b}queuing_latency_bucket{sel('modelserver')}[{w}]))) / 1e6",
+            f" (rate({b}queuing_latency_bucket{ms}[{w}]))) / 1e6",
         },
         {
             "record": "instance:tfserving_batch_size:mean10m",
-            "expr": f"sum by ({replica}) (rate({b}processed_batch_size_sum{sel('modelserver')}"
+            "expr": f"sum by ({replica}) (rate({b}processed_batch_size_sum{ms}"
             f"[{bw}]))\n/ sum by ({replica}) (rate({b}processed_batch_size_count"
-            f"{sel('modelserver')}[{bw}]))",
+            f"{ms}[{bw}]))",
         },
         {
             "record": "instance:tfserving_batch_queuing_latency_seconds:p99_5m",
             "expr": f"histogram_quantile(0.99, sum by ({replica}, le)"
-            f" (rate({b}queuing_latency_bucket{sel('modelserver')}[{w}]))) / 1e6",
+            f" (rate({b}queuing_latency_bucket{ms}[{w}]))) / 1e6",
         },
     ]
 
 
-def sli_rules(t: Timing) -> list[Rule]:
+def sli_rules(cfg: MixinConfig, t: Timing) -> list[Rule]:
     """Error ratios of every SLO over every burn-rate window, per model, labelled `window`."""
-    job = config.JOBS.selector("gateway")
+    job = cfg.jobs.selector("gateway")
     return [
         {
             "record": sli_name(slo.name, window),
-            "expr": error_ratio(slo, t(window), job),
+            "expr": error_ratio(cfg, slo, t(window), job),
             "labels": {"window": window},
         }
-        for window in slo_windows()
-        for slo in config.SLOS
+        for window in slo_windows(cfg)
+        for slo in cfg.slos
     ]
 
 
-def quality_rules(t: Timing) -> list[Rule]:
+def quality_rules(cfg: MixinConfig, t: Timing) -> list[Rule]:
     """Current quality signals per model and their baselines."""
-    g = sel("gateway")
-    by_name = {d.name: d for d in config.DEGRADATIONS}
+    g = cfg.sel("gateway")
+    by_name = {d.name: d for d in cfg.degradations}
 
     def rate(metric: str, window: str, extra: str = "") -> str:
-        s = sel("gateway", extra) if extra else g
+        s = cfg.sel("gateway", extra) if extra else g
         return f"rate({GATEWAY_PREFIX}{metric}{s}[{t(window)}])"
 
     outputs = "request_output_tokens_count"
@@ -120,8 +121,8 @@ def quality_rules(t: Timing) -> list[Rule]:
         "empty_output": rate(outputs, by_name["empty_output"].window),
         "truncation": rate("finish_reason_total", by_name["truncation"].window),
         "repetition": rate("repetition_ratio_count", by_name["repetition"].window),
-        "nll": rate("mean_nll_nats_count", config.NLL_WINDOW),
-        "speed": rate("upstream_duration_seconds_sum", config.TOKENS_WINDOW),
+        "nll": rate("mean_nll_nats_count", cfg.nll_window),
+        "speed": rate("upstream_duration_seconds_sum", cfg.tokens_window),
     }
     current = {
         "empty_output": share(
@@ -134,20 +135,20 @@ def quality_rules(t: Timing) -> list[Rule]:
         ),
         "repetition": f"{BY_MODEL} ({rate('repetition_ratio_sum', by_name['repetition'].window)})"
         f" / {BY_MODEL} ({rate('repetition_ratio_count', by_name['repetition'].window)})",
-        "nll": f"{BY_MODEL} ({rate('mean_nll_nats_sum', config.NLL_WINDOW)})"
-        f" / {BY_MODEL} ({rate('mean_nll_nats_count', config.NLL_WINDOW)})",
-        "speed": f"{BY_MODEL} ({rate('output_tokens_total', config.TOKENS_WINDOW)})"
-        f" / {BY_MODEL} ({rate('upstream_duration_seconds_sum', config.TOKENS_WINDOW)})",
+        "nll": f"{BY_MODEL} ({rate('mean_nll_nats_sum', cfg.nll_window)})"
+        f" / {BY_MODEL} ({rate('mean_nll_nats_count', cfg.nll_window)})",
+        "speed": f"{BY_MODEL} ({rate('output_tokens_total', cfg.tokens_window)})"
+        f" / {BY_MODEL} ({rate('upstream_duration_seconds_sum', cfg.tokens_window)})",
     }
     # only while feedback arrives (`> 0`): an idle night is a gap in the baseline, not a NaN;
     # feedback on responses the gateway no longer knew (model __unknown__) is no model's
     known = 'model!="__unknown__"'
-    feedback = rate("feedback_total", config.FEEDBACK_WINDOW, known)
-    negative = rate("feedback_total", config.FEEDBACK_WINDOW, f'{known},score_class="negative"')
+    feedback = rate("feedback_total", cfg.feedback_window, known)
+    negative = rate("feedback_total", cfg.feedback_window, f'{known},score_class="negative"')
     negatives = f"({BY_MODEL} ({negative}) or {BY_MODEL} ({feedback}) * 0)"
     current = {n: f"{e}\nand on (model) ({BY_MODEL} ({events[n]}) > 0)" for n, e in current.items()}
     current["negative_feedback"] = f"{negatives}\n/ ({BY_MODEL} ({feedback}) > 0)"
-    window, offset = t(config.BASELINE_WINDOW), t(config.BASELINE_OFFSET)
+    window, offset = t(cfg.baseline_window), t(cfg.baseline_offset)
     rules: list[Rule] = [{"record": quality_current(n), "expr": e} for n, e in current.items()]
     for name in current:
         rules.append(
@@ -165,13 +166,13 @@ def quality_rules(t: Timing) -> list[Rule]:
     return rules
 
 
-def traffic_rules(t: Timing) -> list[Rule]:
+def traffic_rules(cfg: MixinConfig, t: Timing) -> list[Rule]:
     """Each model's request rate, zero when idle (the traffic-collapse alert compares it)."""
-    requests = f"rate({GATEWAY_PREFIX}requests_total{sel('gateway')}[{t(config.TRAFFIC_WINDOW)}])"
+    requests = f"rate({GATEWAY_PREFIX}requests_total{cfg.sel('gateway')}[{t(cfg.traffic_window)}])"
     return [{"record": TRAFFIC_RATE, "expr": f"{BY_MODEL} ({requests})"}]
 
 
-def canary_rules() -> list[Rule]:
+def canary_rules(cfg: MixinConfig) -> list[Rule]:
     """Golden-prompt mean NLL of the versions behind the stable and canary labels, per model.
 
     count_values turns the label's version number into a `version` label to join on. A model
@@ -180,18 +181,12 @@ def canary_rules() -> list[Rule]:
     more AVAILABLE versions, the one that became AVAILABLE last is the canary and the one that
     did first is stable (the gateway sends unlabelled traffic to the newest).
     """
-    ex = sel("exporter")
-    state = sel("exporter", 'state="AVAILABLE"')
-    available = f"tokenpulse_tfserving_model_version_state{state} == 1"
-    since = (
-        f"tokenpulse_tfserving_model_version_state_change_timestamp_seconds{ex}\n"
-        f"  and on (model, version) ({available})\n"
-        f"  and on (model) (count by (model) ({available}) >= 2)"
-    )
+    ex = cfg.sel("exporter")
+    since = available_since(cfg, "  ")
     pick = {"stable": "bottomk", "canary": "topk"}
     out = []
     for label in ("stable", "canary"):
-        which = sel("exporter", f'label="{label}"')
+        which = cfg.sel("exporter", f'label="{label}"')
         versions = (
             f'count_values by (model) ("version", tokenpulse_tfserving_model_label_version{which})'
         )
@@ -206,11 +201,14 @@ def canary_rules() -> list[Rule]:
     return out
 
 
-def recording_groups(t: Timing) -> list[dict[str, Any]]:
+def recording_groups(cfg: MixinConfig, t: Timing) -> list[dict[str, Any]]:
     """Every recording-rule group."""
     return [
-        {"name": "tokenpulse-tfserving.rules", "rules": tfserving_rules(t)},
-        {"name": "tokenpulse-slis.rules", "rules": sli_rules(t)},
-        {"name": "tokenpulse-quality.rules", "rules": quality_rules(t) + traffic_rules(t)},
-        {"name": "tokenpulse-canary.rules", "rules": canary_rules() + live_rules(t)},
+        {"name": "tokenpulse-tfserving.rules", "rules": tfserving_rules(cfg, t)},
+        {"name": "tokenpulse-slis.rules", "rules": sli_rules(cfg, t)},
+        {
+            "name": "tokenpulse-quality.rules",
+            "rules": quality_rules(cfg, t) + traffic_rules(cfg, t),
+        },
+        {"name": "tokenpulse-canary.rules", "rules": canary_rules(cfg) + live_rules(cfg, t)},
     ]

@@ -3,7 +3,7 @@ dashboard draws the same expressions over the SLO period for the chosen models a
 
 from __future__ import annotations
 
-from monitoring.mixin import config
+from monitoring.mixin.config import MixinConfig, Slo
 from monitoring.mixin.model import GATEWAY_PREFIX
 
 REQUESTS = f"{GATEWAY_PREFIX}requests_total"
@@ -35,14 +35,14 @@ def _slow_share(metric: str, le: str, matchers: str, window: str, by: str) -> st
     return f"1 - {agg} ({good}) / {agg} (rate({metric}_count{_sel(matchers)}[{window}]))"
 
 
-def error_ratio(slo: config.Slo, window: str, matchers: str, by: str = "model") -> str:
+def error_ratio(cfg: MixinConfig, slo: Slo, window: str, matchers: str, by: str = "model") -> str:
     """Share of bad events of an SLO over `window`, for the series `matchers` selects.
 
     `matchers` is the inside of a label selector (e.g. `job="tokenpulse-gateway"`); `by` is the
     grouping of the result ("" sums everything into one series).
     """
     if slo.name == "availability":
-        errors = f'code=~"{config.ERROR_CODES}"'
+        errors = f'code=~"{cfg.error_codes}"'
         bad = f"rate({REQUESTS}{_sel(matchers, errors)}[{window}])"
         return share(bad, f"rate({REQUESTS}{_sel(matchers)}[{window}])", by)
     if slo.name == "latency":

@@ -1,7 +1,7 @@
 """The links of one received alert, as the Slack and PagerDuty templates give them.
 
 A webhook carries the alert, not rendered text, so the receiver adds what the templates add:
-`from`/`to` of config.LINK_WINDOW around the alert's start on its dashboard panel, and a sample
+`from`/`to` of the mixin's link_window around the alert's start on its dashboard panel, and a sample
 search of that window (here: the receiver's own /samples page, which gives the command).
 """
 
@@ -13,11 +13,11 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
-from monitoring.mixin import config as c
+from monitoring.mixin.config import DEFAULT
 from monitoring.mixin.promql import seconds
 
 WATCHDOG = "Watchdog"
-WINDOW = timedelta(seconds=seconds(c.LINK_WINDOW))
+WINDOW = timedelta(seconds=seconds(DEFAULT.link_window))
 # Alertmanager writes nanoseconds; Python reads at most microseconds
 _FRACTION = re.compile(r"(\.\d{6})\d+")
 

@@ -34,7 +34,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from monitoring.mixin.config import AM_WATCHDOG_INTERVAL
+from monitoring.mixin.config import DEFAULT
 from monitoring.mixin.promql import seconds
 from monitoring.oncall import runbooks
 from monitoring.oncall.deadman import ALERTNAME, RECEIVER, DeadMansSwitch, Event, Timing, page
@@ -89,7 +89,7 @@ class OncallSettings(BaseSettings):
         "Alertmanager sends the Watchdog elsewhere: your own config, the Kubernetes runbooks pod)",
     )
     watchdog_interval: str = Field(
-        AM_WATCHDOG_INTERVAL,
+        DEFAULT.am_watchdog_interval,
         description="how often Alertmanager sends the Watchdog (its route's repeat_interval; "
         "`tokenpulse up --watchdog-interval`)",
     )

@@ -11,6 +11,7 @@ import pytest
 
 from monitoring.alertmanager_check import MissingSecret, missing_secrets
 from monitoring.mixin import alertmanager
+from monitoring.mixin.config import DEFAULT as mixin
 
 amtool = pytest.mark.skipif(shutil.which("amtool") is None, reason="amtool not installed")
 
@@ -29,7 +30,7 @@ def _deployment(tmp_path: Path, *present: str) -> Path:
     for name in present:
         (secrets / name).write_text("s3cret\n")
     config = tmp_path / "alertmanager.yml"
-    config.write_text(alertmanager.render().replace(alertmanager.SECRETS, str(secrets)))
+    config.write_text(alertmanager.render(mixin).replace(alertmanager.SECRETS, str(secrets)))
     return config
 
 

@@ -2,12 +2,14 @@
 loopback), a loopback setting is refused there, and `up` keeps linking its own ports.
 
 Compose: `docker-compose config` with the settings in the env file, then the `links` one-shot's
-own command, run here with the environment compose gives it, over the committed files it mounts.
+own command, run here with the environment compose gives it, over the committed dashboards it
+mounts (it renders the rules and the Alertmanager config with the deployment's config).
 Kubernetes: the rendered overlays (tests/deploy/conftest.py) against deploy/k8s/links.env.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -18,12 +20,14 @@ import pytest
 import yaml
 
 from monitoring import deploy_links
-from monitoring.mixin import config
-from monitoring.mixin.config import Links
-from monitoring.mixin.relink import LinkError, check, loopback, relink
+from monitoring.mixin import alertmanager, rulefiles
+from monitoring.mixin.config import DEFAULT as config
+from monitoring.mixin.config import Links, MixinConfig
+from monitoring.mixin.dashboards import build_models
+from monitoring.mixin.links import LinkError, check, loopback
 from stack.cli import main as cli
+from tokenpulse.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 RUNBOOKS = "https://ops.corp.test/tokenpulse/runbooks/{alertname}"
 GRAFANA = "https://grafana.corp.test"
 KIBANA = "https://kibana.corp.test/s/ops"
@@ -91,10 +95,9 @@ def compose_pages(compose: dict, tmp_path_factory: pytest.TempPathFactory) -> di
     command = list(service["command"])
     mounts = _mounts(service)
     out = tmp_path_factory.mktemp("links")
-    # the container's paths, mapped to the host's: the committed files it mounts read-only
-    for flag in ("--rules-dir", "--alertmanager-config"):
-        i = command.index(flag) + 1
-        command[i] = mounts[command[i]]
+    # the container's path, mapped to the host's: the committed dashboards it mounts read-only
+    i = command.index("--dashboards-dir") + 1
+    command[i] = mounts[command[i]]
     command[command.index("--out-dir") + 1] = str(out)
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENPULSE_LINKS_")}
     env.update({k: str(v) for k, v in service["environment"].items()})
@@ -142,10 +145,12 @@ def test_compose_notifications_link_the_configured_kibana(compose_pages: dict[st
     text = compose_pages["alertmanager.yml"]
     samples = [u for u in _URL.findall(text) if "/app/discover" in u]
     assert samples and all(u.startswith(f"{KIBANA}/app/discover#/") for u in samples)
-    # the same config as the committed one, but for the links
+    # the config rendered with compose's links: the committed one but for the links
+    mine = alertmanager.render(MixinConfig.local().with_links(Links(RUNBOOKS, GRAFANA, KIBANA)))
+    assert text.endswith(mine)
     committed = (ROOT / "monitoring/alertmanager/alertmanager.yml").read_text()
-    moved = relink(committed, Links(RUNBOOKS, GRAFANA, KIBANA))
-    assert text.endswith(moved) and yaml.safe_load(text) == yaml.safe_load(moved)
+    as_local = json.dumps(yaml.safe_load(mine)).replace(KIBANA, config.links.kibana_url)
+    assert json.loads(as_local) == yaml.safe_load(committed)
 
 
 def test_compose_needs_the_links_set(tmp_path: Path) -> None:
@@ -172,8 +177,7 @@ def test_the_one_shot_refuses_a_loopback_link_in_one_line(
     monkeypatch.setenv("TOKENPULSE_LINKS_GRAFANA_URL", url)
     monkeypatch.setenv("TOKENPULSE_LINKS_KIBANA_URL", KIBANA)
     argv = [
-        "links", "--rules-dir", str(ROOT / "alerts"), "--out-dir", str(tmp_path / "out"),
-        "--alertmanager-config", str(ROOT / "monitoring/alertmanager/alertmanager.yml"),
+        "links", "--dashboards-dir", str(ROOT / "dashboards"), "--out-dir", str(tmp_path / "out")
     ]  # fmt: skip
     assert cli(argv) == 2
     err = capsys.readouterr().err
@@ -251,17 +255,33 @@ def test_the_committed_kubernetes_links_are_not_loopback() -> None:
 # --- the local stack ------------------------------------------------------------------------
 
 
-def test_up_links_its_own_loopback_ports() -> None:
+def test_a_config_with_other_links_changes_the_links_only() -> None:
+    """What `up` does with its own ports: the same rules, its runbooks and Grafana linked."""
     mine = Links(
         "http://127.0.0.1:19095/runbooks/{alertname}", "http://127.0.0.1:13000",
-        config.LINKS.kibana_url,
+        config.links.kibana_url,
     )  # fmt: skip
+    cfg = MixinConfig.local().with_links(mine)
+    moved = rulefiles.render_files(cfg, build_models(cfg))["alerts.rules.yml"]
     committed = (ROOT / "alerts/alerts.rules.yml").read_text()
-    moved = relink(committed, mine, "# header\n")
-    assert moved.startswith("# header\n# Generated")
-    for rule in _alerts(moved):
+    for rule, shipped in zip(_alerts(moved), _alerts(committed), strict=True):
         notes = rule["annotations"]
         assert notes["runbook_url"] == f"http://127.0.0.1:19095/runbooks/{rule['alert']}"
         assert notes["dashboard_url"].startswith("http://127.0.0.1:13000/d/")
-    # and back: nothing but the links moved
-    assert relink(moved, config.LINKS, base=mine) == "# header\n" + committed
+        # nothing but the links differ
+        for key in ("runbook_url", "dashboard_url"):
+            notes.pop(key), shipped["annotations"].pop(key)
+        assert rule == shipped
+
+
+def test_the_one_shot_names_a_missing_dashboard_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("TOKENPULSE_LINKS_RUNBOOK_URL_PATTERN", RUNBOOKS)
+    monkeypatch.setenv("TOKENPULSE_LINKS_GRAFANA_URL", GRAFANA)
+    monkeypatch.setenv("TOKENPULSE_LINKS_KIBANA_URL", KIBANA)
+    argv = ["links", "--dashboards-dir", str(tmp_path), "--out-dir", str(tmp_path / "out")]
+    assert cli(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "tokenpulse-slo.json" in err
+    assert not (tmp_path / "out").exists()

@@ -1,7 +1,8 @@
-"""Grafana dashboards as code, built with grafana-foundation-sdk from the mixin config.
+"""Grafana dashboards as code, built with grafana-foundation-sdk from a mixin config.
 
-`render_all()` gives each dashboard's JSON text by file name; `tokenpulse build` writes them to
-`dashboards/`, where they are committed (`tokenpulse build --check` fails when they drift).
+`render_all(cfg)` gives each dashboard's JSON text by file name; `tokenpulse build` writes the
+local config's to `dashboards/`, where they are committed (`tokenpulse build --check` fails when
+they drift), and the cluster's into the Kubernetes ConfigMaps.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from typing import Any
 from grafana_foundation_sdk.builders.dashboard import Dashboard
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 
+from monitoring.mixin.config import MixinConfig
 from monitoring.mixin.dashboards import gpu, overview, pipeline, quality, serving
 
 # config key of the dashboard's UID -> its builder, in the order SREs read them
-BUILDERS: dict[str, Callable[[], Dashboard]] = {
+BUILDERS: dict[str, Callable[[MixinConfig], Dashboard]] = {
     "slo": overview.build,
     "serving": serving.build,
     "quality": quality.build,
@@ -25,9 +27,9 @@ BUILDERS: dict[str, Callable[[], Dashboard]] = {
 }
 
 
-def build_model(key: str) -> dict[str, Any]:
+def build_model(cfg: MixinConfig, key: str) -> dict[str, Any]:
     """One dashboard as a JSON-ready dict, panel ids numbered in reading order from 1."""
-    model: dict[str, Any] = json.loads(JSONEncoder().encode(BUILDERS[key]().build()))
+    model: dict[str, Any] = json.loads(JSONEncoder().encode(BUILDERS[key](cfg).build()))
     for number, panel in enumerate(model.get("panels", []), start=1):
         panel["id"] = number
     return model
@@ -38,10 +40,11 @@ def render(model: dict[str, Any]) -> str:
     return json.dumps(model, indent=2, sort_keys=True) + "\n"
 
 
-def render_all() -> dict[str, str]:
+def build_models(cfg: MixinConfig) -> dict[str, dict[str, Any]]:
+    """Every dashboard's model by its key (a cfg.dashboard_uids key), in reading order."""
+    return {key: build_model(cfg, key) for key in BUILDERS}
+
+
+def render_all(cfg: MixinConfig) -> dict[str, str]:
     """File name (`<uid>.json`) -> JSON text, for every dashboard."""
-    out = {}
-    for key in BUILDERS:
-        model = build_model(key)
-        out[f"{model['uid']}.json"] = render(model)
-    return out
+    return {f"{m['uid']}.json": render(m) for m in build_models(cfg).values()}

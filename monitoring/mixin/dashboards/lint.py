@@ -20,7 +20,6 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from monitoring.mixin import config as cfg
 from tokenpulse import paths
 
 RUNBOOKS = paths.ALERTS / "runbooks"
@@ -100,7 +99,7 @@ def _datasource_problems(where: str, node: Any) -> Iterable[str]:
             yield from _datasource_problems(where, item)
 
 
-def _panel_problems(uid: str, panel: Mapping[str, Any]) -> Iterable[str]:
+def _panel_problems(uid: str, panel: Mapping[str, Any], runbooks: str) -> Iterable[str]:
     title = panel.get("title", "")
     where = f"{uid} / {title or panel.get('id')}"
     if not title:
@@ -119,7 +118,7 @@ def _panel_problems(uid: str, panel: Mapping[str, Any]) -> Iterable[str]:
     for target in panel.get("targets", []):
         if not target.get("legendFormat"):
             yield f"{where}: query {target.get('refId')} has no legend"
-    before, _, after = cfg.RUNBOOK_URL_PATTERN.partition("{alertname}")
+    before, _, after = runbooks.partition("{alertname}")
     for link in panel.get("links", []):
         url = link.get("url", "")
         if url.startswith(before) and url.endswith(after):
@@ -132,8 +131,9 @@ def _panel_problems(uid: str, panel: Mapping[str, Any]) -> Iterable[str]:
         yield f"{where}: legend hidden"
 
 
-def lint(models: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """Problems found in the dashboards (file name -> model); empty when all rules hold."""
+def lint(models: Mapping[str, Mapping[str, Any]], runbooks: str) -> list[str]:
+    """Problems found in the dashboards (file name -> model) whose runbook links follow the
+    pattern `runbooks` ({alertname} replaced); empty when all rules hold."""
     problems: list[str] = []
     uids = [m.get("uid", "") for m in models.values()]
     for name, model in models.items():
@@ -149,7 +149,7 @@ def lint(models: Mapping[str, Mapping[str, Any]]) -> list[str]:
         problems.extend(_datasource_problems(uid, model))
         problems.extend(_dead_problems(uid, model))
         for panel in model.get("panels", []):
-            problems.extend(_panel_problems(uid, panel))
+            problems.extend(_panel_problems(uid, panel, runbooks))
     return problems
 
 

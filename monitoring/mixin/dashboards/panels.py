@@ -29,7 +29,7 @@ from grafana_foundation_sdk.models.dashboard import (
     VariableSort,
 )
 
-from monitoring.mixin import config as cfg
+from monitoring.mixin.config import MixinConfig
 from tokenpulse.samples import DATA_VIEW_ID
 
 PROM = DataSourceRef(type_val="prometheus", uid="${datasource}")
@@ -106,31 +106,35 @@ SAMPLES_COMMAND = (
 )
 
 
-def kibana_samples_url() -> str:
+def kibana_samples_url(cfg: MixinConfig) -> str:
     """Kibana Discover on the samples data view, filtered to the dashboard's `$model` and
     `$version` and its time range (Grafana fills in the variables)."""
     query = quote(SAMPLES_QUERY, safe="${}:/")
     return (
-        f"{cfg.KIBANA_URL}/app/discover#/?_g=(time:(from:'{_FROM}',to:'{_TO}'))"
+        f"{cfg.links.kibana_url}/app/discover#/?_g=(time:(from:'{_FROM}',to:'{_TO}'))"
         f"&_a=(index:'{DATA_VIEW_ID}',query:(language:lucene,query:'{query}'))"
     )
 
 
 # what `samples show` takes: the exemplar's label value, as Grafana passes it to a destination
 REQUEST_ID = "${__value.raw}"
-EXEMPLAR_HINT = (
-    f"Dots are exemplars, each one request ({cfg.EXEMPLAR_LABEL}): click one for its sample in "
-    "Kibana; locally: `tokenpulse samples show --sqlite-path run/samples.db "
-    f"<{cfg.EXEMPLAR_LABEL}>`."
-)
 
 
-def kibana_request_url(request_id: str = REQUEST_ID) -> str:
+def exemplar_hint(cfg: MixinConfig) -> str:
+    """What a histogram panel's exemplar dots are and how to open one's sample."""
+    return (
+        f"Dots are exemplars, each one request ({cfg.exemplar_label}): click one for its sample "
+        "in Kibana; locally: `tokenpulse samples show --sqlite-path run/samples.db "
+        f"<{cfg.exemplar_label}>`."
+    )
+
+
+def kibana_request_url(cfg: MixinConfig, request_id: str = REQUEST_ID) -> str:
     """Kibana Discover on the one sample of a request id (an exemplar's label), over the last
     30 days: the link the Prometheus datasource gives every exemplar (its provisioning)."""
     query = quote(f'genai_sample.request_id:"{request_id}"', safe="${}:")
     return (
-        f"{cfg.KIBANA_URL}/app/discover#/?_g=(time:(from:now-30d,to:now))"
+        f"{cfg.links.kibana_url}/app/discover#/?_g=(time:(from:now-30d,to:now))"
         f"&_a=(index:'{DATA_VIEW_ID}',query:(language:lucene,query:'{query}'))"
     )
 
@@ -162,13 +166,8 @@ class PromAnnotation(Builder[AnnotationQueryModel]):
         return self._model
 
 
-def runbook_url(alert: str) -> str:
-    """The runbook of an alert, from the mixin's URL pattern."""
-    return cfg.RUNBOOK_URL_PATTERN.format(alertname=alert)
-
-
 def _common(
-    panel: _P, title: str, description: str, unit: str, queries: Sequence[Q],
+    cfg: MixinConfig, panel: _P, title: str, description: str, unit: str, queries: Sequence[Q],
     thresholds: list[Threshold], width: int, height: int, no_value: str, runbooks: Sequence[str],
     samples: bool = False, exemplars: bool = False,
 ) -> _P:  # fmt: skip
@@ -187,7 +186,7 @@ def _common(
     links: list[Builder[DashboardLinkModel]] = [
         dashboard.DashboardLink(f"Runbook: {alert}")
         .type(DashboardLinkType.LINK)
-        .url(runbook_url(alert))
+        .url(cfg.links.runbook_url(alert))
         .target_blank(True)
         for alert in runbooks  # the alerts that watch this panel's signal
     ]
@@ -198,7 +197,7 @@ def _common(
         links.append(
             dashboard.DashboardLink("Samples in Kibana (model, version, time range)")
             .type(DashboardLinkType.LINK)
-            .url(kibana_samples_url())
+            .url(kibana_samples_url(cfg))
             .target_blank(True)
         )
     if links:
@@ -207,6 +206,7 @@ def _common(
 
 
 def ts_panel(
+    cfg: MixinConfig,
     title: str,
     description: str,
     unit: str,
@@ -247,14 +247,15 @@ def ts_panel(
     if max_value is not None:
         panel = panel.max(max_value)
     if exemplars:
-        description = f"{description} {EXEMPLAR_HINT}"
+        description = f"{description} {exemplar_hint(cfg)}"
     return _common(
-        panel, title, description, unit, queries, thresholds, width, TS_H, no_value, runbooks,
+        cfg, panel, title, description, unit, queries, thresholds, width, TS_H, no_value, runbooks,
         samples, exemplars,
     )  # fmt: skip
 
 
 def stat_panel(
+    cfg: MixinConfig,
     title: str,
     description: str,
     unit: str,
@@ -283,8 +284,9 @@ def stat_panel(
         }
         panel = panel.mappings([ValueMap(options=options)])
     return _common(
-        panel, title, description, unit, queries, thresholds, width, STAT_H, no_value, runbooks
-    )
+        cfg, panel, title, description, unit, queries, thresholds, width, STAT_H, no_value,
+        runbooks,
+    )  # fmt: skip
 
 
 def datasource_variable() -> dashboard.DatasourceVariable:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import yaml
 
 from monitoring.grafana.settings import PushSettings
-from monitoring.mixin import config
+from monitoring.mixin.config import DEFAULT as config
 from monitoring.mixin.dashboards.panels import REQUEST_ID, kibana_request_url
+from tokenpulse.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[3]
 PROVISIONING = ROOT / "monitoring" / "grafana" / "provisioning"
 
 
@@ -27,7 +25,7 @@ def test_prometheus_is_the_one_datasource():
     assert set(sources) == {"prometheus"}
     prom = sources["prometheus"]
     assert prom["isDefault"] and prom["access"] == "proxy"
-    assert prom["jsonData"]["timeInterval"] == config.SCRAPE_INTERVAL
+    assert prom["jsonData"]["timeInterval"] == config.scrape_interval
 
 
 def test_dashboard_provider_reads_the_mounted_dashboards_into_the_push_folder():
@@ -44,9 +42,9 @@ def test_dashboard_provider_reads_the_mounted_dashboards_into_the_push_folder():
 def test_exemplars_link_their_request_to_its_sample_in_kibana():
     (prom,) = _load("datasources")["datasources"]
     (destination,) = prom["jsonData"]["exemplarTraceIdDestinations"]
-    assert destination["name"] == config.EXEMPLAR_LABEL
+    assert destination["name"] == config.exemplar_label
     # `$$` is provisioning's escape for a literal `$`: Grafana then fills in the exemplar's value
     url = destination["url"].replace("$$", "$")
-    assert url == kibana_request_url() and REQUEST_ID in url
+    assert url == kibana_request_url(config) and REQUEST_ID in url
     assert "$" not in destination["url"].replace("$${", "")
-    assert url.startswith(config.KIBANA_URL) and "genai_sample.request_id" in url
+    assert url.startswith(config.links.kibana_url) and "genai_sample.request_id" in url

@@ -12,9 +12,10 @@ import yaml
 
 from monitoring.mixin import alertmanager
 from monitoring.mixin.alerts import all_alerts
+from monitoring.mixin.config import DEFAULT as config
 from monitoring.mixin.promql import NORMAL
+from tokenpulse.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[3]
 FILES = [
     ROOT / "monitoring/alertmanager/alertmanager.yml",
     ROOT / "monitoring/alertmanager/alertmanager.local.yml",
@@ -114,7 +115,7 @@ def _targets(rule: dict) -> set[str]:
 
 
 def test_model_server_down_silences_every_symptom_but_not_itself() -> None:
-    symptoms = {a.alertname for a in all_alerts(NORMAL) if a.symptom}
+    symptoms = {config.alertname(a.name) for a in all_alerts(config, NORMAL) if a.symptom}
     (rule, collectors) = _inhibit('alertname="TokenPulseTfServingDown"')
     targets = _targets(rule)
     assert symptoms | {"TokenPulseTfServingNoAvailableVersion"} == targets
@@ -130,7 +131,7 @@ def test_after_a_down_page_only_windowed_symptoms_stay_silenced() -> None:
     (rule,) = _inhibit(recently)
     assert rule["equal"] == ["replica"]
     targets = _targets(rule)
-    assert targets == {a.alertname for a in all_alerts(NORMAL) if a.windowed}
+    assert targets == {config.alertname(a.name) for a in all_alerts(config, NORMAL) if a.windowed}
     assert "TokenPulseGatewayAvailabilityBudgetBurn" in targets
     # state alerts show the present: a bad restart pages at once
     for state in ("TfServingNoAvailableVersion", "TfServingVersionLoadFailed"):
@@ -227,7 +228,7 @@ def test_deployment_secrets_come_from_files_and_resolved_notifications_are_sent(
 
 
 def test_local_variant_points_every_receiver_at_the_oncall_receiver() -> None:
-    text = alertmanager.render_local("http://127.0.0.1:1234", group_wait="1s")
+    text = alertmanager.render_local(config, "http://127.0.0.1:1234", group_wait="1s")
     doc = yaml.safe_load(text)
     urls = {
         r["name"]: r["webhook_configs"][0]["url"] for r in doc["receivers"] if r["name"] != "null"
@@ -242,7 +243,7 @@ def test_watchdog_route_repeats_on_its_own_short_interval() -> None:
     """A dead man's switch must hear it every interval, whatever the pages' 4 h repeat."""
     for doc in (
         yaml.safe_load(FILES[0].read_text()),
-        yaml.safe_load(alertmanager.render_local("http://x", watchdog_interval="5s")),
+        yaml.safe_load(alertmanager.render_local(config, "http://x", watchdog_interval="5s")),
     ):
         (route,) = [r for r in doc["route"]["routes"] if r["receiver"] == "watchdog"]
         local = doc["receivers"][0]["webhook_configs"][0]["url"] == "http://x/watchdog"

@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from monitoring.mixin import alertmanager
-from monitoring.mixin import config as c
+from monitoring.mixin.config import DEFAULT as c
 from tokenpulse.procs import free_port
 
 AM = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
@@ -73,7 +73,7 @@ def _config(tmp_path: Path, capture_url: str) -> Path:
     secrets.mkdir()
     (secrets / "slack-webhook-url").write_text(f"{capture_url}/slack\n")
     (secrets / "pagerduty-routing-key").write_text("routing-key\n")
-    doc = yaml.safe_load(alertmanager.render().replace(alertmanager.SECRETS, str(secrets)))
+    doc = yaml.safe_load(alertmanager.render(c).replace(alertmanager.SECRETS, str(secrets)))
     doc["route"]["group_wait"] = "1s"
     for receiver in doc["receivers"]:
         for pd in receiver.get("pagerduty_configs", []):
@@ -118,7 +118,7 @@ def _expected_links() -> tuple[str, str]:
         (START + timedelta(hours=1)).strftime(iso),
     )
     samples = (
-        f"{c.KIBANA_URL}/app/discover#/?_g=(time:(from:'{since}',to:'{until}'))"
+        f"{c.links.kibana_url}/app/discover#/?_g=(time:(from:'{since}',to:'{until}'))"
         "&_a=(index:'genai-samples',query:(language:lucene,"
         f"query:'genai_sample.model:gen%20AND%20genai_sample.version:{quote('1')}'))"
     )

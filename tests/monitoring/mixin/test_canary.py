@@ -10,17 +10,16 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from monitoring.mixin import canary
-from monitoring.mixin import config as c
+from monitoring.mixin.alerts import canary
+from monitoring.mixin.config import DEFAULT as c
 from monitoring.mixin.promql import seconds
 from tests.monitoring.mixin.test_inhibitions import _alertmanager
+from tokenpulse.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[3]
-P = c.ALERT_PREFIX
+P = c.alert_prefix
 DEGRADED = {
     "alertname": f"{P}CanaryDegradedVsStable", "severity": "warning", "signal": "empty_output",
     "model": "gen", "version": "2", "version_label": "canary", "stable_version": "1",
@@ -39,29 +38,29 @@ def _fire_after_s(total_rps: float, weight: float) -> float:
     enough outputs for the guard (one scrape is lost to a series born with its first output),
     the `for`, a scrape and an evaluation late, then Alertmanager's group_wait."""
     canary_rps = total_rps * weight
-    guard = c.CANARY_LIVE_MIN_OUTPUTS / canary_rps + seconds(c.SCRAPE_INTERVAL)
-    lag = seconds(c.SCRAPE_INTERVAL) + seconds(c.EVALUATION_INTERVAL)
-    return guard + seconds(c.CANARY_LIVE_FOR) + lag + seconds(c.AM_GROUP_WAIT)
+    guard = c.canary_live_min_outputs / canary_rps + seconds(c.scrape_interval)
+    lag = seconds(c.scrape_interval) + seconds(c.evaluation_interval)
+    return guard + seconds(c.canary_live_for) + lag + seconds(c.am_group_wait)
 
 
 def test_a_broken_canary_at_5_percent_of_1_rps_reaches_chat_within_15_minutes() -> None:
     assert _fire_after_s(1.0, 0.05) <= 15 * 60
     # ... and the window can hold the guard's outputs at that rate at all
-    assert 0.05 * seconds(c.CANARY_LIVE_WINDOW) >= c.CANARY_LIVE_MIN_OUTPUTS
+    assert 0.05 * seconds(c.canary_live_window) >= c.canary_live_min_outputs
 
 
 def test_too_little_canary_traffic_never_fills_the_guard() -> None:
     # 5% of 0.2 req/s: 9 outputs in any window, never the guard's 30
-    assert 0.01 * seconds(c.CANARY_LIVE_WINDOW) < c.CANARY_LIVE_MIN_OUTPUTS
+    assert 0.01 * seconds(c.canary_live_window) < c.canary_live_min_outputs
 
 
 def test_one_alert_per_signal_each_a_windowed_symptom_of_the_fleet() -> None:
-    alerts = canary.live_alerts()
-    assert [a.labels["signal"] for a in alerts] == list(c.CANARY_LIVE_MARGINS)
+    alerts = canary.live_alerts(c)
+    assert [a.labels["signal"] for a in alerts] == list(c.canary_live_margins)
     for a in alerts:
-        assert a.alertname == DEGRADED["alertname"]
+        assert c.alertname(a.name) == DEGRADED["alertname"]
         assert (a.symptom, a.windowed, a.per_replica) == (True, True, False)
-        assert a.severity == c.CANARY_LIVE_SEVERITY
+        assert a.severity == c.canary_live_severity
 
 
 @pytest.mark.skipif(shutil.which("amtool") is None, reason="amtool not installed")

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from monitoring.mixin import alertmanager
+from monitoring.mixin.config import DEFAULT as mixin
 from stack.launch import http_ok, running_process
 
 pytestmark = pytest.mark.skipif(
@@ -74,7 +75,7 @@ def _free_port() -> int:
 @contextlib.contextmanager
 def _alertmanager(tmp: Path) -> Iterator[str]:
     config = tmp / "alertmanager.yml"
-    config.write_text(alertmanager.render_local("http://127.0.0.1:9/"))
+    config.write_text(alertmanager.render_local(mixin, "http://127.0.0.1:9/"))
     url = f"http://127.0.0.1:{_free_port()}"
     argv = [
         "prometheus-alertmanager", f"--config.file={config}", f"--storage.path={tmp}",
@@ -139,7 +140,7 @@ _CASES = iter(range(10_000))
 
 
 def test_every_inhibition_is_scoped_or_says_why_not() -> None:
-    rules = alertmanager.inhibit_rules()
+    rules = alertmanager.inhibit_rules(mixin)
     unscoped = [r for r in rules if not r.get("equal")]
     # only the whole gateway fleet down explains every model's gateway symptoms: it has no
     # narrower scope (and no labels); one pod down is scoped to its own instance
@@ -165,7 +166,8 @@ def test_the_whole_gateway_fleet_down_hides_the_fleet_burn(am_url: str) -> None:
 
 @pytest.mark.parametrize("source", ["RecentlyDown", "RecentlyUnavailable"])
 def test_state_alerts_are_never_targets_of_the_recovery_window(source: str) -> None:
-    (recovery,) = [r for r in alertmanager.inhibit_rules() if source in str(r["source_matchers"])]
+    rules = alertmanager.inhibit_rules(mixin)
+    (recovery,) = [r for r in rules if source in str(r["source_matchers"])]
     targets = recovery["target_matchers"][0]
     for state in ("NoAvailableVersion", "VersionLoadFailed", "Flapping", "GpuMemoryNearlyFull"):
         assert state not in targets

@@ -12,7 +12,8 @@ import time
 import urllib.request
 
 from monitoring.mixin import alertmanager
-from monitoring.mixin.holds import down_holds, unavailable_holds
+from monitoring.mixin.alerts.holds import down_holds, unavailable_holds
+from monitoring.mixin.config import DEFAULT as config
 from monitoring.mixin.promql import NORMAL
 from tests.monitoring.mixin.test_inhibitions import (  # the real Alertmanager and its helpers
     BURN,
@@ -29,8 +30,9 @@ from tests.monitoring.mixin.test_inhibitions import (  # the real Alertmanager a
 
 
 def test_the_inhibit_rules_hold_with_the_holds_the_mixin_defines() -> None:
-    holds = {a.alertname for a in down_holds(NORMAL) + unavailable_holds(NORMAL)}
-    sources = " ".join(str(r["source_matchers"]) for r in alertmanager.inhibit_rules())
+    alerts = down_holds(config, NORMAL) + unavailable_holds(config, NORMAL)
+    holds = {config.alertname(a.name) for a in alerts}
+    sources = " ".join(str(r["source_matchers"]) for r in alertmanager.inhibit_rules(config))
     assert holds == {h for h in holds if h in sources}
     assert len(holds) == 4
 

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
 import yaml
 
-from monitoring.mixin import config, kube_prometheus, operator, prometheus
+from monitoring.mixin import kube_prometheus, operator, prometheus
+from monitoring.mixin.config import DEFAULT as config
+from tokenpulse.paths import ROOT
 
-SCHEMAS = Path(__file__).resolve().parents[3] / "deploy" / "k8s" / "schemas"
+SCHEMAS = ROOT / "deploy" / "k8s" / "schemas"
 
 
 def _resource(kind: str, spec: dict[str, Any]) -> dict[str, Any]:
@@ -29,12 +30,12 @@ def _validate(doc: dict[str, Any]) -> None:
 
 
 def test_two_prometheus_replicas_told_apart_by_a_label_the_alerts_lose() -> None:
-    spec = kube_prometheus.prometheus_spec()
+    spec = kube_prometheus.prometheus_spec(config)
     assert spec["replicas"] == 2
     # the same label the local and compose Prometheus pairs carry and drop (prometheus.yml)
     assert spec["replicaExternalLabelName"] == prometheus.REPLICA_EXTERNAL_LABEL
-    assert spec["replicaExternalLabelName"] != config.REPLICA_LABEL  # a model-server replica
-    assert spec["evaluationInterval"] == config.EVALUATION_INTERVAL
+    assert spec["replicaExternalLabelName"] != config.replica_label  # a model-server replica
+    assert spec["evaluationInterval"] == config.evaluation_interval
     _validate(_resource("Prometheus", spec))
 
 
@@ -49,7 +50,7 @@ def test_three_alertmanager_replicas_select_tokenpulses_routes() -> None:
 @pytest.mark.parametrize(
     ("kind", "spec", "typo"),
     [
-        ("Prometheus", kube_prometheus.prometheus_spec(), "replicaExternalLabel"),
+        ("Prometheus", kube_prometheus.prometheus_spec(config), "replicaExternalLabel"),
         ("Alertmanager", kube_prometheus.alertmanager_spec(), "replica"),
     ],
 )
@@ -63,11 +64,11 @@ def test_the_schemas_catch_a_misspelt_field(kind: str, spec: dict, typo: str) ->
 
 
 def test_values_put_the_specs_where_the_chart_reads_them() -> None:
-    values = yaml.safe_load(operator.files()[operator.KUBE_PROMETHEUS_STACK / "values.yaml"])
+    values = yaml.safe_load(operator.files(config)[operator.KUBE_PROMETHEUS_STACK / "values.yaml"])
     prom = values["prometheus"]["prometheusSpec"]
     chart_only = set(kube_prometheus.CHART_SWITCHES)
     assert {k: v for k, v in prom.items() if k not in chart_only} == (
-        kube_prometheus.prometheus_spec()
+        kube_prometheus.prometheus_spec(config)
     )
     assert all(prom[k] is False for k in chart_only)  # TokenPulse's rules and monitors too
     assert values["alertmanager"]["alertmanagerSpec"] == kube_prometheus.alertmanager_spec()

@@ -24,14 +24,15 @@ import pytest
 import yaml
 
 from devtools import kustomize
-from monitoring.mixin import config, operator, prometheus
+from monitoring.mixin import operator, prometheus
+from monitoring.mixin.config import DEFAULT as config
 from stack import components
 from tests.monitoring.mixin.test_inhibitions import _alertmanager, _suppressed
 from tests.support.up import up_config, up_settings
+from tokenpulse.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[3]
 ALERTS = ROOT / "alerts"
-P = config.ALERT_PREFIX
+P = config.alert_prefix
 Labels = dict[str, str]
 _CAMEL = re.compile(r"_(\w)")
 
@@ -91,7 +92,7 @@ def relabel(labels: Labels, configs: list[dict[str, Any]]) -> Labels | None:
 def _static(targets: prometheus.Targets) -> dict[str, list[Labels]]:
     """job -> the target labels of each static target of that job."""
     out: dict[str, list[Labels]] = {}
-    for job in prometheus.scrape_configs(targets):
+    for job in prometheus.scrape_configs(config, targets):
         for group in job["static_configs"]:
             for host in group["targets"]:
                 meta = {"job": job["job_name"], "__address__": host, **group.get("labels", {})}
@@ -104,8 +105,8 @@ def _static(targets: prometheus.Targets) -> dict[str, list[Labels]]:
 
 def _static_shape(targets: prometheus.Targets, gpus: bool) -> Shape:
     jobs = _static(targets)
-    servers = [(labels, "host") for labels in jobs[config.JOBS.modelserver]]
-    (exporter,) = jobs[config.JOBS.exporter]
+    servers = [(labels, "host") for labels in jobs[config.jobs.modelserver]]
+    (exporter,) = jobs[config.jobs.exporter]
     # the exporter watches the first model server (`up` and compose: replica 0)
     return Shape(servers, [(exporter, 0)], [(exporter, "host")] if gpus else [])
 
@@ -169,8 +170,8 @@ def k8s_shape(overlay: str) -> Shape:
     shape = Shape()
     server_on: dict[str, int] = {}
     for job, component in (
-        (config.JOBS.modelserver, "modelserver"),
-        (config.JOBS.exporter, "exporter"),
+        (config.jobs.modelserver, "modelserver"),
+        (config.jobs.exporter, "exporter"),
     ):
         spec = monitors[job]["spec"]
         (endpoint,) = spec.get("endpoints") or spec["podMetricsEndpoints"]
@@ -265,7 +266,7 @@ INCIDENTS = {
     # TF Serving out of GPU memory: the GPU alert explains its RESOURCE_EXHAUSTED ticket
     "gpu-full": (15, {(f"{P}GpuMemoryNearlyFull", "warning")}),
 }
-KEPT = ("alertname", "severity", "model", config.REPLICA_LABEL, config.NODE_LABEL)
+KEPT = ("alertname", "severity", "model", config.replica_label, config.node_label)
 
 
 def _firing(shape: Shape, incident: str, tmp: Path) -> list[Labels]:

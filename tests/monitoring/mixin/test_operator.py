@@ -10,10 +10,14 @@ import pytest
 import yaml
 
 from monitoring import deploy_links
-from monitoring.mixin import alertmanager, config, operator, prometheus, rulefiles
-from monitoring.mixin.dashboards import render_all
-from monitoring.mixin.relink import relink
+from monitoring.mixin import alertmanager, operator, prometheus, rulefiles
+from monitoring.mixin.config import DEFAULT as config
+from monitoring.mixin.config import MixinConfig
+from monitoring.mixin.dashboards import build_models, render_all
 from tokenpulse import paths
+
+# the cluster's config: the shipped one with deploy/k8s/links.env's links
+CLUSTER = deploy_links.kubernetes_config()
 
 
 def _by_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -25,9 +29,10 @@ def _matcher_text(m: dict[str, str]) -> str:
 
 
 def test_prometheus_rules_hold_exactly_the_rule_files_groups() -> None:
-    rules = operator.prometheus_rules()
+    rules = operator.prometheus_rules(CLUSTER)
     assert {r["metadata"]["name"] for r in rules} == {"tokenpulse-alerts", "tokenpulse-recording"}
-    for name, text in rulefiles.render_files().items():
+    rendered = rulefiles.render_files(CLUSTER, build_models(CLUSTER))
+    for name, text in rulefiles.render_files(config, build_models(config)).items():
         kind = name.removesuffix(".rules.yml")
         (rule,) = [r for r in rules if r["metadata"]["name"] == f"tokenpulse-{kind}"]
         # the same groups, but each runbook and dashboard link is the cluster's (links.env)
@@ -39,11 +44,10 @@ def test_prometheus_rules_hold_exactly_the_rule_files_groups() -> None:
                 if "runbook_url" in notes:
                     notes["runbook_url"] = links.runbook_url(r["alert"])
                 if "dashboard_url" in notes:
-                    url = notes["dashboard_url"].removeprefix(config.LINKS.grafana_url)
+                    url = notes["dashboard_url"].removeprefix(config.links.grafana_url)
                     notes["dashboard_url"] = links.grafana_url + url
-        # and the committed files say the same (the drift check keeps them so)
-        committed = yaml.safe_load((paths.ALERTS / name).read_text())["groups"]
-        assert yaml.safe_load(operator.cluster_links(yaml.safe_dump(committed))) == groups
+        # which is the rule file rendered with the cluster's config
+        assert yaml.safe_load(rendered[name])["groups"] == groups
         # every alert names TokenPulse's namespace itself: no enforcedNamespaceLabel needed
         for r in (r for group in groups for r in group["rules"] if "alert" in r):
             r["labels"] = {**r.get("labels", {}), "namespace": "tokenpulse"}
@@ -51,23 +55,23 @@ def test_prometheus_rules_hold_exactly_the_rule_files_groups() -> None:
 
 
 def test_one_monitor_per_compose_job_with_its_path_interval_and_job_name() -> None:
-    jobs = {j["job_name"]: j for j in prometheus.scrape_configs(prometheus.COMPOSE_TARGETS)}
-    monitors = {m["metadata"]["name"]: m for m in operator.monitors()}
+    jobs = {j["job_name"]: j for j in prometheus.scrape_configs(config, prometheus.COMPOSE_TARGETS)}
+    monitors = {m["metadata"]["name"]: m for m in operator.monitors(CLUSTER)}
     assert set(monitors) == set(jobs)
     for name, job in jobs.items():
         spec = monitors[name]["spec"]
         (endpoint,) = spec.get("endpoints") or spec["podMetricsEndpoints"]
         assert endpoint["path"] == job.get("metrics_path", "/metrics")
-        assert endpoint["interval"] == endpoint["scrapeTimeout"] == config.SCRAPE_INTERVAL
+        assert endpoint["interval"] == endpoint["scrapeTimeout"] == config.scrape_interval
         assert endpoint["relabelings"][0] == {
             "action": "replace",
             "targetLabel": "job",
             "replacement": name,
         }
-    assert monitors[config.JOBS.exporter]["kind"] == "PodMonitor"
-    assert monitors[config.JOBS.gateway]["kind"] == "ServiceMonitor"
-    assert monitors[config.JOBS.gateway]["spec"]["selector"]["matchLabels"] == {
-        operator.MONITOR_LABEL: config.JOBS.gateway
+    assert monitors[config.jobs.exporter]["kind"] == "PodMonitor"
+    assert monitors[config.jobs.gateway]["kind"] == "ServiceMonitor"
+    assert monitors[config.jobs.gateway]["spec"]["selector"]["matchLabels"] == {
+        operator.MONITOR_LABEL: config.jobs.gateway
     }
 
 
@@ -75,8 +79,8 @@ def test_static_labels_and_relabel_configs_carry_over(monkeypatch: pytest.Monkey
     """A relabelling added to prometheus.yml reaches the monitors without touching this module."""
     original = prometheus.scrape_configs
 
-    def with_relabelling(targets: prometheus.Targets) -> list[dict[str, object]]:
-        jobs = original(targets)
+    def with_relabelling(cfg: MixinConfig, targets: prometheus.Targets) -> list[dict[str, object]]:
+        jobs = original(cfg, targets)
         for job in jobs:
             job["static_configs"][0]["labels"] = {"cluster": "local"}  # type: ignore[index]
             job["relabel_configs"] = [
@@ -86,10 +90,10 @@ def test_static_labels_and_relabel_configs_carry_over(monkeypatch: pytest.Monkey
         return jobs
 
     monkeypatch.setattr(prometheus, "scrape_configs", with_relabelling)
-    for monitor in operator.monitors():
+    for monitor in operator.monitors(CLUSTER):
         spec = monitor["spec"]
         (endpoint,) = spec.get("endpoints") or spec["podMetricsEndpoints"]
-        scoped = (config.REPLICA_LABEL, config.NODE_LABEL)
+        scoped = (config.replica_label, config.node_label)
         carried = [r for r in endpoint["relabelings"][1:] if r.get("targetLabel") not in scoped]
         assert carried == [
             {"action": "replace", "targetLabel": "cluster", "replacement": "local"},
@@ -99,8 +103,8 @@ def test_static_labels_and_relabel_configs_carry_over(monkeypatch: pytest.Monkey
 
 
 def test_alertmanager_config_has_the_same_routes_inhibitions_and_receivers() -> None:
-    am = yaml.safe_load(alertmanager.render())
-    spec = operator.alertmanager_config()["spec"]
+    am = yaml.safe_load(alertmanager.render(config))
+    spec = operator.alertmanager_config(CLUSTER)["spec"]
     route = spec["route"]
     assert route["receiver"] == am["route"]["receiver"]
     assert route["groupBy"] == am["route"]["group_by"]
@@ -119,17 +123,18 @@ def test_alertmanager_config_has_the_same_routes_inhibitions_and_receivers() -> 
     (pd,) = pager["pagerdutyConfigs"]
     assert pd["description"] == alertmanager.TITLE
     # ... linking the cluster's Kibana (deploy/k8s/links.env)
-    text = relink(alertmanager.ALERT_TEXT, deploy_links.kubernetes_links())
+    text = alertmanager.alert_text(CLUSTER)
+    assert f"{deploy_links.kubernetes_links().kibana_url}/app/discover" in text
     assert pd["details"] == [{"key": "alerts", "value": text}]
 
 
 def test_receiver_secrets_are_keys_named_after_the_secret_files() -> None:
     files = set()
-    for receiver in yaml.safe_load(alertmanager.render())["receivers"]:
+    for receiver in yaml.safe_load(alertmanager.render(config))["receivers"]:
         for configs in receiver.values():
             for cfg in configs if isinstance(configs, list) else []:
                 files |= {Path(v).name for k, v in cfg.items() if k.endswith("_file")}
-    keys = set(operator.receiver_secret_keys())
+    keys = set(operator.receiver_secret_keys(CLUSTER))
     assert files and files <= keys
     # the webhooks' addresses: the ticket bridge, the dead man's switch, the meta channel
     assert keys - files == {"ticket-webhook-url", "watchdog-webhook-url", "meta-webhook-url"}
@@ -156,30 +161,31 @@ def test_matcher_refuses_what_is_not_one() -> None:
 
 
 def test_dashboards_become_sidecar_config_maps_with_the_same_json() -> None:
-    maps = operator.dashboard_config_maps()
-    assert {name for m in maps for name in m["data"]} == set(render_all())
+    maps = operator.dashboard_config_maps(CLUSTER)
+    assert {name for m in maps for name in m["data"]} == set(render_all(config))
+    cluster = render_all(CLUSTER)
     for m in maps:
         assert m["metadata"]["labels"] == {"grafana_dashboard": "1"}
         ((name, text),) = m["data"].items()
-        # the committed JSON, with the runbook links moved to the cluster's
+        # the dashboard rendered with the cluster's config: its runbook links are the cluster's
         committed = (paths.DASHBOARDS / name).read_text()
-        assert json.loads(text) == json.loads(operator.cluster_links(committed))
-        assert config.RUNBOOK_URL_PATTERN.split("{")[0] in committed
-        assert config.RUNBOOK_URL_PATTERN.split("{")[0] not in text
+        assert text == cluster[name]
+        assert config.links.runbook_url_pattern.split("{")[0] in committed
+        assert config.links.runbook_url_pattern.split("{")[0] not in text
 
 
 def test_adapter_rules_serve_the_gateway_load_per_pod() -> None:
-    rules = operator.adapter_rules()
+    rules = operator.adapter_rules(CLUSTER)
     assert [r["name"]["as"] for r in rules] == list(operator.AUTOSCALING_METRICS)
     for rule, metric in zip(rules, operator.AUTOSCALING_METRICS, strict=True):
-        assert rule["seriesQuery"].startswith(metric + "{" + config.JOBS.selector("gateway"))
+        assert rule["seriesQuery"].startswith(metric + "{" + config.jobs.selector("gateway"))
         assert rule["resources"]["overrides"]["pod"] == {"resource": "pod"}
-    values = yaml.safe_load(operator.adapter_values())
+    values = yaml.safe_load(operator.adapter_values(CLUSTER))
     assert values["rules"]["custom"] == rules and values["rules"]["default"] is False
 
 
 def test_files_are_the_monitoring_kustomization_and_the_adapter_values() -> None:
-    files = operator.files()
+    files = operator.files(CLUSTER)
     kustomization = yaml.safe_load(files[operator.MONITORING / "kustomization.yaml"])
     assert {operator.MONITORING / r for r in kustomization["resources"]} | {
         operator.MONITORING / "kustomization.yaml",
@@ -192,17 +198,17 @@ def test_files_are_the_monitoring_kustomization_and_the_adapter_values() -> None
 
 
 def test_a_model_server_pod_and_its_sidecar_exporter_are_one_replica() -> None:
-    by_name = {m["metadata"]["name"]: m for m in operator.monitors()}
+    by_name = {m["metadata"]["name"]: m for m in operator.monitors(CLUSTER)}
     scoped = {}
     for name, monitor in by_name.items():
         endpoints = monitor["spec"].get("endpoints") or monitor["spec"]["podMetricsEndpoints"]
         scoped[name] = [
             r["sourceLabels"]
             for r in endpoints[0]["relabelings"]
-            if r.get("targetLabel") == config.REPLICA_LABEL
+            if r.get("targetLabel") == config.replica_label
         ]
     # a TF Serving pod's name only: the GPU DaemonSet's exporter pods are no replica
     tfserving_pod = [[operator.REPLICA_POD_LABEL, "__meta_kubernetes_pod_name"]]
-    assert scoped[config.JOBS.modelserver] == tfserving_pod
-    assert scoped[config.JOBS.exporter] == tfserving_pod
-    assert scoped[config.JOBS.gateway] == []  # fleet jobs keep no replica label
+    assert scoped[config.jobs.modelserver] == tfserving_pod
+    assert scoped[config.jobs.exporter] == tfserving_pod
+    assert scoped[config.jobs.gateway] == []  # fleet jobs keep no replica label

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from monitoring.mixin import config, prometheus
-
-ROOT = Path(__file__).resolve().parents[3]
+from monitoring.mixin import prometheus
+from monitoring.mixin.config import DEFAULT as config
+from tokenpulse.paths import ROOT
 
 
 def test_local_targets_render_one_job_per_component(tmp_path: Path) -> None:
@@ -19,31 +19,31 @@ def test_local_targets_render_one_job_per_component(tmp_path: Path) -> None:
         modelserver=["127.0.0.1:8501"], gateway=["127.0.0.1:8080"], exporter=["127.0.0.1:9410"]
     )
     doc = yaml.safe_load(
-        prometheus.render(targets, ["/rules/*.yml"], alertmanagers=["127.0.0.1:9093"],
+        prometheus.render(config, targets, ["/rules/*.yml"], alertmanagers=["127.0.0.1:9093"],
                           scrape_interval="2s", evaluation_interval="1s")
     )  # fmt: skip
     jobs = {j["job_name"]: j for j in doc["scrape_configs"]}
-    assert list(jobs) == [config.JOBS.modelserver, config.JOBS.gateway, config.JOBS.exporter]
-    assert jobs[config.JOBS.modelserver]["metrics_path"] == "/monitoring/prometheus/metrics"
-    assert "metrics_path" not in jobs[config.JOBS.gateway]
+    assert list(jobs) == [config.jobs.modelserver, config.jobs.gateway, config.jobs.exporter]
+    assert jobs[config.jobs.modelserver]["metrics_path"] == "/monitoring/prometheus/metrics"
+    assert "metrics_path" not in jobs[config.jobs.gateway]
     assert doc["global"] == {"scrape_interval": "2s", "evaluation_interval": "1s",
                              "scrape_timeout": "2s"}  # fmt: skip
     assert doc["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == ["127.0.0.1:9093"]
 
 
 def test_no_alertmanager_means_no_alerting_section() -> None:
-    doc = yaml.safe_load(prometheus.render(prometheus.Targets(gateway=["a:1"]), []))
+    doc = yaml.safe_load(prometheus.render(config, prometheus.Targets(gateway=["a:1"]), []))
     assert "alerting" not in doc and doc["rule_files"] == []
 
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed")
 def test_compose_file_passes_promtool_check_config(tmp_path: Path) -> None:
     path = ROOT / "monitoring/prometheus/prometheus.yml"
-    assert path.read_text() == prometheus.render_compose()
+    assert path.read_text() == prometheus.render_compose(config)
     out = subprocess.run(
         ["promtool", "check", "config", "--syntax-only", str(path)],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr
     jobs = [j["job_name"] for j in yaml.safe_load(path.read_text())["scrape_configs"]]
-    assert jobs == [getattr(config.JOBS, c) for c in prometheus.COMPONENTS]
+    assert jobs == [getattr(config.jobs, c) for c in prometheus.COMPONENTS]

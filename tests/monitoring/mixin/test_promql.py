@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import pytest
 
+from monitoring.mixin.config import DEFAULT as config
 from monitoring.mixin.promql import (
-    COMPRESSED,
     NORMAL,
     DurationError,
+    Timing,
     number,
     render_seconds,
     seconds,
 )
+
+COMPRESSED = config.timing(compressed=True)
 
 
 def test_seconds_and_back() -> None:
@@ -28,8 +31,10 @@ def test_bad_durations_are_refused(bad: str) -> None:
 def test_compression_divides_and_floors() -> None:
     assert NORMAL("6h") == "6h"
     assert COMPRESSED("6h") == "6m" and COMPRESSED("3d") == "72m" and COMPRESSED("1d") == "24m"
-    assert COMPRESSED("1m") == "5s"  # never under COMPRESSED_MIN_SECONDS
+    assert COMPRESSED("1m") == "5s"  # never under compressed_min_seconds
     assert COMPRESSED.secs("10m") == "10" and NORMAL.secs("10m") == "600"
+    assert COMPRESSED == Timing(config.compression_factor, config.compressed_min_seconds)
+    assert config.timing() == NORMAL
 
 
 def test_number_has_no_float_noise() -> None:

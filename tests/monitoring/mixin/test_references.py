@@ -7,6 +7,7 @@ from pathlib import Path
 
 from monitoring import generate
 from monitoring.mixin import references
+from monitoring.mixin.config import DEFAULT as config
 
 RULES = Path("alerts/alerts.rules.yml")
 RECORDING = Path("alerts/recording.rules.yml")
@@ -26,7 +27,7 @@ def _known(files: dict[Path, str]) -> set[str]:
 
 
 def test_recorded_series_count_as_declared() -> None:
-    files = generate.files()
+    files = generate.files(config)
     recorded = references.recorded(files)
     assert "model:gateway_errors:ratio_rate1h" in recorded
     assert "model:gateway_mean_nll_nats:mean30m_stddev_over_time7d_offset1d" in recorded
@@ -41,7 +42,7 @@ def test_offsets_and_ranges_are_not_metrics() -> None:
 
 
 def test_a_misspelled_metric_in_a_rule_is_named_with_its_file_and_rule() -> None:
-    files = generate.files()
+    files = generate.files(config)
     known = _known(files)
     files[RULES] = files[RULES].replace("tokenpulse_gpu_lost{", "tokenpulse_gpu_lsot{")
     assert references.undeclared(files, known) == [
@@ -50,7 +51,7 @@ def test_a_misspelled_metric_in_a_rule_is_named_with_its_file_and_rule() -> None
 
 
 def test_a_misspelled_metric_in_a_dashboard_is_named_with_its_file_and_panel() -> None:
-    files = generate.files()
+    files = generate.files(config)
     known = _known(files)
     model = json.loads(files[DASHBOARD])
     panel = next(p for p in model["panels"] if p.get("title") == "Circuit breaker")

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from monitoring.mixin import alertmanager
+from monitoring.mixin.config import DEFAULT as mixin
 from monitoring.oncall.deadman import ALERTNAME
 from monitoring.oncall.server import OncallServer, OncallSettings, serve
 from stack.launch import http_ok, running_process
@@ -55,7 +56,7 @@ def _receiver(tmp: Path) -> Iterator[OncallServer]:
 def _alertmanager(tmp: Path, receiver_url: str, port: int) -> Iterator[str]:
     config = tmp / "alertmanager.yml"
     config.write_text(
-        alertmanager.render_local(
+        alertmanager.render_local(mixin,
             receiver_url, group_wait="1s", group_interval="1s",
             watchdog_interval=f"{INTERVAL_S}s",
         )

@@ -7,6 +7,7 @@ import re
 import pytest
 from PIL import Image
 
+from monitoring.mixin.config import DEFAULT as config
 from monitoring.mixin.dashboards import build_model
 from monitoring.preview.prom import PromClient, PromError, Series, seconds
 from monitoring.preview.render import fmt, legend, render_dashboard
@@ -33,7 +34,7 @@ class RecordingProm:
 
 
 def test_every_panel_is_queried_with_variables_substituted_and_drawn(tmp_path):
-    model = build_model("slo")
+    model = build_model(config, "slo")
     prom = RecordingProm()
     preview = render_dashboard(model, prom, tmp_path, 900, "30s")  # type: ignore[arg-type]
     panels = [p for p in model["panels"] if p["type"] != "row"]
@@ -51,7 +52,7 @@ def test_every_panel_is_queried_with_variables_substituted_and_drawn(tmp_path):
 
 def test_a_panel_without_series_is_reported_empty(tmp_path):
     preview = render_dashboard(
-        build_model("gpu"), RecordingProm("tokenpulse_gpu_lost"), tmp_path, 900, "1m"
+        build_model(config, "gpu"), RecordingProm("tokenpulse_gpu_lost"), tmp_path, 900, "1m"
     )  # type: ignore[arg-type]
     assert preview.empty() == ["GPUs lost"]
 

@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from log_pipeline.metrics import OUTPUTS, ShipperMetrics, SinkMetrics
-from monitoring.mixin import config
+from monitoring.mixin.config import DEFAULT as config
 from monitoring.mixin.dashboards import render_all
 from monitoring.mixin.dashboards.lint import label_problems
 from monitoring.mixin.promql import NORMAL
@@ -23,7 +23,7 @@ from stack.catalogue import EXPORTER_README
 from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME
 
 # Prometheus adds these to every scraped series (the replica label: the local and compose targets)
-TARGET_LABELS = {"job", "instance", config.REPLICA_LABEL}
+TARGET_LABELS = {"job", "instance", config.replica_label}
 SUFFIXES = {"counter": ("", "_total"), "histogram": ("", "_bucket", "_sum", "_count")}
 _EXPORTER_ROW = re.compile(r"^\| `(tokenpulse_\w+)` \| (\w+) \| ([^|]*) \|", re.M)
 
@@ -59,7 +59,7 @@ def catalogue() -> dict[str, set[str]]:
     for name, kind, labels in _EXPORTER_ROW.findall(EXPORTER_README.read_text()):
         found = {label.strip(" `") for label in labels.split(",")} - {"", "—", "-"}
         out |= _series(name.removesuffix("_total"), kind, found) | {name: found}
-    for rule in sli_rules(NORMAL):  # recorded per model, with the window as a label
+    for rule in sli_rules(config, NORMAL):  # recorded per model, with the window as a label
         grouped = re.findall(r"by \(([^)]*)\)", rule["expr"])
         kept = {label.strip() for g in grouped for label in g.split(",")}
         out[rule["record"]] = kept | set(rule.get("labels", {}))
@@ -69,7 +69,7 @@ def catalogue() -> dict[str, set[str]]:
 
 @pytest.fixture(scope="module")
 def models() -> dict[str, dict]:
-    return {name: json.loads(text) for name, text in render_all().items()}
+    return {name: json.loads(text) for name, text in render_all(config).items()}
 
 
 def test_the_catalogue_knows_what_the_dashboards_select(models) -> None:

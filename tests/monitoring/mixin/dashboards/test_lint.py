@@ -10,14 +10,14 @@ import json
 
 import pytest
 
+from monitoring.mixin.config import DEFAULT as config
 from monitoring.mixin.dashboards import render_all
 from monitoring.mixin.dashboards.lint import lint
-from monitoring.mixin.dashboards.panels import runbook_url
 
 
 @pytest.fixture
 def models():
-    return {name: json.loads(text) for name, text in render_all().items()}
+    return {name: json.loads(text) for name, text in render_all(config).items()}
 
 
 def _first_panel(model):
@@ -35,7 +35,7 @@ def _first_panel(model):
          "hard-coded datasource"),
         (lambda p: p["targets"][0].update(datasource="Prometheus"), "given by name"),
         (lambda p: p["fieldConfig"]["defaults"]["thresholds"].update(steps=[]), "no thresholds"),
-        (lambda p: p.update(links=[{"url": runbook_url("TokenPulseNoSuchAlert")}]),
+        (lambda p: p.update(links=[{"url": config.links.runbook_url("TokenPulseNoSuchAlert")}]),
          "runbook that does not exist: TokenPulseNoSuchAlert"),
         (lambda p: p["targets"][0].update(expr='up{job=~"$nosuch"}'),
          "uses $nosuch, which the dashboard does not define"),
@@ -49,7 +49,7 @@ def test_each_broken_rule_is_reported(models, breakage, problem):
     broken = copy.deepcopy(models)
     name = sorted(broken)[0]
     breakage(_first_panel(broken[name]))
-    problems = lint(broken)
+    problems = lint(broken, config.links.runbook_url_pattern)
     assert len(problems) == 1 and problem in problems[0], problems
 
 
@@ -60,7 +60,7 @@ def test_duplicate_uid_and_missing_datasource_variable(models):
     broken[a]["templating"]["list"] = [
         v for v in broken[a]["templating"]["list"] if v["name"] != "datasource"
     ]
-    problems = "\n".join(lint(broken))
+    problems = "\n".join(lint(broken, config.links.runbook_url_pattern))
     assert "duplicate uid" in problems
     assert "does not match uid" in problems
     assert "no datasource variable" in problems
@@ -74,7 +74,7 @@ def test_a_link_to_a_missing_variable_is_dead(models):
     serving["templating"]["list"] = [
         v for v in serving["templating"]["list"] if v["name"] != "version"
     ]
-    problems = lint(broken)
+    problems = lint(broken, config.links.runbook_url_pattern)
     assert problems and all("uses $version" in p for p in problems), problems
     linked = {p.split(" / ")[1].split(":")[0] for p in problems}
     assert {"Requests/s by status", "Request latency (predict)"} <= linked
@@ -88,4 +88,4 @@ def test_legends_kept_by_label_replace_and_plain_selectors_pass(models):
         legendFormat="{{a}} {{b}}",
     )
     panel["targets"].append({"refId": "Z", "expr": "x", "legendFormat": "{{anything}}"})
-    assert lint(fine) == []
+    assert lint(fine, config.links.runbook_url_pattern) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from monitoring.mixin.config import DEFAULT as config
 from monitoring.mixin.dashboards import build_model
 from monitoring.mixin.dashboards.queries import (
     annotation_exprs,
@@ -32,7 +33,7 @@ def test_metric_names_skip_functions_labels_keywords_and_numbers():
 
 
 def test_every_panel_has_queries_and_variables_are_declared():
-    model = build_model("quality")
+    model = build_model(config, "quality")
     queries = list(panel_queries(model))
     assert queries and all(q.expr and q.legend for q in queries)
     assert variable_names(model) == ["datasource", "model", "version"]

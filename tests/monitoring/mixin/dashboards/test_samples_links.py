@@ -8,7 +8,8 @@ from urllib.parse import unquote, urlsplit
 
 from log_pipeline.assets import DATA_VIEW_ID, FIELD_TYPES
 from log_pipeline.commands.samples import add_arguments
-from monitoring.mixin import config as cfg
+from monitoring.mixin.config import DEFAULT as cfg
+from monitoring.mixin.config import DEFAULT as config
 from monitoring.mixin.dashboards import quality
 from monitoring.mixin.dashboards.panels import SAMPLES_COMMAND
 
@@ -17,14 +18,14 @@ LINKED = {"Mean NLL per token", "Repetition", "Empty outputs", "Truncation", "Ne
 
 
 def _panels() -> dict[str, dict[str, object]]:
-    model = json.loads(json.dumps(quality.build().build(), default=lambda o: o.__dict__))
+    model = json.loads(json.dumps(quality.build(config).build(), default=lambda o: o.__dict__))
     return {p["title"]: p for p in model["panels"] if p.get("type") != "row"}
 
 
 def _kibana_links(panel: dict[str, object]) -> list[str]:
     links = panel.get("links") or []
     assert isinstance(links, list)
-    return [link["url"] for link in links if link["url"].startswith(cfg.KIBANA_URL)]
+    return [link["url"] for link in links if link["url"].startswith(cfg.links.kibana_url)]
 
 
 def test_quality_panels_link_kibana_discover_for_model_version_and_time_range() -> None:

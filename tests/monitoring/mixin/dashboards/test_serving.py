@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from monitoring.mixin import config
+from monitoring.mixin.config import DEFAULT as config
 from monitoring.mixin.dashboards import build_model, serving
 from monitoring.mixin.dashboards.queries import metric_names, substitute
 
 
 @pytest.fixture(scope="module")
 def model() -> dict:
-    return build_model("serving")
+    return build_model(config, "serving")
 
 
 def _panels(model: dict) -> dict[str, dict]:
@@ -25,7 +25,9 @@ def test_error_and_latency_panels_link_the_samples_of_model_version_and_window(m
     panels = _panels(model)
     for title in ("Requests/s by status", "Request latency (predict)", "Runtime latency"):
         (url,) = [
-            lk["url"] for lk in panels[title]["links"] if lk["url"].startswith(config.KIBANA_URL)
+            lk["url"]
+            for lk in panels[title]["links"]
+            if lk["url"].startswith(config.links.kibana_url)
         ]
         assert "${version:regex}" in url and "${model:regex}" in url and "${__from:date:iso}" in url
         assert "--version $version" in panels[title]["description"]
@@ -44,7 +46,7 @@ def test_warmup_legend_reads_base_folder_and_version_from_the_path(model, promql
     assert "model_path" not in target["legendFormat"]
     path = "/tmp/pytest-of-root/pytest-107/dash-stack0/models/gen/12"
     metric = ":tensorflow:serving:model_warmup_latency"
-    labels = f'job="{config.JOBS.modelserver}", model_path="{path}", status="OK"'
+    labels = f'job="{config.jobs.modelserver}", model_path="{path}", status="OK"'
     promql(
         [{"series": f"{metric}_sum{{{labels}}}", "values": "3000000x5"},
          {"series": f"{metric}_count{{{labels}}}", "values": "2x5"}],

@@ -3,7 +3,7 @@ whose exemplars carry a request id (latency, TTFT, NLL)."""
 
 from __future__ import annotations
 
-from monitoring.mixin import config
+from monitoring.mixin.config import DEFAULT as config
 from monitoring.mixin.dashboards import build_model
 from monitoring.mixin.dashboards.queries import metric_names
 from serving.gateway.metrics import EXEMPLAR_LABEL, MODES
@@ -18,7 +18,7 @@ STREAM_METRICS = {
 
 
 def _panels(key: str) -> dict[str, dict]:
-    return {p["title"]: p for p in build_model(key)["panels"] if p["type"] != "row"}
+    return {p["title"]: p for p in build_model(config, key)["panels"] if p["type"] != "row"}
 
 
 def test_every_stream_metric_has_a_panel() -> None:
@@ -30,7 +30,7 @@ def test_every_stream_metric_has_a_panel() -> None:
 
 
 def test_exemplars_on_latency_ttft_and_nll_and_their_label_is_the_gateways() -> None:
-    assert config.EXEMPLAR_LABEL == EXEMPLAR_LABEL
+    assert config.exemplar_label == EXEMPLAR_LABEL
     shown = {
         (key, title)
         for key in ("slo", "quality")
@@ -43,12 +43,12 @@ def test_exemplars_on_latency_ttft_and_nll_and_their_label_is_the_gateways() -> 
         panel = _panels(key)[title]
         # exemplars hang on buckets: each such panel reads a histogram's buckets
         assert any("_bucket{" in t["expr"] for t in panel["targets"]), title
-        assert f"<{config.EXEMPLAR_LABEL}>" in panel["description"], title
+        assert f"<{config.exemplar_label}>" in panel["description"], title
 
 
 def test_ttft_threshold_is_the_ttft_slo_when_there_is_one() -> None:
     panel = _panels("slo")["Time to first token"]
     top = panel["fieldConfig"]["defaults"]["thresholds"]["steps"][-1]["value"]
-    slo = next((s for s in config.SLOS if s.name == "ttft"), None)
+    slo = next((s for s in config.slos if s.name == "ttft"), None)
     assert top == (float(slo.threshold_le) if slo else 1.0)
-    assert any(link["url"].startswith(config.KIBANA_URL) for link in panel["links"])
+    assert any(link["url"].startswith(config.links.kibana_url) for link in panel["links"])

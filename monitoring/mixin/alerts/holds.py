@@ -7,27 +7,24 @@ windows of the symptoms it caused, so Alertmanager inhibits those while a hold f
 - it starts only with a page that was delivered (for TF Serving down: TfServingDown, or
   TfServingFlapping, the crash loop's one page that stands for its outages): the cause fired for
   at least
-  config.AM_GROUP_WAIT (Alertmanager sends a group's first notification after group_wait; a
+  cfg.am_group_wait (Alertmanager sends a group's first notification after group_wait; a
   shorter firing reached nobody, so it explains nothing to anybody). ALERTS_FOR_STATE holds the
   time the cause became active, so "active for its `for` plus group_wait" is a delivered page;
 - it is released for good once fresh failures follow the recovery: the model's 5xx over a
-  window that starts config.FRESH_MARGIN after the cause's target came back (config.FRESH_*),
-  at the fast page tier's rate and with at least config.FRESH_MIN_FAILED of them;
-- otherwise it lasts config.RECOVERY_WINDOW after the page's last firing evaluation.
+  window that starts cfg.fresh_margin after the cause's target came back (cfg.fresh_*),
+  at the fast page tier's rate and with at least cfg.fresh_min_failed of them;
+- otherwise it lasts cfg.recovery_window after the page's last firing evaluation.
 
 Each hold's value is the time since its page last fired, in seconds.
 """
 
 from __future__ import annotations
 
-from monitoring.mixin import config as c
+from monitoring.mixin.config import MixinConfig
 from monitoring.mixin.model import GATEWAY_PREFIX, Alert
-from monitoring.mixin.promql import Timing, number, render_seconds, sel
+from monitoring.mixin.promql import Timing, number, render_seconds
 from monitoring.mixin.slis import error_ratio
 
-DOWN = f"{c.ALERT_PREFIX}TfServingDown"
-FLAPPING = f"{c.ALERT_PREFIX}TfServingFlapping"
-NO_VERSION = f"{c.ALERT_PREFIX}TfServingNoAvailableVersion"
 VERSIONS = "tokenpulse_tfserving_model_versions_available"
 
 
@@ -36,35 +33,36 @@ def _last(expr: str, window: str) -> str:
     return f"max_over_time((({expr}) * 0 + time())[{window}:])"
 
 
-def delivered(alertname: str, for_: str, t: Timing) -> str:
+def delivered(cfg: MixinConfig, alertname: str, for_: str, t: Timing) -> str:
     """The series of `alertname` that have been active for its `for` plus group_wait: their page
     went out (Alertmanager's first notification of a group waits group_wait)."""
-    secs = int(t.secs(for_)) + int(t.secs(c.AM_GROUP_WAIT))
+    secs = int(t.secs(for_)) + int(t.secs(cfg.am_group_wait))
     return f'time() - ALERTS_FOR_STATE{{alertname="{alertname}"}} >= {secs}'
 
 
-def down_delivered(t: Timing) -> str:
+def down_delivered(cfg: MixinConfig, t: Timing) -> str:
     """The model-server targets paged down: TfServingDown, or the crash loop's TfServingFlapping
     (which TfServingDown stays quiet for), delivered. Flapping fires on through its
     keep_firing_for, so its hold runs from the loop's page resolving."""
-    return f"{delivered(DOWN, c.DOWN_FOR, t)}\nor {delivered(FLAPPING, c.FLAP_FOR, t)}"
+    down = delivered(cfg, cfg.alertname("TfServingDown"), cfg.down_for, t)
+    return f"{down}\nor {delivered(cfg, cfg.alertname('TfServingFlapping'), cfg.flap_for, t)}"
 
 
-def fresh_failures(t: Timing) -> str:
-    """Per model: over config.FRESH_WINDOW, 5xx at the fast page tier's rate, and at least
-    config.FRESH_MIN_FAILED of them."""
-    slo = next(s for s in c.SLOS if s.name == "availability")
-    threshold = number(c.BURN_TIERS[0].factor * (1 - slo.objective))
-    w = t(c.FRESH_WINDOW)
-    errors = sel("gateway", f'code=~"{c.ERROR_CODES}"')
+def fresh_failures(cfg: MixinConfig, t: Timing) -> str:
+    """Per model: over cfg.fresh_window, 5xx at the fast page tier's rate, and at least
+    cfg.fresh_min_failed of them."""
+    slo = cfg.slo("availability")
+    threshold = number(cfg.burn_tiers[0].factor * (1 - slo.objective))
+    w = t(cfg.fresh_window)
+    errors = cfg.sel("gateway", f'code=~"{cfg.error_codes}"')
     count = f"sum by (model) (increase({GATEWAY_PREFIX}requests_total{errors}[{w}]))"
-    share = error_ratio(slo, w, c.JOBS.selector("gateway"))
-    return f"({share} > {threshold}\nand on (model) {count} >= {c.FRESH_MIN_FAILED})"
+    share = error_ratio(cfg, slo, w, cfg.jobs.selector("gateway"))
+    return f"({share} > {threshold}\nand on (model) {count} >= {cfg.fresh_min_failed})"
 
 
-def _since_recovery(t: Timing) -> str:
+def _since_recovery(cfg: MixinConfig, t: Timing) -> str:
     """The range a target must have been back for: the fresh window and its margin."""
-    return render_seconds(int(t.secs(c.FRESH_WINDOW)) + int(t.secs(c.FRESH_MARGIN)))
+    return render_seconds(int(t.secs(cfg.fresh_window)) + int(t.secs(cfg.fresh_margin)))
 
 
 def _hold(delivered_at: str, fresh_at: str, by: str) -> str:
@@ -75,22 +73,22 @@ def _hold(delivered_at: str, fresh_at: str, by: str) -> str:
     )
 
 
-def _why(what: str) -> str:
+def _why(cfg: MixinConfig, what: str) -> str:
     return (
         f"{what} windowed alerts it explains are inhibited until its effects age out of their "
-        f"windows ({c.RECOVERY_WINDOW}) or fresh failures follow the recovery."
+        f"windows ({cfg.recovery_window}) or fresh failures follow the recovery."
     )
 
 
-def down_holds(t: Timing) -> list[Alert]:
+def down_holds(cfg: MixinConfig, t: Timing) -> list[Alert]:
     """After a delivered TfServingDown (or TfServingFlapping) page: per replica, and the whole
     fleet at once."""
-    hold, back = t(c.RECOVERY_WINDOW), _since_recovery(t)
-    ms = sel("modelserver")
-    fresh = fresh_failures(t)
-    by = f"job, instance, {c.REPLICA_LABEL}"
+    hold, back = t(cfg.recovery_window), _since_recovery(cfg, t)
+    ms = cfg.sel("modelserver")
+    fresh = fresh_failures(cfg, t)
+    by = f"job, instance, {cfg.replica_label}"
     # one series per target: Down and Flapping may both be active at the evaluation that hands over
-    sent = f"max by ({by}) (\n{down_delivered(t)}\n)"
+    sent = f"max by ({by}) (\n{down_delivered(cfg, t)}\n)"
     replica_sent = f"max by ({by}) ({_last(sent, hold)})"
     # back for the fresh window and its margin, and some model failing afresh (the gateway's
     # errors have no replica label: any model's fresh failures release the replica's hold)
@@ -111,7 +109,7 @@ def down_holds(t: Timing) -> list[Alert]:
             "silenced.",
             "TokenPulseTfServingDown or TokenPulseTfServingFlapping paged for "
             "{{ $labels.instance }} and last fired "
-            "{{ $value | humanizeDuration }} ago: " + _why("the"),
+            "{{ $value | humanizeDuration }} ago: " + _why(cfg, "the"),
             per_replica=True,
         ),
         Alert(
@@ -123,19 +121,19 @@ def down_holds(t: Timing) -> list[Alert]:
             "TokenPulseTfServingDown or TokenPulseTfServingFlapping paged for every replica at "
             "once and last fired "
             "{{ $value | humanizeDuration }} ago: "
-            + _why("the fleet-wide (SLO burn, quality, traffic)"),
+            + _why(cfg, "the fleet-wide (SLO burn, quality, traffic)"),
         ),
     ]
 
 
-def unavailable_holds(t: Timing) -> list[Alert]:
+def unavailable_holds(cfg: MixinConfig, t: Timing) -> list[Alert]:
     """After a delivered TfServingNoAvailableVersion page: per model and replica, and per model
     on the whole fleet at once."""
-    hold, back = t(c.RECOVERY_WINDOW), _since_recovery(t)
-    ms, ex = sel("modelserver"), sel("exporter")
-    fresh = fresh_failures(t)
-    by = f"model, {c.REPLICA_LABEL}"
-    sent = delivered(NO_VERSION, c.NO_VERSION_FOR, t)
+    hold, back = t(cfg.recovery_window), _since_recovery(cfg, t)
+    ms, ex = cfg.sel("modelserver"), cfg.sel("exporter")
+    fresh = fresh_failures(cfg, t)
+    by = f"model, {cfg.replica_label}"
+    sent = delivered(cfg, cfg.alertname("TfServingNoAvailableVersion"), cfg.no_version_for, t)
     replica_sent = f"max by ({by}) ({_last(sent, hold)})"
     # that model had an AVAILABLE version on the replica all along the fresh window and margin
     replica_back = f"min_over_time({VERSIONS}{ex}[{back}]) >= 1\nand on (model) {fresh}"
@@ -155,7 +153,7 @@ def unavailable_holds(t: Timing) -> list[Alert]:
             "A model was paged with no AVAILABLE version within the recovery window; its "
             "windowed symptoms stay silenced.",
             "TokenPulseTfServingNoAvailableVersion paged for model {{ $labels.model }} and last "
-            "fired {{ $value | humanizeDuration }} ago: " + _why("that model's"),
+            "fired {{ $value | humanizeDuration }} ago: " + _why(cfg, "that model's"),
             per_replica=True,
         ),
         Alert(
@@ -167,6 +165,6 @@ def unavailable_holds(t: Timing) -> list[Alert]:
             "within the recovery window.",
             "TokenPulseTfServingNoAvailableVersion paged for model {{ $labels.model }} on every "
             "replica at once and last fired {{ $value | humanizeDuration }} ago: "
-            + _why("that model's fleet-wide (SLO burn, quality, traffic)"),
+            + _why(cfg, "that model's fleet-wide (SLO burn, quality, traffic)"),
         ),
     ]
