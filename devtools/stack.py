@@ -1,6 +1,6 @@
-"""A whole running stack for end-to-end tests: `tokenpulse up`'s component table, test options.
+"""A whole running stack for end-to-end tests: `tokenpulse up`'s component table, `test` profile.
 
-    from devtools.stack import StackOptions, running_stack
+    from devtools.stack import running_stack
 
     with running_stack(export_dir, tmp_path) as stack:            # export_dir: a SavedModel
         stack.generate("hello", max_new_tokens=4)                # one request through the gateway
@@ -12,15 +12,19 @@
         stack.stop_modelserver(1)                                # with model_server_replicas=2
         stack.notifications()                                    # what the on-call receiver got
 
-What runs is stack/components.py's table, the one `tokenpulse up` starts, with a StackConfig for
-tests: free ports on 127.0.0.1, files under `workdir`, a copy of `export_dir` as version 1 of
-model "gen" labelled "stable", the FAKE NVML backend (2 GPUs), the time-compressed rules
-(alerts/compressed/), fast scrapes and polls; with `alerting=True` also Alertmanager (the
-generated local routes, short group timings) and the on-call receiver (`workdir/oncall.jsonl`).
+What runs is stack/components.py's table, the one `tokenpulse up` starts, with the StackConfig of
+`config_for_tests`: free ports on 127.0.0.1, files under `workdir`, and the `test` profile
+(stack/profiles.py: the FAKE NVML backend with 2 GPUs, the time-compressed rules, fast scrapes and
+polls, short Alertmanager group timings); `running_stack` also installs a copy of `export_dir` as
+version 1 of model "gen" labelled "stable". Keywords of both are StackConfig fields over the
+profile (`alerting=True`: also Alertmanager, with the generated local routes, and the on-call
+receiver writing `workdir/oncall.jsonl`; `canary_interval_s=2.0`; ...), plus two shapes:
 `model_server_replicas=N` runs N model servers (`modelserver-0` ..) behind the gateway, each on
-free ports. `ha=True` runs `up --ha`'s pairs: `prometheus-2` and `alertmanager-2` beside the first
+free ports; `ha=True` runs `up --ha`'s pairs, `prometheus-2` and `alertmanager-2` beside the first
 ones, the Alertmanagers gossiping on free loopback ports (`stop_component`/`restart_component`
 take any of them down and back). Everything is stopped when the block ends, also on failure.
+
+    config = config_for_tests(workdir, alerting=True, model_server_replicas=2)   # no processes yet
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import json
 import shutil
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -41,48 +45,25 @@ from devtools.traffic import steady_traffic
 from serving.gateway.keys import add_key
 from stack import launch
 from stack.components import modelserver_name
-from stack.config import RULES, HaPorts, Ports, StackConfig, ha_group_interval_problem
+from stack.config import HaPorts, Ports, StackConfig, ha_group_interval_problem
 from stack.launch import ExporterProcess, GatewayProcess, ModelServerProcess
-from stack.supervise import Stack as Supervisor
+from stack.profiles import profile
+from stack.supervise import Supervisor
 from tokenpulse.procs import free_port
 from tokenpulse.tfserving.render import render_models_config
 from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME
 
-COMPRESSED_RULES = RULES["compressed"]
 MODEL = DEFAULT_MODEL_NAME
-
-
-@dataclass(frozen=True)
-class StackOptions:
-    """Knobs of a test stack."""
-
-    rule_files: Sequence[Path] = COMPRESSED_RULES
-    # 2s: a scrape slowed by a busy machine must not time out and look like a down target
-    scrape_interval: str = "2s"
-    evaluation_interval: str = "1s"
-    alerting: bool = False
-    # Alertmanager timings for tests: first notification after group_wait (long enough for an
-    # inhibiting alert, e.g. model server down, to arrive before its symptoms' group flushes),
-    # updates such as resolved after group_interval.
-    group_wait: str = "10s"
-    group_interval: str = "3s"
-    repeat_interval: str = "1h"
-    canary_interval_s: float = 5.0
-    max_new_tokens: int = 4
-    model_server_replicas: int = 1
-    # `up --ha`: prometheus-2 and alertmanager-2 too (group_interval must then exceed a scrape
-    # and an evaluation: stack.config.ha_group_interval_problem)
-    ha: bool = False
-
+MAX_NEW_TOKENS = 4  # what generate() and traffic() ask for unless told
 
 @dataclass
 class Stack:
     """Handles on a running stack (see the module docstring)."""
 
     workdir: Path
-    options: StackOptions
     key: str
     supervisor: Supervisor
+    max_new_tokens: int = MAX_NEW_TOKENS
 
     @property
     def config(self) -> StackConfig:
@@ -131,7 +112,7 @@ class Stack:
     # --- traffic -------------------------------------------------------------------------------
     def generate(self, prompt: str = "the quick brown fox", **body: Any) -> httpx.Response:
         """One POST /v1/generate through the gateway (any status comes back, nothing raises)."""
-        payload = {"prompt": prompt, "max_new_tokens": self.options.max_new_tokens, **body}
+        payload = {"prompt": prompt, "max_new_tokens": self.max_new_tokens, **body}
         headers = {"Authorization": f"Bearer {self.key}"}
         return httpx.post(
             f"{self.gateway.url}/v1/generate", json=payload, headers=headers, timeout=60
@@ -140,7 +121,7 @@ class Stack:
     @contextlib.contextmanager
     def traffic(self, rps: float = 1.0) -> Iterator[list[int]]:
         """Steady requests in the background for the block; yields the status codes seen."""
-        body = {"prompt": "steady traffic", "max_new_tokens": self.options.max_new_tokens}
+        body = {"prompt": "steady traffic", "max_new_tokens": self.max_new_tokens}
         headers = {"Authorization": f"Bearer {self.key}"}
         with httpx.Client(timeout=60) as client:
 
@@ -221,54 +202,41 @@ def _write_models(workdir: Path, export_dir: Path) -> None:
     (workdir / "models.config").write_text(text)
 
 
-def config_for_tests(workdir: Path, options: StackOptions) -> StackConfig:
-    """The component table's options for a test: free ports, fake GPUs, fast polls."""
-    ha = None
-    if options.ha:
-        o = options
-        problem = ha_group_interval_problem(o.scrape_interval, o.evaluation_interval,
-                                            o.group_interval)  # fmt: skip
-        if problem:
+def config_for_tests(
+    workdir: Path, *, model_server_replicas: int = 1, ha: bool = False, **fields: Any
+) -> StackConfig:
+    """A test stack's StackConfig: free ports, the `test` profile, no alerting unless asked,
+    `fields` (StackConfig fields) over the profile. `ha` refuses a group interval the pair could
+    page twice with (stack.config.ha_group_interval_problem)."""
+    values: dict[str, Any] = {**profile("test"), "alerting": False, **fields}
+    ha_ports = None
+    if ha:
+        timing = (values["scrape_interval"], values["evaluation_interval"])
+        if problem := ha_group_interval_problem(*timing, values["group_interval"]):
             raise ValueError(problem)
-        ha = HaPorts(**{name: free_port() for name in HaPorts.names()})
+        ha_ports = HaPorts(**{name: free_port() for name in HaPorts.names()})
     return StackConfig(
         run_dir=workdir,
         ports=Ports(**{name: free_port() for name in Ports.names()}),
-        rules=tuple(options.rule_files),
-        gpu_backend="fake",
-        alerting=options.alerting,
-        canary_interval_s=options.canary_interval_s,
-        scrape_interval=options.scrape_interval,
-        evaluation_interval=options.evaluation_interval,
-        group_wait=options.group_wait,
-        group_interval=options.group_interval,
-        repeat_interval=options.repeat_interval,
-        start_timeout_s=120.0,
-        gateway={"status_poll_interval_s": 1},
-        extra_flags={
-            "exporter": ("--tfserving.poll-interval=1",),
-            "shipper": ("--poll-interval-s=0.5",),
-        },
-        modelserver_poll_s=1.0,
-        replica_ports=tuple(
-            (free_port(), free_port()) for _ in range(options.model_server_replicas - 1)
-        ),
-        ha=ha,
+        replica_ports=tuple((free_port(), free_port()) for _ in range(model_server_replicas - 1)),
+        ha=ha_ports,
+        **values,
     )
 
 
 @contextlib.contextmanager
 def running_stack(
-    export_dir: Path, workdir: Path, options: StackOptions = StackOptions()
+    export_dir: Path, workdir: Path, *, max_new_tokens: int = MAX_NEW_TOKENS, **config: Any
 ) -> Iterator[Stack]:
-    """Start the stack described in the module docstring; stop all of it when the block ends."""
+    """Start the stack described in the module docstring (`config`: config_for_tests's keywords);
+    stop all of it when the block ends."""
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "logs").mkdir(exist_ok=True)
     _write_models(workdir, export_dir)
     key = add_key(workdir / "gateway-keys.json", "stack", replace=True)
-    supervisor = Supervisor(config_for_tests(workdir, options))
+    supervisor = Supervisor(config_for_tests(workdir, **config))
     try:
         supervisor.start_all()
-        yield Stack(workdir=workdir, options=options, key=key, supervisor=supervisor)
+        yield Stack(workdir=workdir, key=key, supervisor=supervisor, max_new_tokens=max_new_tokens)
     finally:
         supervisor.stop_all()

@@ -27,7 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "drill": ("stack.drill", "run faults against the running stack; check every page"),
     "soak": ("stack.soak", "healthy traffic for minutes: nothing pages, RSS per process"),
     "loadtest": ("stack.loadtest.cli", "load test: open/closed loop, --find-max, HTML report"),
-    "dashboards": ("monitoring.mixin.dashboards.cli", "PNG previews of the dashboards"),
+    "dashboards": ("monitoring.preview.cli", "PNG previews of the dashboards"),
     "grafana": ("monitoring.grafana.cli", "push dashboards to Grafana; deployment annotations"),
     "build": ("stack.build", "regenerate every generated file; --check: drift and metric names"),
     "rollout": ("stack.rollout.cli", "move a version label or the canary weight; roll back"),

@@ -1,8 +1,9 @@
 """The one component table: the processes of a stack, in start order, and how each starts.
 
 `tokenpulse up` and the test stack (devtools/stack.py) both start this table, with a StackConfig
-each: fixed ports and the normal rules for `up`; free ports, fake NVML and the compressed rules
-for tests. Every component binds 127.0.0.1 and logs to RUN_DIR/logs/<name>.log.
+each: fixed ports and the normal rules for `up`; free ports and the `test` profile (fake NVML, the
+compressed rules, fast polls) for tests. Every component binds 127.0.0.1 and logs to
+RUN_DIR/logs/<name>.log.
 
 With `model_server_replicas` N > 1 the model server row becomes N rows, `modelserver-0` ..
 `modelserver-<N-1>`, each on its own ports; the gateway spreads requests over all of them,
@@ -24,12 +25,14 @@ import shutil
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from monitoring.mixin import alertmanager as am_config
 from monitoring.mixin import prometheus as prom_config
-from monitoring.mixin.config import LINKS, REPLICA_LABEL, Links
-from monitoring.mixin.relink import relink
-from stack.config import RULES, StackConfig
+from monitoring.mixin import rulefiles
+from monitoring.mixin.config import Links, MixinConfig
+from monitoring.mixin.dashboards import build_models
+from stack.config import StackConfig
 from stack.launch import (
     Launched,
     http_ok,
@@ -94,8 +97,11 @@ def _modelserver_start(replica: int) -> Start:
             grpc_port=grpc_port, enable_batching=True,
             batching_parameters_file=paths.BATCHING_PARAMETERS,
             monitoring_config_file=paths.MONITORING_CONFIG,
-            file_system_poll_wait_seconds=c.modelserver_poll_s,
-            extra_args=["--model_config_file_poll_wait_seconds=30", *c.flags(MODELSERVER)],
+            file_system_poll_wait_seconds=c.polls.modelserver_versions_s,
+            extra_args=[
+                f"--model_config_file_poll_wait_seconds={c.polls.modelserver_config_s:g}",
+                *c.flags(MODELSERVER),
+            ],
             log_path=c.log(modelserver_name(c, replica)), start_timeout_s=c.start_timeout_s,
         )  # fmt: skip
 
@@ -141,11 +147,23 @@ def _gateway(c: StackConfig) -> contextlib.AbstractContextManager[Launched]:
             **({"TOKENPULSE_SINK_CAP_BYTES": str(c.spool_cap_bytes)} if c.spool_cap_bytes else {}),
         },
         model_config_file=str(c.models_config), sample_sink=SINK,
-        canary_weight_file=str(c.path(CANARY_WEIGHT_FILE)), **c.gateway,
+        canary_weight_file=str(c.path(CANARY_WEIGHT_FILE)), **_given(
+            status_poll_interval_s=c.polls.gateway_status_s), **c.gateway,
     )  # fmt: skip
 
 
-def _exporter(c: StackConfig) -> contextlib.AbstractContextManager[Launched]:
+def _given(**values: float | None) -> dict[str, Any]:
+    """The values that are set (None: the component's own default)."""
+    return {name: value for name, value in values.items() if value is not None}
+
+
+def _flags(**values: float | None) -> list[str]:
+    """`--<name>=<value>` for each value that is set (names with dashes)."""
+    return [f"--{name.replace('_', '-')}={value:g}" for name, value in _given(**values).items()]
+
+
+def exporter_args(c: StackConfig) -> list[str]:
+    """The exporter's command-line flags for this stack."""
     # Without a GPU the collector would fail every scrape and page as ExporterCollectorFailing.
     if c.gpu_backend == "off":
         gpu = ["--no-collector.nvml"]
@@ -153,12 +171,18 @@ def _exporter(c: StackConfig) -> contextlib.AbstractContextManager[Launched]:
         gpu = [f"--collector.nvml.backend={c.gpu_backend}"]
         if c.gpu_backend == "fake":
             gpu.append(f"--collector.nvml.fake-gpus={c.fake_gpus}")
-    args = [
+            gpu.append(f"--collector.nvml.fake-faults={c.gpu_faults_file}")
+    if c.polls.exporter_s is not None:
+        gpu.append(f"--tfserving.poll-interval={c.polls.exporter_s:g}")
+    return [
         f"--tfserving.url={c.url('rest_port')}", f"--tfserving.model-config-file={c.models_config}",
         *gpu, f"--collector.canary.interval={c.canary_interval_s:g}", *c.flags("exporter"),
     ]  # fmt: skip
+
+
+def _exporter(c: StackConfig) -> contextlib.AbstractContextManager[Launched]:
     return running_exporter(
-        args, port=c.ports.exporter_port, log_path=c.log("exporter"),
+        exporter_args(c), port=c.ports.exporter_port, log_path=c.log("exporter"),
         start_timeout_s=c.start_timeout_s,
     )  # fmt: skip
 
@@ -167,6 +191,7 @@ def _shipper(c: StackConfig) -> contextlib.AbstractContextManager[Launched]:
     argv = tokenpulse_argv(
         "shipper", f"--spool-dir={c.path('spool')}", f"--state-dir={c.path('spool-state')}",
         f"--sqlite-path={c.path('samples.db')}", f"--metrics-port={c.ports.shipper_port}",
+        *_flags(poll_interval_s=c.polls.shipper_s, backoff_max_s=c.polls.shipper_backoff_max_s),
         *c.flags("shipper"), "--outputs", "sqlite",
     )  # fmt: skip
     env = None
@@ -223,7 +248,8 @@ def _alertmanager_start(i: int) -> Start:
         config = c.alertmanager_config or c.path("alertmanager.yml")
         if c.alertmanager_config is None:  # both peers run the same file
             timing["watchdog_interval"] = c.watchdog_interval
-            config.write_text(am_config.render_local(c.url("oncall_port"), **timing))
+            local = am_config.render_local(mixin_config(c), c.url("oncall_port"), **timing)
+            config.write_text(local)
         port = ALERTMANAGER_PORTS[i]
         argv = [
             binary("prometheus-alertmanager", "alertmanager"), f"--config.file={config}",
@@ -244,8 +270,9 @@ def _targets(c: StackConfig) -> prom_config.Targets:
     replicas = [f"127.0.0.1:{c.modelserver_ports(i)[0]}" for i in range(c.model_server_replicas)]
     labels: dict[str, dict[str, str]] = {}
     if c.model_server_replicas > 1:  # one replica: no label, as before (absent equals absent)
-        labels = {host: {REPLICA_LABEL: str(i)} for i, host in enumerate(replicas)}
-        labels.update({host: {REPLICA_LABEL: "0"} for host in at("exporter_port")})
+        replica = mixin_config(c).replica_label
+        labels = {host: {replica: str(i)} for i, host in enumerate(replicas)}
+        labels.update({host: {replica: "0"} for host in at("exporter_port")})
     return prom_config.Targets(
         modelserver=replicas, gateway=at("gateway_port"), exporter=at("exporter_port"),
         shipper=at("shipper_port"), prometheus=_hosts(c, PROMETHEUS_PORTS),
@@ -259,20 +286,32 @@ def _hosts(c: StackConfig, port_fields: tuple[str, str]) -> list[str]:
     return [_host(c, port_fields[i]) for i in instances(c)]
 
 
-def rule_files(c: StackConfig) -> list[str]:
-    """Run-time copies of the rule files, linking this stack's own runbooks (its on-call
-    receiver serves them) and its Grafana."""
-    folder = c.path("rules")
-    folder.mkdir(exist_ok=True)
-    runbooks = LINKS.runbook_url_pattern
+def mixin_config(c: StackConfig) -> MixinConfig:
+    """The mixin config this stack renders with: linking its own runbooks (its on-call receiver
+    serves them) and its Grafana."""
+    local = MixinConfig.local()
+    runbooks = local.links.runbook_url_pattern
     if c.alerting:
         runbooks = c.url("oncall_port", "/runbooks/{alertname}")
-    links = Links(runbooks, c.grafana_url.rstrip("/"), LINKS.kibana_url)
+    return local.with_links(Links(runbooks, c.grafana_url.rstrip("/"), local.links.kibana_url))
+
+
+def rule_files(c: StackConfig) -> list[str]:
+    """The stack's rule files: the mixin's (normal or compressed) rendered with this stack's
+    links; any other rule file as given."""
+    folder = c.path("rules")
+    folder.mkdir(exist_ok=True)
+    if c.custom_rules:  # a test's own rule files, as given
+        texts = {src: src.read_text() for src in c.custom_rules}
+    else:
+        cfg = mixin_config(c)
+        compressed = c.rules == "compressed"
+        rendered = rulefiles.render_files(cfg, build_models(cfg), compressed=compressed)
+        texts = {src: rendered[src.name] for src in c.rule_files}
     out = []
-    for i, src in enumerate(c.rules):
+    for i, (src, text) in enumerate(texts.items()):
         dst = folder / f"{i}-{src.name}"
-        header = f"{GENERATED}# From {src}, linking this stack's runbooks and Grafana.\n"
-        dst.write_text(relink(src.read_text(), links, header))
+        dst.write_text(f"{GENERATED}# As {src}, linking this stack's runbooks and Grafana.\n{text}")
         out.append(str(dst))
     return out
 
@@ -283,7 +322,7 @@ def _prometheus_start(i: int) -> Start:
         config = c.path(f"{name}.yml")
         config.write_text(
             prom_config.render(
-                _targets(c), rule_files(c),
+                mixin_config(c), _targets(c), rule_files(c),
                 alertmanagers=_hosts(c, ALERTMANAGER_PORTS) if c.alerting else [],
                 scrape_interval=c.scrape_interval, evaluation_interval=c.evaluation_interval,
                 header=GENERATED,
@@ -300,7 +339,7 @@ def _prometheus_start(i: int) -> Start:
             # (OpenMetrics exemplars): kept, Grafana links a spike to its sample
             "--enable-feature=exemplar-storage",
         ]  # fmt: skip
-        if tuple(c.rules) == RULES["compressed"]:
+        if c.rules == "compressed":
             # Alertmanager keeps an alert Prometheus stopped sending for 4 resend delays (1m by
             # default): compressed, a stopped Prometheus' Watchdog must stop arriving within
             # seconds
@@ -355,7 +394,8 @@ def prometheus(i: int) -> Component:
     return Component(PROMETHEUS[i], _prometheus_start(i), _page(port), _page(port, METRICS))
 
 
-COMPONENTS: tuple[Component, ...] = (
+# The processes of the production shape, in start order (`enabled` expands and adds to them).
+PROCESSES: tuple[Component, ...] = (
     modelserver(0),
     Component("gateway", _gateway, _page("gateway_port"), _page("gateway_port", METRICS)),
     Component("exporter", _exporter, _page("exporter_port"), _page("exporter_port", METRICS)),
@@ -368,7 +408,7 @@ COMPONENTS: tuple[Component, ...] = (
 )  # fmt: skip
 
 
-# Drills only (`up --fault-proxy-port`): not a row of the production shape, so not in COMPONENTS;
+# Drills only (`up --fault-proxy-port`): not a row of the production shape, so not in PROCESSES;
 # `enabled` puts it right after the model server, before the gateway that talks through it.
 FAULT_PROXY = Component(
     "faultproxy", _fault_proxy, _fault_proxy_url, lambda c: _fault_proxy_url(c, "/-/fault"),
@@ -388,7 +428,7 @@ ES_FAULT_PROXY = Component(
 def enabled(config: StackConfig) -> tuple[Component, ...]:
     """The components this config runs, in start order (one row per model-server replica)."""
     out: list[Component] = []
-    for c in COMPONENTS:
+    for c in PROCESSES:
         if c.name == MODELSERVER and config.model_server_replicas > 1:
             n = config.model_server_replicas
             out += [modelserver(i, modelserver_name(config, i)) for i in range(n)]
@@ -405,9 +445,9 @@ def enabled(config: StackConfig) -> tuple[Component, ...]:
 
 def names() -> list[str]:
     """Component names in start order."""
-    return [c.name for c in COMPONENTS]
+    return [c.name for c in PROCESSES]
 
 
 def by_name(name: str) -> Component:
     """One component."""
-    return next(c for c in COMPONENTS if c.name == name)
+    return next(c for c in PROCESSES if c.name == name)

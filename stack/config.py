@@ -1,18 +1,22 @@
-"""What one run of the stack is: ports, files, rule set, GPU source, pace. `tokenpulse up` builds it
-from its settings, the test stack from its options; both start the same component table with it."""
+"""What one run of the stack is: ports, files, rule set, GPU source, pace: `StackConfig`, the only
+description of a running stack. `tokenpulse up` builds it from its settings (over a named profile,
+stack/profiles.py), the test stack from the `test` profile; both start the same component table
+with it, and `up` writes it to RUN_DIR/stack.json (`to_json`/`from_json`) for the drills and the
+soak."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-from monitoring.mixin import config as mixin
+from monitoring.mixin.config import DEFAULT as mixin
 from tokenpulse import paths, ports
 from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME
 
-RULES = {
+RuleSet = Literal["normal", "compressed"]  # compressed: windows /60 (alerts/compressed/), drills
+RULES: dict[str, tuple[Path, ...]] = {
     "normal": (paths.ALERTS / "recording.rules.yml", paths.ALERTS / "alerts.rules.yml"),
     "compressed": (
         paths.COMPRESSED_ALERTS / "recording.rules.yml",
@@ -20,6 +24,7 @@ RULES = {
     ),
 }
 GpuBackend = Literal["real", "fake", "off"]
+GPU_FAULTS_FILE = "gpu-faults.json"  # under RUN_DIR: the fake GPUs' drill faults
 MAX_MODEL_SERVER_REPLICAS = 8  # each loads every version: more would not fit a workstation
 # Replica i (i >= 1) listens this many ports above replica 0's REST and gRPC ports: the defaults
 # (REST 8501, gRPC 8500) are adjacent, so a step of 2 interleaves them without a clash.
@@ -95,36 +100,61 @@ class HaPorts:
 
 
 @dataclass(frozen=True)
+class Polls:
+    """How often the components look at what changes under them, in seconds (None: the
+    component's own default)."""
+
+    modelserver_config_s: float = 30.0  # models.config (version labels)
+    modelserver_versions_s: float = 5.0  # new versions on disk
+    gateway_status_s: float | None = None  # the model status (available versions)
+    exporter_s: float | None = None  # the model server's status and models.config
+    shipper_s: float | None = None  # the spool
+    shipper_backoff_max_s: float | None = None  # a refused store is retried this far apart, at most
+
+
+# `fast_polls` (the drill and test profiles): every poll at a second, so a fault shows within the
+# compressed rules' windows; a refused store is retried 2 s apart at most (the default 30 s cap is
+# half an hour compressed, and a store that is back would wait that long to be noticed)
+FAST_POLLS = Polls(
+    modelserver_config_s=1.0, modelserver_versions_s=1.0, gateway_status_s=1.0, exporter_s=1.0,
+    shipper_s=0.5, shipper_backoff_max_s=2.0,
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
 class StackConfig:
     """Every knob the component table reads (see stack/components.py)."""
 
     run_dir: Path  # absolute: logs/, generated configs, spool, stores, TSDB
     ports: Ports = Ports()
     model: str = DEFAULT_MODEL_NAME
-    rules: tuple[Path, ...] = RULES["normal"]
+    rules: RuleSet = "normal"
+    custom_rules: tuple[Path, ...] = ()  # tests: these rule files instead of the set's
     gpu_backend: GpuBackend = "off"
     fake_gpus: int = 2
     alerting: bool = True  # the on-call receiver and Alertmanager
     canary_interval_s: float = 30.0
-    scrape_interval: str = mixin.SCRAPE_INTERVAL
-    evaluation_interval: str = mixin.EVALUATION_INTERVAL
-    group_wait: str = mixin.AM_GROUP_WAIT
-    group_interval: str = mixin.AM_GROUP_INTERVAL
+    scrape_interval: str = mixin.scrape_interval
+    evaluation_interval: str = mixin.evaluation_interval
+    group_wait: str = mixin.am_group_wait
+    group_interval: str = mixin.am_group_interval
     repeat_interval: str | None = None  # None: the generated routes' own
     es_url: str = ""
     es_api_key: str = ""
     # notification links: the stack's rules link its own runbooks (the on-call receiver serves
     # them) and this Grafana's dashboards
-    grafana_url: str = mixin.GRAFANA_URL
-    watchdog_interval: str = mixin.AM_WATCHDOG_INTERVAL  # how often the Watchdog arrives
+    grafana_url: str = mixin.links.grafana_url
+    watchdog_interval: str = mixin.am_watchdog_interval  # how often the Watchdog arrives
     # an Alertmanager config to run instead of the generated local one (real receivers)
     alertmanager_config: Path | None = None
     start_timeout_s: float = 300.0
-    # GatewaySettings fields (canary weight, context window, poll pace, ...), as the gateway's env
+    # `up` starts a component that exited again after this long (its outage page arrives first)
+    restart_delay_s: float = 150.0
+    # GatewaySettings fields (canary weight, context window, ...), as the gateway's env
     gateway: Mapping[str, Any] = field(default_factory=dict)
-    # extra command-line flags per component name (e.g. a faster poll for tests)
+    # extra command-line flags per component name (tests: e.g. Alertmanager's gossip pace)
     extra_flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    modelserver_poll_s: float = 5.0  # how often the model server looks for new versions on disk
+    fast_polls: bool = False  # every poll at FAST_POLLS' pace (drills, tests)
     # (REST, gRPC) ports of model-server replicas 1..N-1; replica 0 has ports.rest_port/grpc_port
     replica_ports: tuple[tuple[int, int], ...] = ()
     # drills: a fault proxy (stack/drill/proxy.py) on this port between gateway and model server
@@ -138,6 +168,22 @@ class StackConfig:
     def path(self, name: str) -> Path:
         """A file or folder under the run directory."""
         return self.run_dir / name
+
+    @property
+    def rule_files(self) -> tuple[Path, ...]:
+        """The rule files Prometheus loads: the custom ones, else the chosen set's."""
+        return self.custom_rules or RULES[self.rules]
+
+    @property
+    def polls(self) -> Polls:
+        """The components' poll pace."""
+        return FAST_POLLS if self.fast_polls else Polls()
+
+    @property
+    def gpu_faults_file(self) -> Path | None:
+        """Where the fake GPUs read drill faults (exporter/nvml/fake_faults.py); None: real GPUs
+        or none."""
+        return self.path(GPU_FAULTS_FILE) if self.gpu_backend == "fake" else None
 
     @property
     def models_config(self) -> Path:
@@ -171,3 +217,39 @@ class StackConfig:
     def flags(self, component: str) -> list[str]:
         """The extra flags given for one component."""
         return list(self.extra_flags.get(component, ()))
+
+    def to_json(self) -> dict[str, Any]:
+        """This config as JSON (stack.json): every value resolved, no secret (the Elasticsearch
+        API key is left out)."""
+        doc = asdict(self)
+        doc["run_dir"] = str(self.run_dir)
+        doc["alertmanager_config"] = str(self.alertmanager_config or "") or None
+        doc["es_api_key"] = ""
+        doc["replica_ports"] = [list(p) for p in self.replica_ports]
+        doc["custom_rules"] = [str(p) for p in self.custom_rules]
+        doc["extra_flags"] = {k: list(v) for k, v in self.extra_flags.items()}
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> StackConfig:
+        """The config `to_json` wrote; ValueError naming what does not fit."""
+        known = {f.name for f in fields(cls)}
+        if unknown := sorted(set(doc) - known):
+            raise ValueError(f"unknown stack config fields: {', '.join(unknown)}")
+        try:
+            values = dict(doc)
+            values["run_dir"] = Path(doc["run_dir"])
+            values["ports"] = Ports(**doc.get("ports", {}))
+            if doc.get("ha") is not None:
+                values["ha"] = HaPorts(**doc["ha"])
+            if doc.get("alertmanager_config"):
+                values["alertmanager_config"] = Path(doc["alertmanager_config"])
+            values["replica_ports"] = tuple(tuple(p) for p in doc.get("replica_ports", ()))
+            values["custom_rules"] = tuple(Path(p) for p in doc.get("custom_rules", ()))
+            extra = doc.get("extra_flags", {})
+            values["extra_flags"] = {k: tuple(v) for k, v in extra.items()}
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"not a stack config: {exc!r}") from exc
+        if values.get("rules", "normal") not in get_args(RuleSet):
+            raise ValueError(f"unknown rule set {values['rules']!r}")
+        return cls(**values)

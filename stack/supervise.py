@@ -66,12 +66,11 @@ def start(component: Component, config: StackConfig) -> Running:
 
 
 @dataclass
-class Stack:
-    """Every running component, in start order."""
+class Supervisor:
+    """Every running component of one StackConfig, in start order."""
 
     config: StackConfig
     say: Callable[[str], None] = lambda message: None
-    restart_delay_s: float = 150.0
     components: tuple[Component, ...] | None = None  # None: the table's, as the config enables
     running: list[Running] = field(default_factory=list)
 
@@ -121,9 +120,9 @@ class Stack:
                 r.died_at = now
                 self.say(
                     f"{r.component.name} (pid {r.child.pid}) exited with {code}; restarting it in "
-                    f"{self.restart_delay_s:g} s (log: logs/{r.component.name}.log)"
+                    f"{self.config.restart_delay_s:g} s (log: logs/{r.component.name}.log)"
                 )
-            if now - r.died_at < self.restart_delay_s:
+            if now - r.died_at < self.config.restart_delay_s:
                 continue
             r.stop()
             try:

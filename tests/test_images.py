@@ -24,7 +24,7 @@ from packaging.requirements import Requirement
 
 from scripts.requirements import requirements
 from tests.test_packaging import (
-    COMPONENTS,
+    INSTALL_SETS,
     SLIM,
     TF_MODULES,
     _closure,
@@ -120,7 +120,7 @@ def test_each_slim_set_runs_its_commands_and_imports_no_tensorflow(
     component: str, component_venv: Callable[[str], Path]
 ) -> None:
     venv = component_venv(component)
-    for command in COMPONENTS[component].commands:
+    for command in INSTALL_SETS[component].commands:
         out = _run([str(venv / "bin" / "tokenpulse"), command, "--help"], timeout=120).stdout
         assert out.startswith(f"usage: tokenpulse {command}"), out[:200]
     modules, _ = reach(component_roots(component))

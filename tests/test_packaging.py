@@ -40,7 +40,7 @@ TF_DISTS = {"tensorflow", "tensorflow-serving-api", "tensorflow-text", "keras", 
 TF_MODULES = {"tensorflow", "tensorflow_serving", "tensorflow_text", "keras", "tensorboard"}
 
 
-class Component(NamedTuple):
+class InstallSet(NamedTuple):
     """An install set: the common dependencies plus `extra` (None: the common set alone)."""
 
     extra: str | None
@@ -48,14 +48,14 @@ class Component(NamedTuple):
     loads: tuple[str, ...] = ()  # modules it imports by name from its settings
 
 
-COMPONENTS: dict[str, Component] = {
-    "model": Component("model", ("model", "modelserver")),
-    "gateway": Component("gateway", ("gateway",), loads=(SINK.partition(":")[0],)),
-    "exporter": Component("exporter", ("exporter",)),
-    "shipper": Component("shipper", ("shipper", "es", "samples")),
-    "oncall": Component("oncall", ("oncall-receiver", "alertmanager-check", "links")),
-    "monitoring": Component("monitoring", ("dashboards", "grafana")),
-    "all": Component("all", ("up", "build", "loadtest", "rollout", "drill", "soak")),  # stack layer
+INSTALL_SETS: dict[str, InstallSet] = {
+    "model": InstallSet("model", ("model", "modelserver")),
+    "gateway": InstallSet("gateway", ("gateway",), loads=(SINK.partition(":")[0],)),
+    "exporter": InstallSet("exporter", ("exporter",)),
+    "shipper": InstallSet("shipper", ("shipper", "es", "samples")),
+    "oncall": InstallSet("oncall", ("oncall-receiver", "alertmanager-check", "links")),
+    "monitoring": InstallSet("monitoring", ("dashboards", "grafana")),
+    "all": InstallSet("all", ("up", "build", "loadtest", "rollout", "drill", "soak")),  # stack
 }
 IMAGES = ("model", "gateway", "exporter", "shipper", "oncall")  # the Dockerfile's COMPONENTs
 IMAGE_STAGE = "component"  # the Dockerfile stage every image is built from
@@ -87,7 +87,7 @@ def _closure(names: set[str]) -> set[str]:
 
 def install_set(component: str) -> list[str]:
     """The requirement lines a component's venv or image installs (scripts/requirements.py)."""
-    extra = COMPONENTS[component].extra
+    extra = INSTALL_SETS[component].extra
     return requirements([extra] if extra else [])
 
 
@@ -145,7 +145,7 @@ def reach(roots: tuple[str, ...]) -> tuple[set[str], dict[str, set[str]]]:
 
 
 def component_roots(component: str) -> tuple[str, ...]:
-    spec = COMPONENTS[component]
+    spec = INSTALL_SETS[component]
     return ("stack.cli", *(COMMANDS[c][0] for c in spec.commands), *spec.loads)
 
 
@@ -199,14 +199,14 @@ RUNTIME = _names(requirements(["all"]))  # every component's set together
 
 
 def test_every_command_runs_in_exactly_one_component_whose_extra_exists() -> None:
-    served = [c for spec in COMPONENTS.values() for c in spec.commands]
+    served = [c for spec in INSTALL_SETS.values() for c in spec.commands]
     assert sorted(served) == sorted(COMMANDS), "give each tokenpulse command a component"
-    extras = {spec.extra for spec in COMPONENTS.values()} - {None}
+    extras = {spec.extra for spec in INSTALL_SETS.values()} - {None}
     assert extras <= set(EXTRAS)
-    assert set(IMAGES) | set(SLIM) <= set(COMPONENTS)
+    assert set(IMAGES) | set(SLIM) <= set(INSTALL_SETS)
 
 
-@pytest.mark.parametrize("component", list(COMPONENTS))
+@pytest.mark.parametrize("component", list(INSTALL_SETS))
 def test_each_component_set_covers_what_its_commands_import(component: str) -> None:
     _, third = reach(component_roots(component))
     installed = _closure(_names(install_set(component)))
@@ -222,9 +222,9 @@ def test_the_slim_sets_neither_import_nor_install_tensorflow(component: str) -> 
     assert "tensorflow" in _closure(_names(install_set("model")))  # the check can fail
 
 
-@pytest.mark.parametrize("extra", [s.extra for s in COMPONENTS.values() if s.extra])
+@pytest.mark.parametrize("extra", [s.extra for s in INSTALL_SETS.values() if s.extra])
 def test_each_extra_pin_is_imported_by_the_commands_it_serves(extra: str) -> None:
-    (component,) = [name for name, spec in COMPONENTS.items() if spec.extra == extra]
+    (component,) = [name for name, spec in INSTALL_SETS.items() if spec.extra == extra]
     _, third = reach(component_roots(component))
     owners = md.packages_distributions()
     imported = {canonicalize_name(d) for top in third for d in owners.get(top, [top])}
@@ -241,7 +241,7 @@ def test_the_common_set_is_what_every_slim_component_imports() -> None:
 
 
 def test_all_is_every_component_set() -> None:
-    every = set().union(*(_names(install_set(c)) for c in COMPONENTS if c != "all"))
+    every = set().union(*(_names(install_set(c)) for c in INSTALL_SETS if c != "all"))
     assert every <= RUNTIME
     assert RUNTIME - every == _names(_own_lines("all"))  # what only the stack layer adds
 
@@ -327,7 +327,7 @@ def test_one_image_stage_installs_the_set_its_component_arg_names() -> None:
         lines = _image(stages, image)
         runs = " ".join(line for line in lines if line.startswith("RUN "))
         sets = [args.split() for args in re.findall(r"scripts/requirements\.py([^>]*)>", runs)]
-        extra = COMPONENTS[image].extra
+        extra = INSTALL_SETS[image].extra
         assert sets == [[]] + ([[extra]] if extra else []), (image, sets)
         installs = re.findall(r"pip install ([^&]*)", runs)
         assert installs, image
@@ -400,8 +400,9 @@ def test_each_compose_service_runs_its_component_image() -> None:
         component = svc["build"]["args"]["COMPONENT"]
         assert component in IMAGES, name
         assert svc["build"]["context"] == "."
-        assert svc["image"] == f"tokenpulse-{component}:latest", name
-        assert svc["command"][0] in COMPONENTS[component].commands, (name, component)
+        version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+        assert svc["image"] == f"tokenpulse-{component}:{version}", name
+        assert svc["command"][0] in INSTALL_SETS[component].commands, (name, component)
 
 
 @pytest.fixture(scope="module")

@@ -1,12 +1,9 @@
 """`tokenpulse drill <scenario>|all`: prove each page against the running local stack.
 
-Start the stack with the compressed rules and the drill options, then drill it from another
-terminal:
+Start the stack with the drill profile (stack/profiles.py: the compressed rules and the drill
+options), then drill it from another terminal:
 
-    tokenpulse up --rules compressed --scrape-interval 2s --evaluation-interval 1s \\
-        --group-wait 5s --group-interval 1s --watchdog-interval 5s --gpu-backend fake \\
-        --restart-delay-s 20 --fault-proxy-port 8511 --spool-cap-bytes 32768 --fast-polls \\
-        --es-url http://127.0.0.1:9200 --es-fault-proxy-port 8512
+    tokenpulse up --profile drill --es-url http://127.0.0.1:9200 --es-fault-proxy-port 8512
     tokenpulse drill all
 
 Each scenario applies a fault under steady traffic and reads the on-call receiver: the expected
@@ -16,7 +13,7 @@ drill-report.json written. Exit status: 0 all passed, 1 some failed, 2 no runnin
 
 `ha-monitoring-failover` needs a stack started with `--ha` as well (two Prometheus, two
 Alertmanagers), whose group interval must exceed a scrape plus an evaluation (`--group-interval
-4s` with the flags above): `drill all` on a stack without `--ha` skips it and says so, and
+4s` with the drill profile): `drill all` on a stack without `--ha` skips it and says so, and
 naming it alone there is refused in one line.
 """
 
@@ -108,9 +105,9 @@ def run(settings: DrillSettings) -> int:
     except (NoRunningStack, FileNotFoundError) as exc:
         _say(f"tokenpulse drill: error: {exc}")
         return 2
-    if target.state.rules != "compressed":
+    if target.state.config.rules != "compressed":
         _say("tokenpulse drill: note: the stack runs the normal rules; drills wait for "
-             "hours-long windows unless it runs --rules compressed")  # fmt: skip
+             "hours-long windows unless it runs --rules compressed (--profile drill)")  # fmt: skip
     scenarios, line = applicable(settings.scenarios(), target.state)
     if line:
         _say(f"tokenpulse drill: {'note' if scenarios else 'error'}: {line}")

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +27,7 @@ from stack.rollout.labels import ModelsConfig, RolloutError
 from stack.rollout.settings import CANARY_WEIGHT_FILE, LOCAL_MODELS_CONFIG, RolloutSettings
 from stack.up import files
 from stack.up.files import META_FILE
+from tokenpulse.atomic import atomic_write
 
 DEGRADED_VERSION = 90  # the drill's version number under the stack's models dir (kept: a cache)
 DEGRADE_NOISE = 2.0  # as the test suite's degraded export
@@ -65,10 +64,7 @@ def _restore(path: Path, text: str | None) -> None:
         return
     if path.is_file() and path.read_text(encoding="utf-8") == text:
         return
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    atomic_write(path, text)  # keeps the file's mode: the pollers may run as another user
 
 
 def _read(path: Path) -> str | None:
@@ -97,7 +93,7 @@ class DegradedCanary(Scenario):
         config_path = target.run_dir / LOCAL_MODELS_CONFIG
         weight_path = target.run_dir / CANARY_WEIGHT_FILE
         saved = {config_path: _read(config_path), weight_path: _read(weight_path)}
-        model = target.state.model
+        model = target.state.config.model
         settings = RolloutSettings(
             deployment="local", run_dir=target.run_dir, model_config_file=config_path,
             canary_weight_file=weight_path,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import threading
 import uuid
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ from typing import Any
 
 from stack.drill.scenario import Expect, Log, Scenario
 from stack.drill.target import DrillError, Target
+from tokenpulse.atomic import atomic_write
 
 XID_GPU = 0
 # a double-bit ECC error: in the rule's GPU_CRITICAL_XIDS and the runbook's "uncorrectable memory
@@ -30,20 +30,18 @@ THROTTLED_GPU = 1
 
 def faults_file(target: Target) -> Path:
     """The fault file of the stack's fake GPUs; DrillError when it runs none."""
-    path = target.state.extra.get("gpu_faults_file", "")
-    if not path:
+    path = target.state.config.gpu_faults_file
+    if path is None:
         raise DrillError(
             "the stack runs no fake GPUs to drill: start up with --gpu-backend fake "
-            f"(it runs --gpu-backend {target.state.gpu_backend})"
+            f"(it runs --gpu-backend {target.state.config.gpu_backend})"
         )
-    return Path(path)
+    return path
 
 
 def write_faults(path: Path, faults: dict[str, Any]) -> None:
     """Replace the fault file in one step (the exporter never reads half a file)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(faults) + "\n")
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(faults) + "\n")
 
 
 class GpuXidAndThrottle(Scenario):

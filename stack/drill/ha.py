@@ -40,11 +40,11 @@ class NotHa(DrillError):
 
 def refusal(state: StackState) -> str | None:
     """Why the HA drill cannot run on this stack (None: it can)."""
-    if state.ha:
+    if state.config.ha is not None:
         return None
     return (
         f"{HaMonitoringFailover.name} needs a stack started with `tokenpulse up --ha` (two "
-        f"Prometheus, two Alertmanagers); {state.run_dir} runs one of each"
+        f"Prometheus, two Alertmanagers); {state.config.run_dir} runs one of each"
     )
 
 
@@ -137,7 +137,7 @@ class HaMonitoringFailover(Scenario):
         target.wait_restarted(MODELSERVER, model_pid, restart_bound(target))
         log.mark("modelserver_restarted")
         for name, pid in killed.items():
-            target.wait_restarted(name, pid, target.state.restart_delay_s + 60.0)
+            target.wait_restarted(name, pid, target.state.config.restart_delay_s + 60.0)
         log.mark("monitoring_restarted")
 
     def check(self, target: Target, log: Log) -> None:

@@ -9,19 +9,18 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from monitoring.mixin import config as mixin
-from monitoring.mixin.promql import COMPRESSED, NORMAL
+from monitoring.mixin.config import DEFAULT as mixin
 from stack.drill.runner import wait_quiet
 from stack.drill.scenario import Expect, Log, Scenario
 from stack.drill.target import DrillError, Note, Target, wait_for
 from stack.rollout.labels import ModelsConfig, RolloutError
 from stack.rollout.settings import LOCAL_MODELS_CONFIG
+from tokenpulse.atomic import atomic_write
 
 MODELSERVER = "modelserver"
 START_S = 180.0  # a model server loads and warms both versions within this, on 2 busy cores
@@ -43,22 +42,22 @@ def settle_after_load(target: Target, log: Log) -> None:
 
 def restart_bound(target: Target) -> float:
     """How long `up` may take to bring a killed component back."""
-    return target.state.restart_delay_s + START_S
+    return target.state.config.restart_delay_s + START_S
 
 
-FLAPPING = f"{mixin.ALERT_PREFIX}TfServingFlapping"
-DOWN = f"{mixin.ALERT_PREFIX}TfServingDown"
+FLAPPING = f"{mixin.alert_prefix}TfServingFlapping"
+DOWN = f"{mixin.alert_prefix}TfServingDown"
 STEADY_MARGIN_S = 5.0
 
 
 def wait_steady(target: Target, log: Log) -> None:
     """Wait until the model server's `up` has not changed for the crash-loop window, so that an
     outage this drill causes is not a second outage of an earlier drill's (a crash loop)."""
-    timing = COMPRESSED if target.state.rules == "compressed" else NORMAL
-    window = timing(mixin.FLAP_WINDOW)
-    job = mixin.JOBS.selector("modelserver")
+    timing = mixin.timing(compressed=target.state.config.rules == "compressed")
+    window = timing(mixin.flap_window)
+    job = mixin.jobs.selector("modelserver")
     changed = f"changes(up{{{job}}}[{window}]) > 0"
-    bound = float(timing.secs(mixin.FLAP_WINDOW)) + STEADY_MARGIN_S
+    bound = float(timing.secs(mixin.flap_window)) + STEADY_MARGIN_S
     if not wait_for(lambda: not target.query(changed), min(bound, START_S)):
         log.remarks.append(f"the model server's `up` still changed within {window}")
     log.mark("steady")
@@ -147,11 +146,7 @@ def _notes(target: Target, alertname: str, status: str, since: float) -> list[No
 
 def _replace(path: Path, text: str) -> None:
     """Write `path` atomically (the model server, gateway and exporter poll it)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.chmod(tmp, path.stat().st_mode & 0o777)
-    os.replace(tmp, path)
+    atomic_write(path, text)
 
 
 class RestartNoAvailableVersion(Scenario):
@@ -216,7 +211,7 @@ class RestartNoAvailableVersion(Scenario):
 
     def _serve_missing_version(self, target: Target, path: Path) -> int:
         """Point the model's labels at, and serve only, a version with no directory."""
-        model = target.state.model
+        model = target.state.config.model
         try:
             config = ModelsConfig.read(path)
             entry = next(m for m in config.config.models if m.name == model)

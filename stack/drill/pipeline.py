@@ -52,7 +52,7 @@ class SpoolDiskCap(Scenario):
 
     @contextlib.contextmanager
     def fault(self, target: Target, log: Log) -> Iterator[None]:
-        cap = int(target.state.extra.get("spool_cap_bytes", 0))
+        cap = target.state.config.spool_cap_bytes
         if not 0 < cap <= MAX_CAP_BYTES:
             raise DrillError(
                 f"the spool cap is {cap or 'the default 1 GiB'}: start up with "
@@ -109,7 +109,7 @@ class EsUnreachable(Scenario):
     @contextlib.contextmanager
     def fault(self, target: Target, log: Log) -> Iterator[None]:
         es = Elasticsearch(target)  # DrillError when the stack runs without Elasticsearch
-        port = target.state.es_fault_proxy_port
+        port = target.state.config.es_fault_proxy_port
         if not port:
             raise DrillError("the shipper reaches Elasticsearch directly: start up with "
                              "--es-fault-proxy-port to drill it")  # fmt: skip

@@ -83,12 +83,12 @@ class Elasticsearch:
     """The stack's Elasticsearch, straight (ES_URL as `up` was given it)."""
 
     def __init__(self, target: Target, timeout_s: float = 30.0) -> None:
-        if not target.state.es_url:
+        if not target.state.config.es_url:
             raise DrillError(
                 "the stack ships samples to SQLite only: start up with --es-url (or ES_URL) "
                 "and --es-fault-proxy-port to drill Elasticsearch"
             )
-        self.url = target.state.es_url
+        self.url = target.state.config.es_url
         self.stream = os.environ.get("TOKENPULSE_SHIPPER_ES_DATA_STREAM", DEFAULT_STREAM)
         self.timeout_s = timeout_s
         self.key = es_api_key()

@@ -146,9 +146,9 @@ class Target:
     def set_fault(self, delay_s: float = 0.0, error_ratio: float = 0.0, **error: Any) -> None:
         """Set the fault proxy's delay and error ratio (0, 0: pass everything through); `error`
         shapes the injected errors (error_status, error_message, scope: stack/drill/proxy.py)."""
-        if not self.state.fault_proxy_port:
+        if not self.state.config.fault_proxy_port:
             raise DrillError("the stack runs without a fault proxy: start up --fault-proxy-port")
-        url = f"http://127.0.0.1:{self.state.fault_proxy_port}/-/fault"
+        url = f"http://127.0.0.1:{self.state.config.fault_proxy_port}/-/fault"
         fault = {"delay_s": delay_s, "error_ratio": error_ratio, **error}
         status, doc = self._call(url, fault, "PUT")
         if status != 200:

@@ -6,7 +6,7 @@ Elasticsearch when ES_URL is set), on-call receiver, Alertmanager and Prometheus
 binaries, configs generated from monitoring/mixin; two of each, gossiping, with `--ha`). Every
 port is checked before anything starts; each component is healthy before the next starts; a
 component that exits is restarted after `restart_delay_s`; Ctrl-C or SIGTERM stops all of them
-and says so. Files live under RUN_DIR.
+and says so. Files live under RUN_DIR; RUN_DIR/stack.json holds the running stack's StackConfig.
 """
 
 from __future__ import annotations
@@ -18,10 +18,9 @@ import time
 from monitoring.alertmanager_check import problem_line
 from stack.components import MissingBinary
 from stack.launch import LaunchError
-from stack.supervise import Stack, Stopped, stop_on_signals
+from stack.supervise import Stopped, Supervisor, stop_on_signals
 from stack.up import banner as up_banner
 from stack.up.files import (
-    MODEL,
     BuildFailed,
     EsSetupFailed,
     ensure_demo_key,
@@ -30,9 +29,9 @@ from stack.up.files import (
     setup_elasticsearch,
     write_models_config,
 )
-from stack.up.plan import gpu_faults_file, stack_config
+from stack.up.plan import stack_config
 from stack.up.ports import PortError, check_ports
-from stack.up.settings import HA_PORT_FIELDS, PORT_FIELDS, UpSettings
+from stack.up.settings import UpSettings
 from stack.up.state import StackState, remove_state, write_state
 from tokenpulse.settings_cli import KEBAB, add_settings_arguments, settings_from_args
 
@@ -58,7 +57,7 @@ def check_alertmanager_config(settings: UpSettings) -> None:
 def run(settings: UpSettings) -> int:
     """Check ports, prepare files, start and supervise the stack until asked to stop."""
     started = time.monotonic()
-    stack: Stack | None = None
+    stack: Supervisor | None = None
     with stop_on_signals():
         try:
             check_ports(settings)
@@ -70,19 +69,19 @@ def run(settings: UpSettings) -> int:
             if settings.es_url:
                 setup_elasticsearch(settings, _say)
             config = stack_config(settings)
-            if (faults := gpu_faults_file(settings)) is not None:
+            if (faults := config.gpu_faults_file) is not None:
                 faults.unlink(missing_ok=True)  # an earlier run's drill faults end here
-            stack = Stack(config, _say, restart_delay_s=settings.restart_delay_s)
+            stack = Supervisor(config, _say)
             stack.start_all()
             pids = stack.pids()
-            write_state(stack_state(settings, pids))  # before the banner says it is ready
+            write_state(StackState(config, os.getpid(), pids))  # before the banner says ready
             _say(up_banner.banner(settings, config, key, pids))
             _say(f"ready in {time.monotonic() - started:.1f} s")
             while not settings.exit_after_ready:
                 stack.watch_once()
                 if stack.pids() != pids:  # a restart: the drills and the soak follow the new pid
                     pids = stack.pids()
-                    write_state(stack_state(settings, pids))
+                    write_state(StackState(config, os.getpid(), pids))
                 time.sleep(0.5)
         except Stopped as why:
             _say(f"{why} received: stopping the stack ...")
@@ -98,23 +97,6 @@ def run(settings: UpSettings) -> int:
             if count:
                 _say(f"stopped all {count} processes of the stack")
     return 0
-
-
-def stack_state(settings: UpSettings, pids: dict[str, int]) -> StackState:
-    """What RUN_DIR/stack.json says about this stack (see stack/up/state.py)."""
-    s = settings
-    names = PORT_FIELDS + (HA_PORT_FIELDS if s.ha else ())
-    return StackState(
-        run_dir=str(s.path("")), up_pid=os.getpid(),
-        ports={name: int(getattr(s, name)) for name in names}, pids=pids, rules=s.rules,
-        restart_delay_s=s.restart_delay_s, models_dir=str(s.models_dir.resolve()), model=MODEL,
-        group_wait=s.group_wait, group_interval=s.group_interval,
-        evaluation_interval=s.evaluation_interval, fault_proxy_port=s.fault_proxy_port,
-        es_url=s.es_url, gpu_backend=s.gpu_backend,
-        extra={"spool_cap_bytes": s.spool_cap_bytes,
-               "gpu_faults_file": str(gpu_faults_file(s) or "")},
-        es_fault_proxy_port=s.es_fault_proxy_port, ha=s.ha,
-    )  # fmt: skip
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

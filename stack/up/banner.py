@@ -41,9 +41,9 @@ def try_it(gateway: str, key: str) -> tuple[str, str]:
     return curl_snippet(gateway, key), sdk
 
 
-def _drill(config: StackConfig, pids: dict[str, int], restart_delay_s: float) -> str:
+def _drill(config: StackConfig, pids: dict[str, int]) -> str:
     n = config.model_server_replicas
-    restarts = f"`up` restarts it after {restart_delay_s:g} s, then the resolution arrives."
+    restarts = f"`up` restarts it after {config.restart_delay_s:g} s, then the resolution arrives."
     if n == 1:
         pid = pids["modelserver"]
         return f"Outage drill: kill {pid} (the model server); the page arrives, and {restarts}"
@@ -84,7 +84,8 @@ def banner(s: UpSettings, config: StackConfig, key: str, pids: dict[str, int]) -
         )
     lines += ["", "Metrics pages Prometheus scrapes:"]
     lines += [f"  {c.name:<{width}}{c.metrics(config)}" for c in components if c.name != "oncall"]
-    lines += ["", f"Key graphs in Prometheus ({s.rules} rules, scraped every {s.scrape_interval}):"]
+    pace = f"{config.rules} rules, scraped every {config.scrape_interval}"
+    lines += ["", f"Key graphs in Prometheus ({pace}):"]
     lines += [f"  {title}: {graph_url(prometheus, expr)}" for title, expr in KEY_GRAPHS]
     lines += [
         f"  alerts: {prometheus}/alerts",
@@ -109,7 +110,7 @@ def banner(s: UpSettings, config: StackConfig, key: str, pids: dict[str, int]) -
     lines += [
         "",
         f"Notifications land in {s.path('oncall.jsonl')} (one JSON line each) and, readable,",
-        f"in {s.path('logs/oncall.log')}: tail -f it. {_drill(config, pids, s.restart_delay_s)}",
+        f"in {s.path('logs/oncall.log')}: tail -f it. {_drill(config, pids)}",
         f"Every page links its runbook ({config.url('oncall_port', '/runbooks')}), dashboard panel"
         f" ({s.grafana_url}) and sample search; the Watchdog (dead man's switch, every "
         f"{config.watchdog_interval}) last arrived: {config.url('oncall_port', '/watchdog')}",

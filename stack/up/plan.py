@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+from dataclasses import fields
 
-from stack.config import RULES, GpuBackend, HaPorts, Ports, StackConfig, replica_ports
+from stack.config import GpuBackend, HaPorts, Ports, StackConfig, replica_ports
 from stack.up.files import context_window
 from stack.up.settings import HA_PORT_FIELDS, PORT_FIELDS, UpSettings
 
-# `--fast-polls` (drills): every poll at a second, as the test stack (devtools/stack.py) runs
-FAST_POLLS: dict[str, Any] = {
-    "extra_flags": {
-        "modelserver": ("--model_config_file_poll_wait_seconds=1",),
-        "exporter": ("--tfserving.poll-interval=1",),
-        # a refused store is retried 2 s apart at most: the default 30 s cap is half an hour
-        # compressed, and a store that is back would wait that long to be noticed
-        "shipper": ("--poll-interval-s=0.5", "--backoff-max-s=2"),
-    },
-    "modelserver_poll_s": 1.0,
-}
+# the settings that are StackConfig fields of the same name and meaning, copied as they are
+SAME = tuple(
+    f.name for f in fields(StackConfig) if f.name in UpSettings.model_fields and f.name not in
+    {"run_dir", "ports", "ha", "gpu_backend", "alertmanager_config"}
+)  # fmt: skip
 
 
 def nvml_works() -> bool:
@@ -41,48 +34,16 @@ def gpu_backend(s: UpSettings) -> GpuBackend:
     return s.gpu_backend
 
 
-def gpu_faults_file(s: UpSettings) -> Path | None:
-    """Where the fake GPUs read drill faults (exporter/nvml/fake_faults.py); None without them."""
-    return s.path("gpu-faults.json") if s.gpu_backend == "fake" else None
-
-
-def _tuning(s: UpSettings) -> dict[str, Any]:
-    """FAST_POLLS when asked for, and the fake GPUs' fault file on the exporter's flags."""
-    out: dict[str, Any] = dict(FAST_POLLS) if s.fast_polls else {}
-    flags = dict(out.get("extra_flags", {}))
-    faults = gpu_faults_file(s)
-    if faults is not None:
-        flags["exporter"] = (*flags.get("exporter", ()), f"--collector.nvml.fake-faults={faults}")
-    return {**out, "extra_flags": flags}
-
-
 def stack_config(s: UpSettings) -> StackConfig:
-    """The stack `up` runs: fixed ports, the chosen rule set, both versions behind the gateway."""
+    """The stack `up` runs: fixed ports, the chosen rule set, both versions behind the gateway,
+    every value resolved (`auto` GPUs, absolute paths)."""
     return StackConfig(
         run_dir=s.path(""),
         ports=Ports(**{name: int(getattr(s, name)) for name in PORT_FIELDS}),
-        rules=RULES[s.rules],
         gpu_backend=gpu_backend(s),
-        canary_interval_s=s.canary_interval_s,
-        scrape_interval=s.scrape_interval,
-        evaluation_interval=s.evaluation_interval,
-        group_wait=s.group_wait,
-        group_interval=s.group_interval,
-        es_url=s.es_url,
-        es_api_key=s.es_api_key,
-        grafana_url=s.grafana_url,
-        watchdog_interval=s.watchdog_interval,
         alertmanager_config=s.alertmanager_config.resolve() if s.alertmanager_config else None,
-        start_timeout_s=s.start_timeout_s,
         replica_ports=replica_ports(s.rest_port, s.grpc_port, s.model_server_replicas),
-        gateway={
-            "canary_weight": s.canary_weight,
-            "context_window_tokens": context_window(s),
-            **({"status_poll_interval_s": 1} if s.fast_polls else {}),
-        },
-        fault_proxy_port=s.fault_proxy_port,
-        es_fault_proxy_port=s.es_fault_proxy_port,
-        spool_cap_bytes=s.spool_cap_bytes,
+        gateway={"canary_weight": s.canary_weight, "context_window_tokens": context_window(s)},
         ha=HaPorts(**{name: int(getattr(s, name)) for name in HA_PORT_FIELDS}) if s.ha else None,
-        **_tuning(s),
+        **{name: getattr(s, name) for name in SAME},
     )

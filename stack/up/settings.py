@@ -1,4 +1,7 @@
-"""Settings of `tokenpulse up`: where the stack keeps its files, its ports, its alerting pace."""
+"""Settings of `tokenpulse up`: what a user sets (flags, TOKENPULSE_UP_<NAME>) over a named profile.
+
+stack/up/plan.py turns them into the stack's one description, a StackConfig.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +11,16 @@ from typing import Any, Literal
 from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from monitoring.mixin import config as mixin
+from monitoring.mixin.config import DEFAULT as mixin
 from stack.config import (
     MAX_MODEL_SERVER_REPLICAS,
     REPLICA_PORT_STEP,
     HaPorts,
     Ports,
+    RuleSet,
     ha_group_interval_problem,
 )
+from stack.profiles import PROFILES, ProfileName, profile
 from tokenpulse import ports
 
 DURATION = r"^\d+(ms|s|m|h)$"
@@ -35,6 +40,12 @@ class UpSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="TOKENPULSE_UP_", extra="ignore")
 
+    profile: ProfileName = Field(
+        "default",
+        description="start from a named profile's values (stack/profiles.py): drill (the "
+        "compressed rules, fast polls, fake GPUs, a fault proxy, the drills' pace) or test (the "
+        "test stack's pace); a flag or variable given as well wins",
+    )
     models_dir: Path = Field(Path("models"), description="model base paths live in DIR/<model>")
     preset: str = Field("default", description="model preset built when no version exists")
     run_dir: Path = Field(
@@ -110,12 +121,12 @@ class UpSettings(BaseSettings):
         description="Elasticsearch API key (prefer the env var ES_API_KEY); empty: none",
     )
     grafana_url: str = Field(
-        mixin.GRAFANA_URL,
+        mixin.links.grafana_url,
         description="Grafana as your browser reaches it: each notification links its alert's "
         "dashboard panel there (runbooks: the on-call receiver serves them)",
     )
     watchdog_interval: str = Field(
-        mixin.AM_WATCHDOG_INTERVAL,
+        mixin.am_watchdog_interval,
         pattern=DURATION,
         description="how often the always-firing Watchdog reaches the on-call receiver (GET "
         "/watchdog: its last arrival), so a stopped Prometheus shows as its silence",
@@ -125,20 +136,23 @@ class UpSettings(BaseSettings):
         description="run Alertmanager with this config (real pager/chat receivers) instead of "
         "the generated local one; up refuses to start when a receiver's secret file is missing",
     )
-    rules: Literal["normal", "compressed"] = Field(
+    rules: RuleSet = Field(
         "normal", description="alert rules: normal, or compressed (windows /60, for drills)"
     )
     scrape_interval: str = Field(
-        mixin.SCRAPE_INTERVAL, pattern=DURATION, description="Prometheus scrape interval"
+        mixin.scrape_interval, pattern=DURATION, description="Prometheus scrape interval"
     )
     evaluation_interval: str = Field(
-        mixin.EVALUATION_INTERVAL, pattern=DURATION, description="Prometheus rule evaluation"
+        mixin.evaluation_interval, pattern=DURATION, description="Prometheus rule evaluation"
     )
     group_wait: str = Field(
-        mixin.AM_GROUP_WAIT, pattern=DURATION, description="Alertmanager group_wait"
+        mixin.am_group_wait, pattern=DURATION, description="Alertmanager group_wait"
     )
     group_interval: str = Field(
-        mixin.AM_GROUP_INTERVAL, pattern=DURATION, description="Alertmanager group_interval"
+        mixin.am_group_interval, pattern=DURATION, description="Alertmanager group_interval"
+    )
+    repeat_interval: str | None = Field(
+        None, pattern=DURATION, description="Alertmanager repeat_interval; unset: each route's own"
     )
     restart_delay_s: float = Field(
         150.0,
@@ -170,12 +184,24 @@ class UpSettings(BaseSettings):
     )
     fast_polls: bool = Field(
         False,
-        description="drills: the model server, gateway, exporter and shipper poll every second "
-        "(model config, status, spool), so a fault shows within the compressed rules' windows",
+        description="the model server, gateway, exporter and shipper poll every second (model "
+        "config, status, spool; stack.config.FAST_POLLS), so a fault shows within the compressed "
+        "rules' windows",
     )
     exit_after_ready: bool = Field(
         False, description="start everything, print how to use it, then stop (smoke test)"
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _profile(cls, data: Any) -> Any:
+        """The profile's values where nothing set the field (flags and env win)."""
+        if not isinstance(data, dict):
+            return data
+        name = data.get("profile", "default")
+        if name not in PROFILES:
+            return data  # the field's own check names the known profiles
+        return {**profile(name), **data}
 
     @model_validator(mode="after")
     def _one_proxied_replica(self) -> UpSettings:

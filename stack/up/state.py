@@ -2,17 +2,21 @@
 
 `up` writes it once every component is healthy and again whenever a component is restarted
 (new pid), and removes it when it stops. `tokenpulse drill` and `tokenpulse soak` read it to find
-the ports, the pids (to kill or sample one), the rule set and the restart delay; nothing secret is
-in it (no keys), and it is private like the rest of the run directory.
+the ports, the pids (to kill or sample one), the rule set and the restart delay: the stack's
+StackConfig (stack/config.py, every value resolved), its pids and `up`'s own pid. Nothing secret
+is in it (no keys), and it is private like the rest of the run directory.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from stack.config import StackConfig
+from tokenpulse.atomic import atomic_write
 
 STATE_FILE = "stack.json"
 
@@ -23,43 +27,37 @@ class NoRunningStack(RuntimeError):
 
 @dataclass(frozen=True)
 class StackState:
-    """The running stack as the drills and the soak see it."""
+    """The running stack as the drills and the soak see it: its config and its processes."""
 
-    run_dir: str
+    config: StackConfig
     up_pid: int
-    ports: dict[str, int]
     pids: dict[str, int]  # component name -> pid of its current process
-    rules: str  # normal | compressed
-    restart_delay_s: float
-    models_dir: str
-    model: str
-    group_wait: str
-    group_interval: str
-    evaluation_interval: str
-    fault_proxy_port: int = 0
-    es_url: str = ""  # Elasticsearch itself (the shipper may reach it through a fault proxy)
-    es_fault_proxy_port: int = 0  # drills: the proxy between the shipper and es_url
-    gpu_backend: str = "off"
-    extra: dict[str, Any] = field(default_factory=dict)
-    # `up --ha`: prometheus-2 and alertmanager-2 run too (their pids and ports are above)
-    ha: bool = False
 
     def url(self, port_field: str, path: str = "") -> str:
         """http://127.0.0.1:<port><path> for one of the port settings."""
-        return f"http://127.0.0.1:{self.ports[port_field]}{path}"
+        return self.config.url(port_field, path)
 
     def path(self, name: str) -> Path:
         """A file under the run directory."""
-        return Path(self.run_dir) / name
+        return self.config.path(name)
+
+    def to_json(self) -> dict[str, Any]:
+        """What stack.json holds."""
+        return {"up_pid": self.up_pid, "pids": self.pids, "config": self.config.to_json()}
+
+    @classmethod
+    def from_json(cls, doc: Any) -> StackState:
+        """The state `to_json` wrote; ValueError naming what does not fit."""
+        try:
+            return cls(StackConfig.from_json(doc["config"]), int(doc["up_pid"]), dict(doc["pids"]))
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"missing or malformed {exc}") from exc
 
 
 def write_state(state: StackState) -> Path:
     """Write RUN_DIR/stack.json atomically (a reader never sees half a file)."""
-    path = Path(state.run_dir) / STATE_FILE
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(asdict(state), indent=2, sort_keys=True) + "\n")
-    tmp.chmod(0o600)
-    os.replace(tmp, path)
+    path = state.path(STATE_FILE)
+    atomic_write(path, json.dumps(state.to_json(), indent=2, sort_keys=True) + "\n", 0o600)
     return path
 
 
@@ -95,8 +93,8 @@ def read_state(run_dir: Path) -> StackState:
     except ValueError as exc:
         raise NoRunningStack(f"{path} is not JSON: {exc}") from exc
     try:
-        state = StackState(**doc)
-    except TypeError as exc:
+        state = StackState.from_json(doc)
+    except ValueError as exc:
         raise NoRunningStack(f"{path} is not a stack state: {exc}") from exc
     if not _alive(state.up_pid):
         raise NoRunningStack(f"the stack of {run_dir} is gone (up pid {state.up_pid}): {hint}")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from devtools.stack import StackOptions, running_stack, wait_until
+from devtools.stack import running_stack, wait_until
 from tests.support.binaries import needs_prometheus
 
 pytestmark = [pytest.mark.slow, needs_prometheus]
@@ -38,8 +38,8 @@ def _alerts(notes: list[dict], status: str) -> list[tuple[str, dict]]:
 def test_a_killed_replica_is_routed_around_and_pages_once_naming_it(
     tiny_export: Path, tmp_path: Path
 ) -> None:
-    options = StackOptions(alerting=True, model_server_replicas=2)
-    with running_stack(tiny_export, tmp_path / "stack", options) as stack:
+    options = {"alerting": True, "model_server_replicas": 2}
+    with running_stack(tiny_export, tmp_path / "stack", **options) as stack:
         served = 'tokenpulse_gateway_upstream_requests_total{{outcome="success",replica="{}"}} > 0'
         with stack.traffic(rps=2.0) as codes:
             for replica in (0, 1):  # both replicas serve

@@ -29,10 +29,9 @@ from monitoring.preview.prom import PromClient
 from tests.e2e.upstack import UpStack, alive, running_up
 from tests.support.binaries import needs_prometheus
 from tests.support.models import DEGRADE_NOISE, install_version
-from tokenpulse.paths import DASHBOARDS
+from tokenpulse.paths import DASHBOARDS, ROOT
 from tokenpulse.tfserving.signature import GOLDEN_FILE
 
-ROOT = Path(__file__).resolve().parents[2]
 RULE_FILES = ("alerts/compressed/recording.rules.yml", "alerts/compressed/alerts.rules.yml")
 RATE_INTERVAL = "15s"  # Grafana's $__rate_interval for 2 s scrapes, rounded up for steadiness
 TRAFFIC_S = 45.0

@@ -28,10 +28,9 @@ from stack.up.banner import READY_LINE
 from stack.up.settings import PORT_FIELDS
 from tokenpulse.procs import free_port
 
+# the test stack's pace (stack/profiles.py: compressed rules, fast scrapes and polls, fake GPUs)
 STACK_FLAGS = (
-    "--rules=compressed", "--scrape-interval=2s", "--evaluation-interval=1s",
-    "--group-wait=10s", "--group-interval=3s", "--gpu-backend=fake", "--canary-interval-s=2",
-    "--canary-weight=0.3", "--restart-delay-s=20",
+    "--profile=test", "--canary-interval-s=2", "--canary-weight=0.3", "--restart-delay-s=20",
 )  # fmt: skip
 START_TIMEOUT_S = 420.0
 

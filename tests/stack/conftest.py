@@ -1,7 +1,8 @@
-"""The drill stack: one `tokenpulse up` with the drill options, shared by the drill and soak tests.
+"""The drill stack: one `tokenpulse up` with the drill options, for the drill and soak tests.
 
-tests/support/stack.py groups their modules, so under xdist they run on one worker, one after the
-other, and the stack starts once.
+tests/support/stack.py puts each drill shard in a lane of its own (the soak beside the restarts
+shard), so under xdist the two shards drill two stacks at once, each started once on its worker;
+without xdist one stack serves both, one shard after the other.
 """
 
 from __future__ import annotations
@@ -24,14 +25,9 @@ from tests.e2e.upstack import UpStack, running_up
 from tests.support.models import install_version
 from tokenpulse.procs import stop_process
 
-# both versions healthy (the e2e up test's degraded canary would fire canary alerts all along)
-# group interval 1 s: a failing receiver fails every second, which the compressed 5 s rate sees;
-# the Watchdog every 5 s, so its silence shows in seconds; a 32 KiB spool fills in seconds while
-# the shipper is stopped, and never while it runs. Later flags win over STACK_FLAGS.
-DRILL_FLAGS = (
-    "--preset=tiny", "--restart-delay-s=20", "--fast-polls", "--group-wait=5s",
-    "--group-interval=1s", "--watchdog-interval=5s", "--spool-cap-bytes=32768",
-)  # fmt: skip
+# both versions healthy (the e2e up test's degraded canary would fire canary alerts all along);
+# the drill profile (stack/profiles.py) replaces STACK_FLAGS' test profile: later flags win.
+DRILL_FLAGS = ("--preset=tiny", "--profile=drill")
 
 
 def _port_outside_ephemeral() -> int:

@@ -22,7 +22,7 @@ import pytest
 
 from stack import components
 from stack.config import HaPorts, Ports, StackConfig
-from stack.supervise import Stack
+from stack.supervise import Supervisor
 from tests.support.binaries import needs_prometheus
 from tokenpulse.procs import free_port
 
@@ -86,7 +86,7 @@ def test_both_alertmanagers_get_the_alert_and_on_call_gets_it_once_per_cluster(
         alone = ["--cluster.listen-address="]
         monkeypatch.setattr(components, "_cluster_flags", lambda c, i: alone)
     rows = [components.alertmanager(i) for i in (0, 1)]
-    stack = Stack(config, components=(components.by_name("oncall"), *rows))
+    stack = Supervisor(config, components=(components.by_name("oncall"), *rows))
     try:
         stack.start_all()
         if cluster:  # the pair has found each other before the alert arrives
@@ -121,7 +121,8 @@ def test_a_recovery_seen_apart_pages_twice_unless_groups_flush_farther_apart(
     config = _config(tmp_path, cluster=False)
     config = dataclasses.replace(config, ha=None, group_interval=group_interval)
     (tmp_path / "logs").mkdir()
-    stack = Stack(config, components=(components.by_name("oncall"), components.alertmanager(0)))
+    rows = (components.by_name("oncall"), components.alertmanager(0))
+    stack = Supervisor(config, components=rows)
     try:
         stack.start_all()
         _post(config, "alertmanager_port")  # both Prometheus: firing

@@ -21,6 +21,9 @@ import yaml
 
 from devtools.standins.grafana import GrafanaStandin
 from monitoring.grafana.push import Credential, connect, push
+from monitoring.mixin import rulefiles
+from monitoring.mixin.config import MixinConfig
+from monitoring.mixin.dashboards import build_models
 from stack import components
 from stack.config import RULES, Ports, StackConfig
 from tokenpulse.paths import DASHBOARDS
@@ -32,9 +35,10 @@ FIRES_NOW = (
 )
 
 
-def _rule_file(tmp_path: Path) -> Path:
-    """The generated rule with its annotations as shipped, firing now; and a Watchdog."""
-    groups = yaml.safe_load(RULES["normal"][1].read_text())["groups"]
+def _write_rule_file(path: Path, cfg: MixinConfig) -> None:
+    """The generated rule as the stack renders it (its links), firing now; and a Watchdog."""
+    text = rulefiles.render_files(cfg, build_models(cfg))[RULES["normal"][1].name]
+    groups = yaml.safe_load(text)["groups"]
     rule = next(r for g in groups for r in g["rules"] if r["alert"] == ALERT)
     # firing after a few seconds: an alert that fires before Prometheus has found Alertmanager
     # waits for the next resend (a minute)
@@ -42,9 +46,7 @@ def _rule_file(tmp_path: Path) -> Path:
     watchdog = {
         "alert": "Watchdog", "expr": "vector(1)", "for": "6s", "labels": {"severity": "none"}
     }  # fmt: skip
-    path = tmp_path / "fires.rules.yml"
     path.write_text(yaml.safe_dump({"groups": [{"name": "t", "rules": [rule, watchdog]}]}))
-    return path
 
 
 def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
@@ -74,10 +76,12 @@ def test_every_link_of_a_delivered_page_answers(tmp_path: Path) -> None:
         push(api, grafana.url, sorted(DASHBOARDS.glob("*.json")), "tokenpulse", "TokenPulse")
         config = StackConfig(
             run_dir=run, ports=Ports(**{f: free_port() for f in Ports.names()}),
-            rules=(_rule_file(tmp_path),), scrape_interval="1s", evaluation_interval="1s",
+            custom_rules=(tmp_path / "fires.rules.yml",), scrape_interval="1s",
+            evaluation_interval="1s",
             group_wait="1s", group_interval="1s", watchdog_interval="2s",
             grafana_url=grafana.url, start_timeout_s=60,
         )  # fmt: skip
+        _write_rule_file(config.custom_rules[0], components.mixin_config(config))
         for name in ("oncall", "alertmanager", "prometheus"):
             stack.enter_context(components.by_name(name).start(config))
         oncall = config.url("oncall_port")

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from devtools.stack import StackOptions, config_for_tests
+from devtools.stack import config_for_tests
 from serving.gateway.admin import parse_canary_weight
 from serving.gateway.keys import add_key
 from stack.cli import main
@@ -23,7 +23,7 @@ from stack.config import StackConfig
 from stack.rollout.labels import ModelsConfig, RolloutError
 from stack.rollout.progressive import Health, ProgressiveSettings, verdict
 from stack.rollout.settings import CANARY_WEIGHT_FILE
-from stack.supervise import Stack as Supervisor
+from stack.supervise import Supervisor
 from tests.support.models import install_version
 from tokenpulse.tfserving.render import render_models_config
 
@@ -59,9 +59,7 @@ def running(
     text = render_models_config(MODEL, base, (1, 2), labels, "# test stack\n")
     (workdir / "models.config").write_text(text)
     key = add_key(workdir / "gateway-keys.json", "ops", replace=True)
-    config = config_for_tests(workdir, StackOptions(canary_interval_s=1.0))
-    flags = {**config.extra_flags, "modelserver": ("--model_config_file_poll_wait_seconds=1",)}
-    config = dataclasses.replace(config, extra_flags=flags)
+    config = config_for_tests(workdir, canary_interval_s=1.0)  # fast polls: labels within 1 s
     supervisor = Supervisor(config)
     try:
         supervisor.start_all()

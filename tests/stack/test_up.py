@@ -21,15 +21,16 @@ import yaml
 
 from monitoring.mixin import alertmanager
 from monitoring.mixin import prometheus as prometheus_config
-from monitoring.mixin.config import REPLICA_LABEL
+from monitoring.mixin.config import DEFAULT as MIXIN
 from stack import components, up
 from stack.config import StackConfig
 from stack.launch import Launched, running_process
-from stack.supervise import Stack
+from stack.supervise import Supervisor
 from stack.up import banner as up_banner
 from stack.up import files, plan
 from stack.up.ports import PortError, check_ports
 from stack.up.settings import HA_PORT_FIELDS, PORT_FIELDS, UpSettings
+from stack.up.state import StackState
 from tests.support.up import up_config, up_settings
 from tokenpulse.procs import free_port
 from tokenpulse.tfserving.config import parse_model_server_config
@@ -231,7 +232,7 @@ def test_a_missing_receiver_secret_stops_up_in_one_line_before_anything_starts(
 ) -> None:
     config = tmp_path / "alertmanager.yml"  # the deployment's routes, its secrets not in place
     secrets = tmp_path / "secrets"
-    config.write_text(alertmanager.render().replace(alertmanager.SECRETS, str(secrets)))
+    config.write_text(alertmanager.render(MIXIN).replace(alertmanager.SECRETS, str(secrets)))
     ports = [f"--{f.replace('_', '-')}={free_port()}" for f in PORT_FIELDS]
     done = _up(tmp_path, *ports, f"--alertmanager-config={config}", f"--run-dir={tmp_path / 'run'}")
     assert done.returncode == 2, done.stdout + done.stderr
@@ -247,7 +248,7 @@ def test_a_given_alertmanager_config_runs_as_written(tmp_path: Path, monkeypatch
     for name in ("pagerduty-routing-key", "slack-webhook-url"):
         (secrets / name).write_text("x\n")
     config = tmp_path / "alertmanager.yml"
-    text = alertmanager.render().replace(alertmanager.SECRETS, str(secrets))
+    text = alertmanager.render(MIXIN).replace(alertmanager.SECRETS, str(secrets))
     config.write_text(text)
     s = up_settings(tmp_path, alertmanager_config=config)
     s.run_dir.mkdir(parents=True)
@@ -266,7 +267,7 @@ def test_banner_lists_every_component_and_what_to_do_next(tmp_path: Path) -> Non
     config = up_config(s)
     pids = {name: 1000 + i for i, name in enumerate(components.names())}
     text = up_banner.banner(s, config, "tp-demo", pids)
-    for c in components.COMPONENTS:
+    for c in components.PROCESSES:
         assert c.url(config) in text and c.metrics(config) in text or c.name == "oncall"
         assert f"pid {pids[c.name]}" in text
     assert "curl -sS" in text and "from openai import OpenAI" in text and "tp-demo" in text
@@ -318,7 +319,8 @@ def test_a_component_that_exits_is_restarted_after_the_delay_and_all_stop(tmp_pa
 
     comp = components.Component("sleeper", sleeper, lambda c: "", lambda c: "")
     said: list[str] = []
-    stack = Stack(StackConfig(run_dir=tmp_path), said.append, restart_delay_s=0, components=(comp,))
+    config = StackConfig(run_dir=tmp_path, restart_delay_s=0)
+    stack = Supervisor(config, said.append, components=(comp,))
     try:
         stack.start_all()
         first = stack.pids()["sleeper"]
@@ -367,13 +369,13 @@ def test_fake_gpus_read_drill_faults_from_the_run_directory(tmp_path: Path) -> N
     meta.write_text('{"model": {"context": 64, "d_model": 64}}')
     path = s.path("gpu-faults.json")
     config = plan.stack_config(s)
-    assert f"--collector.nvml.fake-faults={path}" in config.flags("exporter")
-    assert "--tfserving.poll-interval=1" in config.flags("exporter")  # fast polls kept
-    assert up.stack_state(s, {}).extra["gpu_faults_file"] == str(path)
+    assert f"--collector.nvml.fake-faults={path}" in components.exporter_args(config)
+    assert "--tfserving.poll-interval=1" in components.exporter_args(config)  # fast polls kept
+    assert StackState.from_json(StackState(config, 1, {}).to_json()).config.gpu_faults_file == path
     for backend in ("real", "off"):
-        s = up_settings(tmp_path, gpu_backend=backend)
-        assert plan.gpu_faults_file(s) is None
-        assert not any("fake-faults" in f for f in plan.stack_config(s).flags("exporter"))
+        config = plan.stack_config(up_settings(tmp_path, gpu_backend=backend))
+        assert config.gpu_faults_file is None
+        assert not any("fake-faults" in f for f in components.exporter_args(config))
 
 
 # --- `up --ha`: two Prometheus, two gossiping Alertmanagers --------------------------------------
@@ -408,7 +410,7 @@ def test_ha_prometheus_pair_differs_by_an_external_label_it_drops_from_alerts(
         n: yaml.safe_load(s.path(f"{n}.yml").read_text()) for n in ("prometheus", "prometheus-2")
     }
     label = prometheus_config.REPLICA_EXTERNAL_LABEL
-    assert label != REPLICA_LABEL  # a model-server replica is another thing
+    assert label != MIXIN.replica_label  # a model-server replica is another thing
     for name, doc in docs.items():
         assert doc["global"]["external_labels"] == {label: name}
         alerting = doc["alerting"]
@@ -507,10 +509,11 @@ def test_ha_banner_and_state_name_both_of_each(tmp_path: Path) -> None:
     assert f"http://127.0.0.1:{s.prometheus_2_port}/alerts" in text
     assert f"127.0.0.1:{s.alertmanager_cluster_port} and 127.0.0.1:" in text
     assert "tokenpulse drill ha-monitoring-failover" in text
-    state = up.stack_state(s, pids)
-    assert state.ha and state.pids["prometheus-2"] == pids["prometheus-2"]
-    assert {state.ports[f] for f in HA_PORT_FIELDS} == {getattr(s, f) for f in HA_PORT_FIELDS}
-    assert not up.stack_state(up_settings(tmp_path), {}).ha
+    state = StackState.from_json(json.loads(json.dumps(StackState(config, 1, pids).to_json())))
+    assert state.config.ha is not None and state.pids["prometheus-2"] == pids["prometheus-2"]
+    urls = {state.url(f) for f in HA_PORT_FIELDS}
+    assert urls == {f"http://127.0.0.1:{getattr(s, f)}" for f in HA_PORT_FIELDS}
+    assert up_config(up_settings(tmp_path)).ha is None
     assert "prometheus-2" not in up_banner.banner(
         up_settings(tmp_path), up_config(up_settings(tmp_path)), "k",
         {c.name: 1 for c in components.enabled(up_config(up_settings(tmp_path)))},

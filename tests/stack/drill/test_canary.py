@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from stack.drill.canary import DEGRADED_VERSION, ensure_degraded
+from stack.drill.canary import DEGRADED_VERSION, _restore, ensure_degraded
 from stack.drill.target import DrillError
 from stack.up import files
 from stack.up.files import META_FILE
@@ -76,3 +76,14 @@ def test_a_failed_build_or_an_unknown_preset_is_a_drill_error(
     (tmp_path / "1" / GOLDEN_FILE).unlink()  # exported before golden answers existed
     with pytest.raises(DrillError, match="golden answers"):
         ensure_degraded(tmp_path, 1)
+
+
+def test_a_restored_file_keeps_its_mode_and_a_missing_one_goes_again(tmp_path: Path) -> None:
+    path = tmp_path / "models.config"
+    path.write_text("the drill's labels\n")
+    path.chmod(0o644)  # the model server and the gateway may run as another user
+    _restore(path, "the saved labels\n")
+    assert path.read_text() == "the saved labels\n"
+    assert path.stat().st_mode & 0o777 == 0o644
+    _restore(path, None)
+    assert not path.exists() and list(tmp_path.iterdir()) == []

@@ -10,26 +10,27 @@ from pathlib import Path
 import pytest
 
 from exporter.nvml.fake_faults import parse_faults
+from stack.config import StackConfig
 from stack.drill.gpu import THROTTLED_GPU, XID, XID_GPU, GpuXidAndThrottle
 from stack.drill.scenario import Log
 from stack.drill.target import DrillError, Target
 from stack.up.state import StackState, write_state
 
 
-def _target(run_dir: Path, **extra: str) -> Target:
-    state = StackState(
-        run_dir=str(run_dir), up_pid=os.getpid(), ports={}, pids={}, rules="compressed",
-        restart_delay_s=20, models_dir="m", model="gen", group_wait="5s", group_interval="1s",
-        evaluation_interval="1s", gpu_backend="fake", extra=extra,
+def _target(run_dir: Path, fake_gpus: bool = True) -> Target:
+    """A stack whose fake GPUs read RUN_DIR/gpu-faults.json (none: it runs no GPUs)."""
+    config = StackConfig(
+        run_dir=run_dir, rules="compressed", restart_delay_s=20,
+        gpu_backend="fake" if fake_gpus else "off",
     )  # fmt: skip
-    write_state(state)
+    write_state(StackState(config, os.getpid(), {}))
     (run_dir / "demo-key.txt").write_text("key\n")
     return Target(run_dir)
 
 
 def test_the_fault_file_is_one_the_fake_gpus_accept_and_is_cleared(tmp_path: Path) -> None:
     path = tmp_path / "gpu-faults.json"
-    target = _target(tmp_path, gpu_faults_file=str(path))
+    target = _target(tmp_path)
     scenario = GpuXidAndThrottle()
     scenario.xid_every_s = 0.05
     log = Log()
@@ -47,14 +48,14 @@ def test_the_fault_file_is_one_the_fake_gpus_accept_and_is_cleared(tmp_path: Pat
 
 
 def test_a_stack_without_fake_gpus_is_refused_with_what_to_do(tmp_path: Path) -> None:
-    target = _target(tmp_path)
+    target = _target(tmp_path, fake_gpus=False)
     with pytest.raises(DrillError, match="start up with --gpu-backend fake"):
         with GpuXidAndThrottle().fault(target, Log()):
             pass
 
 
 def test_a_page_naming_another_gpu_is_a_problem(tmp_path: Path) -> None:
-    target = _target(tmp_path, gpu_faults_file=str(tmp_path / "f.json"))
+    target = _target(tmp_path)
     log = Log(started=time.time() - 1)
     now = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
     alerts = [

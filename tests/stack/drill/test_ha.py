@@ -10,6 +10,7 @@ import pytest
 
 from stack import drill
 from stack.cli import main as cli_main
+from stack.config import HaPorts, Ports, StackConfig
 from stack.drill.ha import HaMonitoringFailover, NotHa, applicable
 from stack.drill.outages import ModelServerKilled
 from stack.drill.scenario import Log
@@ -21,11 +22,11 @@ NAME = HaMonitoringFailover.name
 
 def _state(run_dir: Path, ha: bool) -> StackState:
     (run_dir / "demo-key.txt").write_text("k\n")
-    state = StackState(
-        run_dir=str(run_dir), up_pid=os.getpid(), ports={"prometheus_port": 1}, pids={},
-        rules="compressed", restart_delay_s=20, models_dir="m", model="gen", group_wait="5s",
-        group_interval="4s", evaluation_interval="1s", ha=ha,
+    config = StackConfig(
+        run_dir=run_dir, ports=Ports(prometheus_port=1), rules="compressed", restart_delay_s=20,
+        group_wait="5s", group_interval="4s", ha=HaPorts() if ha else None,
     )  # fmt: skip
+    state = StackState(config, os.getpid(), {})
     write_state(state)
     return state
 

@@ -14,6 +14,7 @@ import pytest
 
 from monitoring.oncall.deadman import ALERTNAME
 from monitoring.oncall.server import OncallSettings, serve
+from stack.config import Ports, StackConfig
 from stack.drill.meta import SWITCH_SLACK_S, WatchdogSilent
 from stack.drill.scenario import Log
 from stack.drill.target import DrillError, Target
@@ -36,12 +37,9 @@ def receiver_port(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[in
 
 
 def _target(run_dir: Path, oncall_port: int) -> Target:
-    state = StackState(
-        run_dir=str(run_dir), up_pid=os.getpid(), ports={"oncall_port": oncall_port}, pids={},
-        rules="compressed", restart_delay_s=20, models_dir="m", model="gen", group_wait="5s",
-        group_interval="1s", evaluation_interval="1s",
-    )  # fmt: skip
-    write_state(state)
+    ports = Ports(oncall_port=oncall_port)
+    config = StackConfig(run_dir=run_dir, ports=ports, rules="compressed", restart_delay_s=20)
+    write_state(StackState(config, os.getpid(), {}))
     (run_dir / "demo-key.txt").write_text("key\n")
     return Target(run_dir)
 

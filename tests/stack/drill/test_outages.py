@@ -8,6 +8,7 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
+from stack.config import StackConfig
 from stack.drill.outages import (
     CrashLoopSlow,
     FailureAfterRestart,
@@ -24,11 +25,8 @@ from tokenpulse.tfserving.render import render_models_config
 
 def _target(run_dir: Path, models: Path) -> Target:
     (run_dir / "demo-key.txt").write_text("k\n")
-    write_state(StackState(
-        run_dir=str(run_dir), up_pid=os.getpid(), ports={}, pids={}, rules="compressed",
-        restart_delay_s=20, models_dir=str(models), model="gen", group_wait="5s",
-        group_interval="1s", evaluation_interval="1s",
-    ))  # fmt: skip
+    config = StackConfig(run_dir=run_dir, rules="compressed", restart_delay_s=20)
+    write_state(StackState(config, os.getpid(), {}))
     return Target(run_dir)
 
 

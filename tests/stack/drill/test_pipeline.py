@@ -20,6 +20,7 @@ from log_pipeline.assets import DEFAULT_STREAM
 from log_pipeline.outputs import Item
 from log_pipeline.outputs.elasticsearch import ElasticsearchOutput, make_client
 from log_pipeline.outputs.sqlite import SqliteOutput
+from stack.config import Ports, StackConfig
 from stack.drill.pipeline import EsUnreachable
 from stack.drill.scenario import Log
 from stack.drill.stores import SQLITE_FILE, loss_counters
@@ -70,12 +71,10 @@ def es() -> Iterator[EsStandin]:
 
 def _target(run_dir: Path, metrics_port: int, es_url: str, proxy_port: int = 1) -> Target:
     (run_dir / "demo-key.txt").write_text("tp-key\n")
-    ports = {"gateway_port": metrics_port, "shipper_port": metrics_port}
-    write_state(StackState(
-        run_dir=str(run_dir), up_pid=os.getpid(), ports=ports, pids={}, rules="compressed",
-        restart_delay_s=20, models_dir="m", model="gen", group_wait="5s", group_interval="1s",
-        evaluation_interval="1s", es_url=es_url, es_fault_proxy_port=proxy_port,
-    ))  # fmt: skip
+    ports = Ports(gateway_port=metrics_port, shipper_port=metrics_port)
+    config = StackConfig(run_dir=run_dir, ports=ports, rules="compressed", restart_delay_s=20,
+                         es_url=es_url, es_fault_proxy_port=proxy_port)  # fmt: skip
+    write_state(StackState(config, os.getpid(), {}))
     return Target(run_dir)
 
 

@@ -16,24 +16,24 @@ import yaml
 
 from devtools.standins.tfserving import TfServingStandin
 from stack import drill
+from stack.config import Ports, StackConfig
 from stack.drill import proxy as fault_proxy
 from stack.drill.rejects import REFUSAL, VersionRejectsAll
 from stack.drill.scenario import Log
 from stack.drill.target import Target
 from stack.up.state import StackState, write_state
 from tests.support.gateway import make_keys_file, running_gateway
+from tokenpulse.paths import ROOT
 from tokenpulse.procs import free_port
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
 def _target(run_dir: Path, key: str, ports: dict[str, int]) -> Target:
     (run_dir / "demo-key.txt").write_text(key + "\n")
-    write_state(StackState(
-        run_dir=str(run_dir), up_pid=os.getpid(), ports=ports, pids={}, rules="compressed",
-        restart_delay_s=20, models_dir="m", model="gen", group_wait="5s", group_interval="1s",
-        evaluation_interval="1s", fault_proxy_port=ports["fault_proxy_port"],
-    ))  # fmt: skip
+    config = StackConfig(
+        run_dir=run_dir, ports=Ports(gateway_port=ports["gateway_port"]), rules="compressed",
+        restart_delay_s=20, fault_proxy_port=ports["fault_proxy_port"],
+    )  # fmt: skip
+    write_state(StackState(config, os.getpid(), {}))
     return Target(run_dir)
 
 

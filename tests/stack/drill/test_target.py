@@ -10,16 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from stack.config import StackConfig
 from stack.drill.target import DrillError, Target
 from stack.up.state import StackState, write_state
 
 
 def _state(run_dir: Path, pids: dict[str, int]) -> Target:
-    state = StackState(
-        run_dir=str(run_dir), up_pid=os.getpid(), ports={}, pids=pids, rules="compressed",
-        restart_delay_s=20, models_dir="m", model="gen", group_wait="5s", group_interval="1s",
-        evaluation_interval="1s",
-    )  # fmt: skip
+    config = StackConfig(run_dir=run_dir, rules="compressed", restart_delay_s=20)
+    state = StackState(config, os.getpid(), pids)
     write_state(state)
     (run_dir / "demo-key.txt").write_text("key\n")
     return Target(run_dir)
