@@ -33,14 +33,16 @@ class EsAuth:
     api_key: str = ""
     username: str = ""
     password: str = ""
+    ca_file: str = ""  # the CA that signed the server's certificate (https); "": the system's
 
     def client_kwargs(self) -> dict[str, object]:
         """Keyword arguments of `elasticsearch.Elasticsearch` for this sign-in."""
+        tls: dict[str, object] = {"ca_certs": self.ca_file} if self.ca_file else {}
         if self.api_key:
-            return {"api_key": self.api_key}
+            return {"api_key": self.api_key, **tls}
         if self.username:
-            return {"basic_auth": (self.username, self.password)}
-        return {}
+            return {"basic_auth": (self.username, self.password), **tls}
+        return tls
 
     def header(self) -> dict[str, str]:
         """The `Authorization` header for plain HTTP calls (Kibana)."""
@@ -62,6 +64,10 @@ class EsAuthSettings(BaseSettings):
     es_password: SecretStr = Field(
         SecretStr(""), description="password of es-username (prefer the env var)"
     )
+    es_ca_file: str = Field(
+        "", description="PEM file of the CA that signed the https servers' certificates (ECK's "
+        "self-signed CA); empty: the system's CAs",
+    )  # fmt: skip
 
     @model_validator(mode="after")
     def _one_sign_in(self) -> EsAuthSettings:
@@ -73,7 +79,9 @@ class EsAuthSettings(BaseSettings):
 
     def es_auth(self) -> EsAuth:
         """The sign-in these settings describe."""
-        return EsAuth(self.es_api_key, self.es_username, self.es_password.get_secret_value())
+        return EsAuth(
+            self.es_api_key, self.es_username, self.es_password.get_secret_value(), self.es_ca_file
+        )
 
 
 DEFAULT_SPOOL = Path("run/spool")
@@ -151,6 +159,11 @@ class ShipperSettings(EsAuthSettings):
         16 << 20, ge=4096, description="rotate an output's dead-letter file at this size"
     )
     poll_interval_s: float = Field(0.2, gt=0, description="idle wait before looking for new lines")
+    drain_timeout_s: float = Field(
+        0.0, ge=0, description="on SIGTERM: ship what the spool holds for at most this long "
+        "once its writer is gone, then exit (a spool on a volume that dies with its pod); 0: stop "
+        "at once",
+    )  # fmt: skip
     backoff_initial_s: float = Field(0.5, gt=0, description="first retry delay")
     backoff_max_s: float = Field(30.0, gt=0, description="retry delay cap")
     metrics_host: str = Field("127.0.0.1", description="address of /metrics")

@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import ssl
 from typing import Any
 
 import httpx
@@ -194,7 +195,9 @@ def setup_kibana(url: str, auth: EsAuth | None = None, timeout_s: float = 30.0) 
     """Import the saved objects (overwrite); the number imported."""
     headers = {"kbn-xsrf": "true", **(auth or EsAuth()).header()}
     try:
-        with httpx.Client(base_url=url, headers=headers, timeout=timeout_s) as http:
+        ca_file = (auth or EsAuth()).ca_file  # ECK's self-signed CA, when given
+        verify = ssl.create_default_context(cafile=ca_file) if ca_file else True
+        with httpx.Client(base_url=url, headers=headers, timeout=timeout_s, verify=verify) as http:
             status = http.get("/api/status")
             if status.status_code in (401, 403):
                 raise SetupError(f"kibana at {url}: authentication failed (check the credentials)")
@@ -248,7 +251,8 @@ def run(settings: EsSetupSettings) -> list[str]:
     finally:
         client.close()
     if settings.kibana_url:
-        auth = EsAuth(api_key=settings.kibana_api_key) if settings.kibana_api_key else None
+        auth = (EsAuth(api_key=settings.kibana_api_key, ca_file=settings.es_ca_file)
+                if settings.kibana_api_key else None)  # fmt: skip
         count = setup_kibana(settings.kibana_url, auth or settings.es_auth(), settings.timeout_s)
         steps.append(f"kibana: {count} saved objects")
     return steps

@@ -400,6 +400,7 @@ class Shipper:
         self.outputs = outputs if outputs is not None else build_outputs(settings)
         self.metrics = ShipperMetrics(self.registry, tuple(o.name for o in self.outputs))
         self.stop = threading.Event()
+        self.drain_deadline: float | None = None  # set by request_stop() when draining
         self.root = settings.spool_root
         (self.root or settings.spool_dir).mkdir(parents=True, exist_ok=True, mode=0o700)
         self.workers = [OutputWorker(o, settings, self.metrics, self.stop) for o in self.outputs]
@@ -535,14 +536,59 @@ class Shipper:
         log.info("writer directory removed: no writer, every record shipped",
                  directory=str(source.path), grace_s=grace)  # fmt: skip
 
+    def request_stop(self) -> None:
+        """SIGTERM: stop at once, or with `drain_timeout_s` ship what the spool holds first (for
+        a spool on a volume that dies with the pod: an emptyDir shared with the gateway)."""
+        if self.settings.drain_timeout_s <= 0 or self.drain_deadline is not None:
+            self.stop.set()
+            return
+        if any(writer_active(s.path) for s in list(self.sources.values())):
+            # stopped alone (a restart): the writer and the spool stay, nothing to drain
+            log.info("a writer still holds the spool; stopping without a drain")
+            self.stop.set()
+            return
+        self.drain_deadline = time.monotonic() + self.settings.drain_timeout_s
+        log.info("draining the spool before exit", timeout_s=self.settings.drain_timeout_s)
+
+    def drained(self) -> bool:
+        """Whether every directory's writer is gone and every output shipped all it wrote; seals
+        the segments of a directory whose writer is gone (its torn last line is then skipped)."""
+        done = True
+        for source in list(self.sources.values()):
+            segments = list_segments(source.path)
+            if writer_active(source.path):  # the writer's lock, on this pod's own volume
+                done = False
+                continue
+            if segments:
+                source.sealed_upto = segment_seq(segments[-1])
+            for w in self.workers:
+                if backlog(source.path, w.position(source.key))[0]:
+                    done = False
+        return done
+
+    def _drain_step(self) -> None:
+        assert self.drain_deadline is not None
+        if self.drained():
+            log.info("spool drained: every record shipped")
+            self.stop.set()
+        elif time.monotonic() >= self.drain_deadline:
+            left = {w.name: sum(backlog(s.path, w.position(s.key))[0]
+                                for s in self.sources.values()) for w in self.workers}  # fmt: skip
+            log.error("spool not drained before the drain timeout; unshipped bytes are left "
+                      "behind", unshipped_bytes=left,
+                      timeout_s=self.settings.drain_timeout_s)  # fmt: skip
+            self.stop.set()
+
     def run(self) -> None:
         """Start the workers and keep house until stopped, then wait for them."""
         for w in self.workers:
             w.thread.start()
         try:
-            while not self.stop.wait(1.0):
+            while not self.stop.wait(0.1 if self.drain_deadline is not None else 1.0):
                 try:
                     self.housekeeping()
+                    if self.drain_deadline is not None:
+                        self._drain_step()
                 except OSError:
                     log.exception("shipper housekeeping failed")
         finally:
@@ -559,7 +605,7 @@ def run(settings: ShipperSettings) -> int:
     server = serve_metrics(settings.metrics_host, settings.metrics_port, shipper.registry)
     port = server.server_address[1]
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: shipper.stop.set())
+        signal.signal(sig, lambda *_: shipper.request_stop())
     spool = settings.spool_root or settings.spool_dir
     log.info("shipper started", outputs=settings.outputs, metrics_port=port,
              **{"spool_root" if settings.spool_root else "spool_dir": str(spool)})  # fmt: skip

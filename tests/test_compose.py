@@ -13,7 +13,7 @@ import pytest
 import yaml
 from pydantic_settings import BaseSettings
 
-from monitoring.mixin import config as mixin_config
+from monitoring.mixin.config import DEFAULT as mixin_config
 from stack.cli import build_parser
 from tokenpulse.paths import ROOT
 from tokenpulse.tfserving import config as tfs_config
@@ -232,16 +232,15 @@ def test_prometheus_scrapes_each_service_where_it_listens(compose: dict) -> None
     assert prom["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == [
         "alertmanager:9093", "alertmanager-2:9093"
     ]  # fmt: skip
-    # the rule glob matches the generated files the `links` one-shot writes into its volume,
-    # from ./alerts (moved to the deployment's links)
+    # the rule glob matches the files the `links` one-shot renders into its volume (the names
+    # of the committed ./alerts files, rendered with the deployment's links)
     mounts = {m["target"]: m["source"] for m in _mounts(services["prometheus"])}
     links = services["links"]["command"]
     written = {m["target"]: m["source"] for m in _mounts(services["links"])}
     for pattern in prom["rule_files"]:
         inside = Path(pattern)
         assert mounts[str(inside.parent)] == written[_listen_flag(links, "--out-dir")]
-        host_dir = Path(written[_listen_flag(links, "--rules-dir")])
-        assert list(host_dir.glob(inside.name)), pattern
+        assert list((ROOT / "alerts").glob(inside.name)), pattern
 
 
 def test_two_prometheus_and_two_gossiping_alertmanagers(compose: dict) -> None:
@@ -339,7 +338,7 @@ def test_links_in_notifications_point_at_published_addresses(compose: dict) -> N
     (published,) = receiver["ports"]
     host, _, inside = published.removesuffix("/tcp").rpartition(":")
     assert inside == str(_listen_port(receiver["command"], "--port"))
-    assert mixin_config.RUNBOOK_URL_PATTERN.startswith(f"http://{host}/runbooks/")
+    assert mixin_config.links.runbook_url_pattern.startswith(f"http://{host}/runbooks/")
     runbooks = {m["target"]: Path(m["source"]) for m in _mounts(receiver)}
     folder = runbooks[_listen_flag(receiver["command"], "--runbooks-dir")]
     assert folder == ROOT / "alerts" / "runbooks" and list(folder.glob("TokenPulse*.md"))

@@ -114,7 +114,8 @@ def rows() -> list[tuple[str, str, int]]:
          exporter_series(0) + PER_TARGET),
         (f"exporter DaemonSet (GPU overlay, {GPUS_PER_NODE} GPUs a node)", "GPU node",
          exporter_series(GPUS_PER_NODE) + PER_TARGET),
-        ("shipper (`tokenpulse-shipper`)", "fixed: one", shipper_series() + PER_TARGET),
+        ("shipper (`tokenpulse-shipper`, the gateway's sidecar)", "gateway replica",
+         shipper_series() + PER_TARGET),
     ]  # fmt: skip
 
 

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from monitoring import deploy_links
-from monitoring.mixin.relink import loopback
+from monitoring.mixin.links import loopback
 from tests.deploy.conftest import OVERLAYS, Doc
 
 _URL = re.compile(r"https?://[^\s'\"\\)]+")

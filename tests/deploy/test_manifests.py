@@ -105,16 +105,12 @@ EXPECTED = {
         ("Service", "shipper"),
         ("Service", "tfserving"),
         ("Service", "tfserving-pods"),
-        ("PersistentVolumeClaim", "models"),
-        ("PersistentVolumeClaim", "spool"),
         ("Deployment", "gateway"),
         ("Deployment", "tfserving"),
-        ("StatefulSet", "shipper"),
         ("PodDisruptionBudget", "gateway"),
         ("PodDisruptionBudget", "tfserving"),
         ("HorizontalPodAutoscaler", "gateway"),
         ("Job", "es-setup"),
-        ("Job", "model-build-0-1-0-v1"),
         ("Elasticsearch", "tokenpulse"),
         ("Kibana", "tokenpulse"),
         ("PodMonitor", "tokenpulse-exporter"),
@@ -214,7 +210,7 @@ def test_gpu_overlay_takes_a_gpu_tolerates_the_taint_and_runs_the_exporter_per_n
     taint = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
     assert taint in pod_spec(tfs)["tolerations"]
     # model status and canaries beside each replica (the sidecar, NVML off): issue 26 D.11
-    assert sorted(c["name"] for c in containers(tfs)) == ["exporter", "tfserving", "wait-for-model"]
+    assert sorted(c["name"] for c in containers(tfs)) == ["exporter", "model", "tfserving"]
     assert "--no-collector.nvml" in container(tfs, "exporter")["args"]
     # the GPUs from one NVML reader a node, which watches no replica
     exporter = find(gpu, "DaemonSet", "exporter")
@@ -232,35 +228,37 @@ def test_gpu_overlay_takes_a_gpu_tolerates_the_taint_and_runs_the_exporter_per_n
     assert not [d for d in cpu if d["kind"] == "DaemonSet"]
 
 
-def test_the_shipper_keeps_its_spool_and_state_on_volumes_that_outlive_pods(
+def test_the_spool_is_shared_by_the_gateway_and_its_shipper_only(
     rendered: dict[str, list[Doc]],
 ) -> None:
-    docs = rendered["cpu"]
-    spool = find(docs, "PersistentVolumeClaim", "spool")
-    assert spool["spec"]["accessModes"] == ["ReadWriteMany"]
-    shipper = find(docs, "StatefulSet", "shipper")
-    claims = {v["name"]: v.get("persistentVolumeClaim") for v in pod_spec(shipper)["volumes"]}
-    assert claims["spool"] == {"claimName": "spool"}
-    assert [t["metadata"]["name"] for t in shipper["spec"]["volumeClaimTemplates"]] == ["state"]
-    gateway = find(docs, "Deployment", "gateway")
-    volumes = {v["name"]: v for v in pod_spec(gateway)["volumes"]}
-    assert volumes["spool"]["persistentVolumeClaim"] == {"claimName": "spool"}
-    env = {e["name"]: e.get("value") for e in container(gateway, "gateway")["env"]}
-    assert env["TOKENPULSE_SINK_SPOOL_DIR"] == "/spool/$(POD_NAME)"  # one writer per directory
-    names = [e["name"] for e in container(gateway, "gateway")["env"]]
-    assert names.index("POD_NAME") < names.index("TOKENPULSE_SINK_SPOOL_DIR")
-    # the shipper follows every writer directory: the root the gateway's directories are in
-    args = container(shipper, "shipper")["args"]
-    assert "--spool-dir" not in args
-    root = args[args.index("--spool-root") + 1]
-    (mount,) = [m["mountPath"] for m in container(gateway, "gateway")["volumeMounts"]
-                if m["name"] == "spool"]  # fmt: skip
-    (shipper_mount,) = [m["mountPath"] for m in container(shipper, "shipper")["volumeMounts"]
-                        if m["name"] == "spool"]  # fmt: skip
-    assert root == shipper_mount and mount == shipper_mount
-    assert env["TOKENPULSE_SINK_SPOOL_DIR"] == f"{root}/$(POD_NAME)"
-    state = args[args.index("--state-dir") + 1]  # not under the root: never taken for a writer
-    assert not state.startswith(f"{root}/")
+    """The writer and the shipper share one pod's volume, never one across nodes: the shipper is
+    a native sidecar of each gateway pod (stopped after the gateway, so it ships the last
+    samples), the spool an emptyDir the writer's cap fits in."""
+    from log_pipeline.settings import SinkSettings
+
+    for overlay in OVERLAYS:
+        docs = rendered[overlay]
+        assert not [d for d in docs if d["kind"] == "StatefulSet"], overlay
+        gateway = find(docs, "Deployment", "gateway")
+        volumes = {v["name"]: v for v in pod_spec(gateway)["volumes"]}
+        size = volumes["spool"]["emptyDir"]["sizeLimit"]
+        assert int(size.removesuffix("Gi")) << 30 > SinkSettings.model_fields["cap_bytes"].default
+        shipper = container(gateway, "shipper")
+        assert shipper in pod_spec(gateway)["initContainers"], overlay
+        assert shipper["restartPolicy"] == "Always" and "readinessProbe" not in shipper, overlay
+        env = {e["name"]: e.get("value") for e in container(gateway, "gateway")["env"]}
+
+        def mount(c: Doc) -> str:
+            (path,) = [m["mountPath"] for m in c["volumeMounts"] if m["name"] == "spool"]
+            return path
+
+        args = shipper["args"]
+        assert "--spool-root" not in args, overlay  # one writer: no directories to retire
+        spool = args[args.index("--spool-dir") + 1]
+        assert spool == env["TOKENPULSE_SINK_SPOOL_DIR"] == mount(shipper)
+        assert mount(container(gateway, "gateway")) == spool
+        shipper_env = {e["name"]: e.get("value") for e in shipper["env"]}
+        assert float(shipper_env["TOKENPULSE_SHIPPER_DRAIN_TIMEOUT_S"]) > 0, overlay
 
 
 def _allowed_from(policy: Doc) -> list[dict]:
@@ -279,7 +277,7 @@ def test_network_policies_admit_only_the_named_clients(rendered: dict[str, list[
     es = find(docs, "NetworkPolicy", "elasticsearch")
     clients = {json.dumps(p, sort_keys=True) for p in es["spec"]["ingress"][0]["from"]}
     wanted = [
-        {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "shipper"}}},
+        {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "gateway"}}},  # its shipper
         {"podSelector": {"matchLabels": {"kibana.k8s.elastic.co/name": "tokenpulse"}}},
         {
             "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},

@@ -18,7 +18,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from monitoring import deploy_links
-from monitoring.mixin import config, operator
+from monitoring.mixin import operator
+from monitoring.mixin.config import DEFAULT as config
 from monitoring.oncall.server import OncallSettings, serve
 from stack.cli import build_parser
 from tests.deploy.conftest import OVERLAYS, Doc, container, find, pod_spec
@@ -110,7 +111,7 @@ def test_every_rule_and_dashboard_links_the_clusters_runbooks(
     links = _links(docs)
     base = deploy_links.kubernetes_links().runbook_url_pattern.removesuffix("{alertname}")
     assert len(links) > 60 and all(u.startswith(base) for u in links), sorted(set(links))[:5]
-    local = config.RUNBOOK_URL_PATTERN.removesuffix("{alertname}")
+    local = config.links.runbook_url_pattern.removesuffix("{alertname}")
     assert local != base and local not in json.dumps(docs)  # no loopback link left anywhere
 
 

@@ -40,6 +40,9 @@ API_CLIENTS: dict[tuple[str, str], str] = {}
 # (mode 0666, as dcgm-exporter's basic fields use them), so it needs no privilege, hostPath or
 # capability; only DCGM's profiling fields (SYS_ADMIN) would, and the exporter reads none.
 EXCEPTIONS: dict[tuple[str, str, str], str] = {}
+# The model artifact image TF Serving's pods copy their SavedModel from (the Dockerfile's
+# `modelcar` target; README, "Storage").
+MODEL_IMAGE = "tokenpulse-model-gen"
 # Images that are not TokenPulse's run as their vendor's non-root user.
 VENDOR_UIDS = {"elasticsearch": 1000, "kibana": 1000}
 
@@ -287,23 +290,41 @@ def test_every_image_names_a_registry_and_a_tag_never_latest(
     assert seen >= 7
 
 
+def is_model_image(ref: str) -> bool:
+    """A model artifact image (the Dockerfile's `modelcar` target): tagged with the model
+    version it carries, not the package's (tests/deploy/test_models.py)."""
+    return split_image(ref)[1].endswith(f"/{MODEL_IMAGE}")
+
+
 def test_tokenpulse_images_carry_the_package_version(rendered: dict[str, list[Doc]]) -> None:
     version = _package_version()
     for overlay in OVERLAYS:
-        refs = {r for d in rendered[overlay] for r in _images(d) if "/tokenpulse-" in r}
+        refs = {
+            r
+            for d in rendered[overlay]
+            for r in _images(d)
+            if "/tokenpulse-" in r and not is_model_image(r)
+        }
         assert len(refs) >= 4, overlay
         for ref in refs:
             assert split_image(ref)[2] == version, (overlay, ref)
 
 
-def test_one_images_block_per_overlay_names_every_image() -> None:
-    """Each overlay's `images:` sets registry and tag for every image the base names."""
+def test_one_images_block_per_overlay_names_every_image(rendered: dict[str, list[Doc]]) -> None:
+    """Each overlay's `images:` sets registry and tag for every image the base names, each
+    tag a string (kustomize refuses a number), and pins nothing the overlay does not run."""
     for overlay in OVERLAYS:
         k = yaml.safe_load((K8S / "overlays" / overlay / "kustomization.yaml").read_text())
         names = {entry["name"] for entry in k["images"]}
         for entry in k["images"]:
+            assert isinstance(entry["newTag"], str), (overlay, entry)
             assert split_image(f"{entry['newName']}:{entry['newTag']}")[0], (overlay, entry)
-        assert {"tokenpulse-gateway", "tokenpulse-exporter", "tensorflow/serving"} <= names
+        assert {"tokenpulse-gateway", "tokenpulse-exporter", "tensorflow/serving",
+                MODEL_IMAGE} <= names  # fmt: skip
+        used = {f"{split_image(r)[0]}/{split_image(r)[1]}" for d in rendered[overlay]
+                for r in _images(d)}  # fmt: skip
+        stale = [e["name"] for e in k["images"] if e["newName"] not in used]
+        assert not stale, f"{overlay}: images entries no object uses: {stale}"
 
 
 def test_split_image() -> None:
@@ -387,31 +408,6 @@ def test_a_sidecar_never_gates_serving(rendered: dict[str, list[Doc]]) -> None:
         for c in pod.get("initContainers", []):
             if c.get("restartPolicy") == "Always":
                 assert "readinessProbe" not in c, (overlay, c["name"])
-
-
-def test_tf_serving_waits_for_its_model_in_an_init_container(
-    rendered: dict[str, list[Doc]],
-) -> None:
-    for overlay in OVERLAYS:
-        pod = pod_spec(find(rendered[overlay], "Deployment", "tfserving"))
-        waits = [c for c in pod.get("initContainers", []) if c.get("restartPolicy") != "Always"]
-        assert [c["name"] for c in waits] == ["wait-for-model"], overlay
-        assert "/models" in {m["mountPath"] for m in waits[0]["volumeMounts"]}, overlay
-
-
-def test_the_model_build_job_is_named_for_its_version(rendered: dict[str, list[Doc]]) -> None:
-    for overlay in OVERLAYS:
-        jobs = [
-            d
-            for d in rendered[overlay]
-            if d["kind"] == "Job" and d["metadata"]["name"].startswith("model-build")
-        ]
-        assert len(jobs) == 1, overlay
-        (build,) = jobs[0]["spec"]["template"]["spec"]["containers"]
-        version = build["args"][build["args"].index("--version") + 1]
-        assert "--keep-existing" in build["args"], overlay  # a rerun with the version there: 0
-        tag = split_image(build["image"])[2]
-        assert jobs[0]["metadata"]["name"] == f"model-build-{tag}-v{version}".replace(".", "-")
 
 
 def test_every_overlay_is_checked_here() -> None:
@@ -501,3 +497,309 @@ def test_alerts_carry_their_namespace_without_scoping_other_teams(
         assert len(alerts) > 10, overlay
         for namespace, rule in alerts:
             assert rule["labels"].get("namespace") == namespace, (overlay, rule["alert"])
+
+
+# --- storage ----------------------------------------------------------------------------------
+
+
+def _claims(doc: Doc) -> Iterator[tuple[str, Doc]]:
+    """(where, claim spec) of every volume claim an object asks for: PersistentVolumeClaims,
+    StatefulSets' and ECK node sets' claim templates, and generic ephemeral volumes."""
+    spec = doc.get("spec", {})
+    if doc["kind"] == "PersistentVolumeClaim":
+        yield "claim", spec
+    for template in spec.get("volumeClaimTemplates", []):
+        yield f"volumeClaimTemplates[{template['metadata']['name']}]", template["spec"]
+    for node_set in spec.get("nodeSets", []):
+        for template in node_set.get("volumeClaimTemplates", []):
+            yield f"nodeSets[{node_set['name']}]", template["spec"]
+    for where, pod in pod_templates(doc):
+        for volume in pod.get("volumes", []):
+            if "ephemeral" in volume:
+                yield f"{where} ephemeral {volume['name']}", volume["ephemeral"][
+                    "volumeClaimTemplate"]["spec"]  # fmt: skip
+
+
+# access modes a stock cluster's default class (EBS, Persistent Disk, Azure Disk) cannot give
+SHARED_MODES = {"ReadWriteMany", "ReadOnlyMany"}
+# a StorageClass name: a lowercase RFC 1123 subdomain (what the API server accepts)
+CLASS_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def claim_violations(docs: list[Doc]) -> list[str]:
+    """Claims a cluster would leave Pending: a shared access mode without a class that names
+    where it comes from (the default class never gives one; the models-rwx component's
+    placeholder is no class name, so it fails here and at the API server until it is set)."""
+    bad = []
+    for doc in docs:
+        for where, claim in _claims(doc):
+            modes = set(claim.get("accessModes", []))
+            name = claim.get("storageClassName")
+            if modes & SHARED_MODES and not (name and CLASS_NAME.fullmatch(name)):
+                bad.append(f"{doc['kind']}/{doc['metadata']['name']} {where}: "
+                           f"{sorted(modes)} without a storage class name ({name!r})")  # fmt: skip
+    return bad
+
+
+def test_every_claim_binds_on_a_default_storage_class(rendered: dict[str, list[Doc]]) -> None:
+    """The default classes of EKS, GKE and AKS give ReadWriteOnce volumes only: a default
+    overlay asks for nothing else and names no class (the cluster's default binds). Shared
+    ReadWriteMany storage is the opt-in models-rwx component, which names its class
+    (tests/deploy/test_models.py renders it)."""
+    seen = 0
+    for overlay in OVERLAYS:
+        assert not claim_violations(rendered[overlay]), overlay
+        for doc in rendered[overlay]:
+            for where, claim in _claims(doc):
+                seen += 1
+                ident = (overlay, doc["kind"], doc["metadata"]["name"], where)
+                assert claim.get("accessModes") == ["ReadWriteOnce"], ident
+                assert "storageClassName" not in claim, ident
+    assert seen >= 2
+
+
+def test_the_claim_check_catches_a_shared_volume() -> None:
+    pvc = {"kind": "PersistentVolumeClaim", "metadata": {"name": "x"},
+           "spec": {"accessModes": ["ReadWriteMany"]}}  # fmt: skip
+    assert [c["accessModes"] for _, c in _claims(pvc)] == [["ReadWriteMany"]]
+    deploy = {"kind": "Deployment", "metadata": {"name": "d"}, "spec": {"template": {"spec": {
+        "volumes": [{"name": "v", "ephemeral": {"volumeClaimTemplate": {"spec": {
+            "accessModes": ["ReadWriteMany"]}}}}]}}}}  # fmt: skip
+    assert [c["accessModes"] for _, c in _claims(deploy)] == [["ReadWriteMany"]]
+    assert len(claim_violations([pvc, deploy])) == 2
+    pvc["spec"]["storageClassName"] = "SET-AN-RWX-STORAGE-CLASS"
+    assert "'SET-AN-RWX-STORAGE-CLASS'" in claim_violations([pvc])[0]
+    pvc["spec"]["storageClassName"] = "efs-sc"
+    assert claim_violations([pvc]) == []
+
+
+# --- streams drain ----------------------------------------------------------------------------
+
+
+def _env(c: Doc) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in c.get("env", []) if "value" in e}
+
+
+def _pre_stop_s(c: Doc) -> float:
+    """Seconds a container's preStop hook holds it before SIGTERM (a `sleep` action)."""
+    hook = c.get("lifecycle", {}).get("preStop")
+    if hook is None:
+        return 0.0
+    assert set(hook) == {"sleep"}, (c["name"], hook)  # only hooks whose length is known
+    return float(hook["sleep"]["seconds"])
+
+
+def _drain_s(c: Doc) -> float:
+    """The drain bound a container is configured with (its `*_DRAIN_TIMEOUT_S` settings)."""
+    return sum(float(v) for k, v in _env(c).items() if k.endswith("_DRAIN_TIMEOUT_S"))
+
+
+def stop_bound_s(pod: Doc) -> float:
+    """Seconds a pod may need to stop: its app containers stop together (preStop, then their
+    drain after SIGTERM), then its native sidecars, which Kubernetes stops only after them."""
+    main = [_pre_stop_s(c) + _drain_s(c) for c in pod["containers"]]
+    sidecars = [
+        _pre_stop_s(c) + _drain_s(c)
+        for c in pod.get("initContainers", [])
+        if c.get("restartPolicy") == "Always"
+    ]
+    return max(main) + max(sidecars, default=0.0)
+
+
+def test_grace_periods_cover_every_drain(rendered: dict[str, list[Doc]]) -> None:
+    """The kubelet SIGKILLs a pod when its grace period ends: it must cover the preStop hooks,
+    the drain bounds and the sidecars that stop after the app."""
+    for overlay, doc, where, pod in _all_pods(rendered):
+        if doc["kind"] in {"Prometheus", "Alertmanager", "Elasticsearch", "Kibana"}:
+            continue
+        grace = pod.get("terminationGracePeriodSeconds", 30)
+        ident = (overlay, doc["kind"], doc["metadata"]["name"], where)
+        assert grace >= stop_bound_s(pod), (ident, grace, stop_bound_s(pod))
+
+
+def test_the_gateway_leaves_the_endpoints_then_drains_its_streams(
+    rendered: dict[str, list[Doc]],
+) -> None:
+    """A preStop pause lets every kube-proxy and ingress drop the pod before SIGTERM; the
+    gateway's drain then finishes the streams in flight, up to the longest request."""
+    from serving.gateway.settings import GatewaySettings
+
+    longest = GatewaySettings.model_fields["max_request_timeout_s"].default
+    for overlay in OVERLAYS:
+        deploy = find(rendered[overlay], "Deployment", "gateway")
+        gateway = [c for c in pod_spec(deploy)["containers"] if c["name"] == "gateway"][0]
+        assert _pre_stop_s(gateway) >= 5, overlay
+        assert float(_env(gateway)["TOKENPULSE_GATEWAY_DRAIN_TIMEOUT_S"]) >= longest, overlay
+        pod = pod_spec(deploy)
+        assert pod["terminationGracePeriodSeconds"] >= stop_bound_s(pod) > longest, overlay
+
+
+def test_tf_serving_keeps_serving_until_the_gateway_calls_end(
+    rendered: dict[str, list[Doc]],
+) -> None:
+    """TF Serving exits at once on SIGTERM (it installs no handler): its preStop keeps it
+    serving after it left the endpoints, for as long as a call that started before may run."""
+    from serving.gateway.settings import GatewaySettings
+
+    longest = GatewaySettings.model_fields["max_request_timeout_s"].default
+    for overlay in OVERLAYS:
+        pod = pod_spec(find(rendered[overlay], "Deployment", "tfserving"))
+        (tfs,) = [c for c in pod["containers"] if c["name"] == "tfserving"]
+        assert _pre_stop_s(tfs) >= longest + 5, overlay
+        assert pod["terminationGracePeriodSeconds"] >= stop_bound_s(pod), overlay
+
+
+def test_the_stop_bound() -> None:
+    pod = {
+        "terminationGracePeriodSeconds": 30,
+        "initContainers": [{"name": "s", "restartPolicy": "Always",
+                            "env": [{"name": "X_DRAIN_TIMEOUT_S", "value": "20"}]}],
+        "containers": [{"name": "a", "lifecycle": {"preStop": {"sleep": {"seconds": 5}}},
+                        "env": [{"name": "A_DRAIN_TIMEOUT_S", "value": "60"}]}],
+    }  # fmt: skip
+    assert stop_bound_s(pod) == 85
+
+
+# --- readiness is the pod's own -----------------------------------------------------------------
+
+
+def test_no_probe_follows_another_tier(rendered: dict[str, list[Doc]]) -> None:
+    """Every probe asks the container itself (its own port, no other host), so a TF Serving
+    blip never takes the gateways out of their Service; the upstream's state is in metrics."""
+    kinds = ("startupProbe", "readinessProbe", "livenessProbe")
+    for overlay, doc, _where, pod in _all_pods(rendered):
+        for c in _containers(pod):
+            own = {p.get("name") for p in c.get("ports", [])} | {
+                p["containerPort"] for p in c.get("ports", [])
+            }
+            for kind in kinds:
+                probe = c.get(kind)
+                if probe is None:
+                    continue
+                ident = (overlay, doc["metadata"]["name"], c["name"], kind)
+                action = probe.get("httpGet") or probe.get("tcpSocket") or probe.get("grpc")
+                assert action is not None, f"exec probes may call anything: {ident}"
+                assert "host" not in action and action["port"] in own, ident
+    for overlay in OVERLAYS:
+        gateway = pod_spec(find(rendered[overlay], "Deployment", "gateway"))["containers"][0]
+        assert gateway["readinessProbe"]["httpGet"]["path"] == "/readyz", overlay
+
+
+# --- the fleet's upstream concurrency -----------------------------------------------------------
+
+
+def _batching(text: str) -> dict[str, int]:
+    return {k: int(v) for k, v in re.findall(r"^(\w+)\s*\{\s*value:\s*(\d+)\s*\}", text, re.M)}
+
+
+def tf_serving_holds(docs: list[Doc]) -> int:
+    """Requests the TF Serving replicas a drain leaves (the PDB's minAvailable) hold without a
+    queue-full 503: per replica, the batches running and the batches queued, each of at most
+    max_batch_size requests (the rendered batching_parameters.txt)."""
+    config = find(docs, "ConfigMap", "tfserving-config")["data"]["batching_parameters.txt"]
+    b = _batching(config)
+    per_replica = b["max_batch_size"] * (b["num_batch_threads"] + b["max_enqueued_batches"])
+    return find(docs, "PodDisruptionBudget", "tfserving")["spec"]["minAvailable"] * per_replica
+
+
+def test_the_fleets_upstream_concurrency_fits_tf_serving(rendered: dict[str, list[Doc]]) -> None:
+    """However far the HPA scales the gateway, its upstream slots together fit in what TF
+    Serving holds, so the gateways' typed shedding (429/503 with Retry-After, the breaker) acts
+    before TF Serving's own untyped queue-full 503."""
+    from serving.gateway.settings import GatewaySettings
+
+    default = GatewaySettings.model_fields["max_concurrency"].default
+    for overlay in OVERLAYS:
+        docs = rendered[overlay]
+        hpa = find(docs, "HorizontalPodAutoscaler", "gateway")
+        gateway = pod_spec(find(docs, "Deployment", "gateway"))["containers"][0]
+        per_replica = int(_env(gateway).get("TOKENPULSE_GATEWAY_MAX_CONCURRENCY", default))
+        assert hpa["spec"]["maxReplicas"] * per_replica <= tf_serving_holds(docs), overlay
+
+
+def test_the_gateway_scales_on_its_own_saturation(rendered: dict[str, list[Doc]]) -> None:
+    """Not on upstream-bound requests (which grow when TF Serving slows, and every replica
+    added brings more upstream slots): on the gateway's own saturation, (slots in use + queued)
+    / (max_concurrency + max_queue), with a target below the ratio of all slots busy and none
+    queued, so replicas come before requests wait."""
+    from serving.gateway.settings import GatewaySettings
+
+    fields = GatewaySettings.model_fields
+    for overlay in OVERLAYS:
+        docs = rendered[overlay]
+        hpa = find(docs, "HorizontalPodAutoscaler", "gateway")
+        metrics = hpa["spec"]["metrics"]
+        assert [m["pods"]["metric"]["name"] for m in metrics] == [
+            "tokenpulse_gateway_saturation_ratio"
+        ], overlay
+        target = metrics[0]["pods"]["target"]["averageValue"]
+        value = float(target[:-1]) / 1000 if target.endswith("m") else float(target)
+        env = _env(pod_spec(find(docs, "Deployment", "gateway"))["containers"][0])
+        slots = int(env.get("TOKENPULSE_GATEWAY_MAX_CONCURRENCY",
+                            fields["max_concurrency"].default))  # fmt: skip
+        queue = int(env.get("TOKENPULSE_GATEWAY_MAX_QUEUE", fields["max_queue"].default))
+        assert 0 < value < slots / (slots + queue), (overlay, value)
+
+
+def test_batching_parameters_parse() -> None:
+    text = "# c\nmax_batch_size { value: 32 }\nnum_batch_threads { value: 1 }\n"
+    assert _batching(text) == {"max_batch_size": 32, "num_batch_threads": 1}
+
+
+# --- Elasticsearch and Kibana through ECK, over TLS -------------------------------------------
+
+
+ECK_FOR_STACK = {9: (3, 0)}  # the stack's major -> the first ECK release that runs it
+
+
+def test_eck_3_runs_the_stack_versions_and_the_readme_says_so(
+    rendered: dict[str, list[Doc]],
+) -> None:
+    readme = (K8S / "README.md").read_text()
+    for overlay in OVERLAYS:
+        for doc in rendered[overlay]:
+            if doc["kind"] not in {"Elasticsearch", "Kibana"}:
+                continue
+            major = int(doc["spec"]["version"].split(".")[0])
+            eck = ECK_FOR_STACK[major]
+            schema = yaml.safe_load(
+                (K8S / "schemas" / f"{doc['apiVersion'].replace('/', '_')}_{doc['kind']}.json")
+                .read_text()
+            )  # fmt: skip
+            assert tuple(map(int, schema["x-eck-version"].split("."))) >= eck, doc["kind"]
+            assert f"ECK {eck[0]}.{eck[1]} or later" in readme
+            assert f"eck-operator --version {eck[0]}." in readme
+
+
+def test_http_tls_between_the_shipper_kibana_and_elasticsearch(
+    rendered: dict[str, list[Doc]],
+) -> None:
+    """ECK's self-signed HTTP certificates stay on (passwords never cross the pod network in
+    clear), every client calls https and verifies against ECK's CA, mounted from its Secret."""
+    for overlay in OVERLAYS:
+        docs = rendered[overlay]
+        for kind in ("Elasticsearch", "Kibana"):
+            tls = find(docs, kind, "tokenpulse")["spec"].get("http", {}).get("tls", {})
+            assert not tls.get("selfSignedCertificate", {}).get("disabled"), (overlay, kind)
+        assert "verify_certs" not in yaml.safe_dump(docs), overlay
+        clients = 0
+        for doc in docs:
+            for _, pod in pod_templates(doc):
+                secrets = {v["name"]: v["secret"]["secretName"] for v in pod.get("volumes", [])
+                           if "secret" in v}  # fmt: skip
+                for c in _containers(pod):
+                    text = " ".join([*map(str, c.get("args", [])), *_env(c).values()])
+                    urls = re.findall(r"\w+://tokenpulse-(?:es|kb)-http[^\s\"']*", text)
+                    if not urls:
+                        continue
+                    clients += 1
+                    ident = (overlay, doc["metadata"]["name"], c["name"])
+                    assert all(u.startswith("https://") for u in urls), (ident, urls)
+                    ca = [v for k, v in _env(c).items() if k.endswith("_CA_FILE")]
+                    assert ca, ident
+                    mounts = {m["mountPath"]: m["name"] for m in c.get("volumeMounts", [])}
+                    (mount,) = [p for p in mounts if ca[0].startswith(p + "/")]
+                    assert secrets.get(mounts[mount], "").endswith("-http-certs-public") or (
+                        mounts[mount] in {v["name"] for v in pod["volumes"] if "emptyDir" in v}
+                    ), ident
+        assert clients >= 2, overlay  # the shipper and es setup
