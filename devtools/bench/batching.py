@@ -10,30 +10,27 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import statistics
-import sys
 import time
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from devtools.bench.harness import add_model_arguments, latency_ms, progress
-from stack.launch import running_modelserver
-from tokenpulse.tfserving.predict import parse_predictions, predict_path, row_request
-from tokenpulse.tfserving.signature import SIGNATURE_NAME
-
-PROMPTS = [
-    "The service was",
-    "Once upon a time",
-    "Monitoring tells us",
-    "In the morning the",
-    "A model server",
-    "The latency of",
-    "She opened the door and",
-    "Batching helps because",
-]
+from devtools.bench.harness import (
+    LIMITS,
+    add_model_arguments,
+    bench_modelserver,
+    generator,
+    generator_line,
+    latency_ms,
+    model_missing,
+    progress,
+)
+from stack.loadtest.arrivals import RateProfile, schedule
+from stack.loadtest.client import Client, Outcome, TfServingRoute
+from stack.loadtest.engine import Recording, closed_loop, open_loop
+from stack.loadtest.workload import Cycle
+from tokenpulse.tfserving.signature import SIGNATURE_NAME, default_row
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -78,112 +75,58 @@ class LoadResult:
 _progress = progress("batching")
 
 
-@contextlib.contextmanager
-def _server(args: argparse.Namespace, batching: bool) -> Iterator[str]:
-    """A model server on the bench's model, batching on (with its parameters file) or off."""
-    with running_modelserver(
-        args.model_base_path,
-        model_name=args.model_name,
-        enable_batching=batching,
-        batching_parameters_file=args.batching_parameters_file if batching else None,
-        file_system_poll_wait_seconds=0,
-        extra_args=["--log_level=WARNING"],
-        env={"TF_CPP_MIN_LOG_LEVEL": "3"},
-        start_timeout_s=180,
-        stop_timeout_s=30,
-    ) as server:
-        yield server.rest_url
-
-
-def _row(i: int, max_new_tokens: int) -> dict[str, Any]:
-    from tokenpulse.tfserving.signature import default_row
-
-    return default_row(PROMPTS[i % len(PROMPTS)], max_new_tokens)
-
-
-async def _one(session: Any, url: str, body: bytes) -> tuple[float, int, bool]:
-    start = time.perf_counter()
-    try:
-        async with session.post(url, data=body) as resp:
-            doc = await resp.read()
-            ok = resp.status == 200
-    except Exception:  # a failed request is counted, not fatal
-        return time.perf_counter() - start, 0, False
-    tokens = parse_predictions(json.loads(doc), 1)[0]["output_tokens"] if ok else 0
-    return time.perf_counter() - start, tokens, ok
+def _client(url: str, args: argparse.Namespace) -> Client:
+    return Client(url, TfServingRoute(args.model_name), [], timeout_s=120)
 
 
 def _summarise(
-    mode: str,
-    batching: bool,
-    conc: int | None,
-    rate: float | None,
-    samples: list[tuple[float, int, bool]],
-    seconds: float,
+    mode: str, batching: bool, conc: int | None, rate: float | None, rec: Recording, seconds: float
 ) -> LoadResult:
-    ok_s = [s[0] for s in samples if s[2]]
-    ok = len(ok_s)
-    tokens = sum(s[1] for s in samples)
-    lat = latency_ms(ok_s)
+    ok = [o for o in rec.outcomes if o.ok]
+    lat = latency_ms([o.latency_s for o in ok])
     return LoadResult(
         mode,
         batching,
         conc,
         rate,
-        len(samples),
-        len(samples) - ok,
+        len(rec.outcomes),
+        len(rec.outcomes) - len(ok),
         seconds,
-        ok / seconds,
-        tokens / seconds,
+        len(ok) / seconds,
+        sum(o.output_tokens for o in ok) / seconds,
         lat["mean_ms"],
         lat["p50_ms"],
         lat["p99_ms"],
     )
 
 
-async def _closed(url: str, args: argparse.Namespace, conc: int, batching: bool) -> LoadResult:
-    import aiohttp
-
-    target = f"{url}{predict_path(args.model_name)}"
-    samples: list[tuple[float, int, bool]] = []
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+async def _closed(
+    url: str, args: argparse.Namespace, conc: int, batching: bool, recs: list[Recording]
+) -> LoadResult:
+    async with _client(url, args) as client:
         # one untimed round so connections and caches are warm
-        await asyncio.gather(*[_one(session, target, _body(i, args)) for i in range(conc)])
-        end = time.perf_counter() + args.duration
-        start = time.perf_counter()
-
-        async def worker(w: int) -> None:
-            i = w
-            while time.perf_counter() < end:
-                samples.append(await _one(session, target, _body(i, args)))
-                i += conc
-
-        await asyncio.gather(*[worker(w) for w in range(conc)])
-        seconds = time.perf_counter() - start
-    return _summarise("closed", batching, conc, None, samples, seconds)
+        await closed_loop(client, Cycle(args.max_new_tokens, seeded=False), conc, None,
+                          requests=conc, limits=LIMITS, progress=None)  # fmt: skip
+        rec = await closed_loop(
+            client, Cycle(args.max_new_tokens, seeded=False), conc, args.duration,
+            limits=LIMITS, progress=None,
+        )  # fmt: skip
+    recs.append(rec)
+    return _summarise("closed", batching, conc, None, rec, rec.end - rec.start)
 
 
-async def _open(url: str, args: argparse.Namespace, rate: float, batching: bool) -> LoadResult:
-    import aiohttp
-
-    target = f"{url}{predict_path(args.model_name)}"
-    tasks = []
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
-        start = time.perf_counter()
-        n = max(1, int(rate * args.duration))
-        for i in range(n):
-            # fixed arrival schedule: latency counts from the scheduled send time
-            delay = start + i / rate - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(_one(session, target, _body(i, args))))
-        samples = list(await asyncio.gather(*tasks))
-        seconds = max(time.perf_counter() - start, args.duration)
-    return _summarise("open", batching, None, rate, samples, seconds)
-
-
-def _body(i: int, args: argparse.Namespace) -> bytes:
-    return json.dumps(row_request([_row(i, args.max_new_tokens)])).encode()
+async def _open(
+    url: str, args: argparse.Namespace, rate: float, batching: bool, recs: list[Recording]
+) -> LoadResult:
+    # fixed arrival schedule: latency counts from the scheduled send time
+    offsets = schedule(RateProfile(rate, args.duration), "constant")
+    async with _client(url, args) as client:
+        rec = await open_loop(
+            client, Cycle(args.max_new_tokens, seeded=False), offsets, args.duration,
+            limits=LIMITS, drain_s=120, progress=None,
+        )  # fmt: skip
+    recs.append(rec)
+    return _summarise("open", batching, None, rate, rec, max(rec.end - rec.start, args.duration))
 
 
 class InProcess:
@@ -202,7 +145,8 @@ class InProcess:
     def call_s(self, i: int) -> float:
         """Seconds for one batch-1 call, inputs built and outputs fetched as the server does."""
         tf = self._tf
-        row = _row(i, self._args.max_new_tokens)
+        item = Cycle(self._args.max_new_tokens, seeded=False, first=i).next()
+        row = default_row(item.prompt, item.max_new_tokens)
         start = time.perf_counter()
         out = self._fn(
             prompt=tf.constant([row["prompt"]]),
@@ -219,18 +163,20 @@ class InProcess:
 async def _paired_ms(url: str, args: argparse.Namespace, local: InProcess) -> dict[str, float]:
     """Alternate in-process and server calls (never both at once), so drifting background
     load on the host hits both sides alike."""
-    import aiohttp
-
-    target = f"{url}{predict_path(args.model_name)}"
     local_s: list[float] = []
     server_s: list[float] = []
-    async with aiohttp.ClientSession() as session:
+    async with _client(url, args) as client:
+
+        async def call(i: int) -> Outcome:
+            item = Cycle(args.max_new_tokens, seeded=False, first=i).next()
+            return await client.send(item, time.monotonic())
+
         for i in range(3):
             local.call_s(i)
-            await _one(session, target, _body(i, args))
+            await call(i)
         for i in range(args.overhead_calls):
             local_s.append(local.call_s(i))
-            server_s.append((await _one(session, target, _body(i, args)))[0])
+            server_s.append((await call(i)).latency_s)
     return {
         "in_process_mean_ms": statistics.fmean(local_s) * 1000,
         "server_mean_ms": statistics.fmean(server_s) * 1000,
@@ -241,34 +187,31 @@ async def _paired_ms(url: str, args: argparse.Namespace, local: InProcess) -> di
 
 def main(args: argparse.Namespace) -> int:
     """Run every level against both servers and report."""
-    if not args.model_base_path.is_dir():
-        print(
-            f"no model at {args.model_base_path}; build one (`make model`) or pass "
-            "--model-base-path",
-            file=sys.stderr,
-        )
+    if model_missing(args):
         return 2
     levels = [int(c) for c in args.concurrency.split(",") if c]
     _progress("loading the signature in-process (batch-1 baseline)")
     local = InProcess(args)
     results: list[LoadResult] = []
+    recs: list[Recording] = []
     overhead: dict[str, dict[str, float]] = {}
     rate = args.rate
     for batching in (False, True):
         label = "on" if batching else "off"
         _progress(f"starting model server, batching {label}")
-        with _server(args, batching) as url:
+        with bench_modelserver(args, batching) as server:
+            url = server.rest_url
             _progress(f"batching {label}: {args.overhead_calls} batch-1 calls, paired in-process")
             overhead[f"batching_{label}"] = asyncio.run(_paired_ms(url, args, local))
             for conc in levels:
                 _progress(f"batching {label}: closed loop, concurrency {conc}, {args.duration:g}s")
-                results.append(asyncio.run(_closed(url, args, conc, batching)))
+                results.append(asyncio.run(_closed(url, args, conc, batching, recs)))
             if rate <= 0:
                 base = next((r for r in results if r.concurrency == 1 and not r.batching), None)
                 rate = round(2 * base.requests_per_s, 2) if base else 10.0
             _progress(f"batching {label}: open loop at {rate:g} req/s, {args.duration:g}s")
-            results.append(asyncio.run(_open(url, args, rate, batching)))
-    report = _report(results, overhead)
+            results.append(asyncio.run(_open(url, args, rate, batching, recs)))
+    report = _report(results, overhead) | {"generator": generator(recs)}
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -333,3 +276,4 @@ def _print(report: dict[str, Any]) -> None:
             f"{o['in_process_p50_ms']:.2f} vs {o['server_p50_ms']:.2f} ms "
             f"({o['overhead_p50_pct']:+.1f}%)"
         )
+    print(f"\n{generator_line(report['generator'])}")

@@ -24,29 +24,27 @@ import argparse
 import asyncio
 import base64
 import json
-import re
-import sys
 import time
-import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from devtools.bench.harness import add_model_arguments, percentile, progress
-from stack.launch import running_modelserver
+from devtools.bench.harness import (
+    LIMITS,
+    Tally,
+    add_model_arguments,
+    bench_modelserver,
+    generator_line,
+    model_missing,
+    progress,
+)
+from stack.loadtest.client import OK, Client, Outcome, TfServingRoute
+from stack.loadtest.engine import Recording, closed_loop, health
+from stack.loadtest.prom import batch_totals
+from stack.loadtest.stats import quantile
+from stack.loadtest.workload import Cycle, Item
 from tokenpulse.tfserving import signature as sig
-from tokenpulse.tfserving.predict import parse_predictions, predict_path, row_request
+from tokenpulse.tfserving.predict import parse_predictions, row_request
 
-PROMPTS = [
-    "The service was",
-    "Once upon a time",
-    "Monitoring tells us",
-    "In the morning the",
-    "A model server",
-    "The latency of",
-    "She opened the door and",
-    "Batching helps because",
-]
-BATCH = ":tensorflow:serving:batching_session:processed_batch_size"
 TARGET_RATIO = 0.8  # issue 19 D: streamed/unary throughput at c=32 of at least 0.8x
 TTFT_TARGET = 0.3  # issue 19 D: time to first token at c=1 at most 0.3x unary latency
 QUICK = {"concurrency": "1,4", "chunks": "4", "duration": 1.0, "rounds": 1, "max_new_tokens": 8}
@@ -101,26 +99,22 @@ class Mode:
 
 
 @dataclass
-class Result:
+class Result(Tally):
     """What one mode measured at one concurrency, over all its rounds."""
 
     mode: str
     chunk: int
     growth: int
     concurrency: int
-    requests: int = 0
-    errors: int = 0
-    calls: int = 0
-    tokens: int = 0
-    seconds: float = 0.0
-    batch_sum: float = 0.0
-    batch_count: float = 0.0
-    first_s: list[float] = field(default_factory=list)
-    total_s: list[float] = field(default_factory=list)
+    calls: int = 0  # `continue` (or predict) calls of the answered requests
 
     def summary(self) -> dict[str, Any]:
         """The figures, without the raw latencies."""
-        ms = lambda xs, q: percentile(xs, q) * 1e3 if xs else None  # noqa: E731
+
+        def ms(values: list[float], q: float) -> float | None:
+            value = quantile(values, q / 100)
+            return None if value is None else value * 1e3
+
         return {
             "mode": self.mode,
             "chunk": self.chunk,
@@ -132,123 +126,77 @@ class Result:
             "tokens": self.tokens,
             "seconds": round(self.seconds, 3),
             "tokens_per_s": self.tokens / self.seconds if self.seconds else 0.0,
-            "mean_batch": self.batch_sum / self.batch_count if self.batch_count else None,
+            "mean_batch": self.mean_batch,
             "first_p50_ms": ms(self.first_s, 50),
             "first_p99_ms": ms(self.first_s, 99),
             "total_p50_ms": ms(self.total_s, 50),
         }
 
 
-def _batch_totals(metrics_url: str) -> tuple[float, float]:
-    """(sum, count) of the server's processed batch sizes so far."""
-    with urllib.request.urlopen(metrics_url, timeout=10) as resp:
-        text = resp.read().decode()
-    out = []
-    for suffix in ("_sum", "_count"):
-        values = re.findall(rf"^{re.escape(BATCH + suffix)}(?:{{[^}}]*}})? (\S+)$", text, re.M)
-        out.append(sum(float(v) for v in values))
-    return out[0], out[1]
+class ChunkedClient(Client):
+    """Asks each request in one mode: one predict (unary), or `continue` calls chunk by chunk
+    until the row finishes; the outcome's `ttft_s` is the time to the first tokens."""
 
+    def __init__(self, url: str, model: str, mode: Mode) -> None:
+        super().__init__(url, TfServingRoute(model), [], timeout_s=120)
+        self.mode, self.calls = mode, 0
 
-def _request(i: int, args: argparse.Namespace) -> dict[str, Any]:
-    """The i-th request: the same in every mode, so every mode generates the same tokens."""
-    row = sig.default_row(PROMPTS[i % len(PROMPTS)], args.max_new_tokens)
-    return row | {"temperature": args.temperature, "seed": i}
-
-
-async def _post(session: Any, url: str, body: dict[str, Any]) -> dict[str, Any]:
-    async with session.post(url, data=json.dumps(body).encode()) as resp:
-        doc = await resp.read()
-        if resp.status != 200:
-            raise RuntimeError(f"{resp.status}: {doc[:200]!r}")
-    return parse_predictions(json.loads(doc), 1)[0]
-
-
-async def _unary(session: Any, url: str, row: dict[str, Any]) -> tuple[int, int, float]:
-    """(tokens, calls, seconds to the first tokens) of one unary request."""
-    start = time.perf_counter()
-    out = await _post(session, url, row_request([row]))
-    return int(out["output_tokens"]), 1, time.perf_counter() - start
-
-
-async def _streamed(
-    session: Any, url: str, row: dict[str, Any], mode: Mode
-) -> tuple[int, int, float]:
-    """(tokens, calls, seconds to the first chunk) of one request streamed in chunks."""
-    start = time.perf_counter()
-    generated, calls, first = b"", 0, 0.0
-    while True:
-        body = row | {
-            "generated": {"b64": base64.b64encode(generated).decode("ascii")},
-            "step": len(generated),
-            "chunk": mode.size(calls),
-        }
-        out = await _post(session, url, row_request([body], sig.CONTINUE_SIGNATURE_NAME))
-        calls += 1
-        first = first or time.perf_counter() - start
-        generated += bytes(out["tokens"][: int(out["n_tokens"])])
-        if out["finish_reason"] != sig.FINISH_NONE:
-            return len(generated), calls, first
+    async def send(self, item: Item, intended: float) -> Outcome:
+        if not self.mode.chunk:
+            out = await super().send(item, intended)
+            if out.ok:
+                self.calls += 1
+                out.ttft_s = out.done - out.sent  # unary's first tokens are its answer
+            return out
+        sent = time.monotonic()
+        row = self.route.body(item)["instances"][0]
+        generated, calls, first = b"", 0, None
+        try:
+            while True:
+                body = row | {
+                    "generated": {"b64": base64.b64encode(generated).decode("ascii")},
+                    "step": len(generated),
+                    "chunk": self.mode.size(calls),
+                }
+                request = row_request([body], sig.CONTINUE_SIGNATURE_NAME)
+                url = self.base_url + self.route.path()
+                async with self.session.post(url, data=json.dumps(request).encode()) as resp:
+                    raw, status = await resp.read(), resp.status
+                if status != 200:
+                    return Outcome(intended, sent, time.monotonic(), status, str(status))
+                row_out = parse_predictions(json.loads(raw), 1)[0]
+                calls += 1
+                first = first if first is not None else time.monotonic() - sent
+                generated += bytes(row_out["tokens"][: int(row_out["n_tokens"])])
+                if row_out["finish_reason"] != sig.FINISH_NONE:
+                    break
+        except Exception:  # noqa: BLE001 - a failed request is counted, not fatal
+            return Outcome(intended, sent, time.monotonic(), 0, "failed")
+        self.calls += calls
+        done = time.monotonic()
+        return Outcome(intended, sent, done, 200, OK, output_tokens=len(generated), ttft_s=first)
 
 
 async def _phase(
-    url: str, metrics_url: str, mode: Mode, conc: int, seconds: float, args: argparse.Namespace,
-    result: Result, offset: int,
-) -> None:  # fmt: skip
-    """Closed loop: `conc` workers, each running whole requests back to back for `seconds`."""
-    import aiohttp
-
-    target = f"{url}{predict_path(args.model_name)}"
-    before = _batch_totals(metrics_url)
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
-        start = time.perf_counter()
-        end = start + seconds
-
-        async def worker(w: int) -> None:
-            i = offset + w
-            while time.perf_counter() < end:
-                row = _request(i, args)
-                began = time.perf_counter()
-                try:
-                    if mode.chunk:
-                        tokens, calls, first = await _streamed(session, target, row, mode)
-                    else:
-                        tokens, calls, first = await _unary(session, target, row)
-                except Exception:  # a failed request is counted, not fatal
-                    result.errors += 1
-                    continue
-                finally:
-                    i += conc
-                result.requests += 1
-                result.calls += calls
-                result.tokens += tokens
-                result.first_s.append(first)
-                result.total_s.append(time.perf_counter() - began)
-
-        await asyncio.gather(*[worker(w) for w in range(conc)])
-        result.seconds += time.perf_counter() - start
-    after = _batch_totals(metrics_url)
-    result.batch_sum += after[0] - before[0]
-    result.batch_count += after[1] - before[1]
+    url: str, metrics_url: str, mode: Mode, conc: int, seconds: float | None,
+    args: argparse.Namespace, first: int, requests: int | None = None,
+) -> tuple[Recording, int, tuple[float, float]]:  # fmt: skip
+    """Closed loop: `conc` workers, each running whole requests back to back for `seconds` (or
+    until `requests` were asked); the recording, the calls made and the batch sizes' (sum,
+    count) in between."""
+    before = batch_totals(metrics_url)
+    requests_from = Cycle(args.max_new_tokens, args.temperature, first)
+    client = ChunkedClient(url, args.model_name, mode)
+    async with client:
+        rec = await closed_loop(client, requests_from, conc, seconds, requests=requests,
+                                limits=LIMITS, progress=None)  # fmt: skip
+    after = batch_totals(metrics_url)
+    return rec, client.calls, (after[0] - before[0], after[1] - before[1])
 
 
-async def _warm(url: str, conc: int, modes: list[Mode], args: argparse.Namespace) -> None:
-    """One untimed request per worker and mode: connections open, batch sizes traced."""
-    import aiohttp
-
-    target = f"{url}{predict_path(args.model_name)}"
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
-        for mode in modes:
-            calls = [
-                _streamed(session, target, _request(w, args), mode)
-                if mode.chunk
-                else _unary(session, target, _request(w, args))
-                for w in range(conc)
-            ]
-            await asyncio.gather(*calls)
-
-
-def measure(url: str, metrics_url: str, args: argparse.Namespace) -> list[Result]:
+def measure(
+    url: str, metrics_url: str, args: argparse.Namespace, recordings: list[Recording]
+) -> list[Result]:
     """Every mode at every level, modes alternating round by round (ABC, CBA, ...)."""
     say = progress("continuation")
     levels = [int(c) for c in args.concurrency.split(",") if c]
@@ -257,22 +205,24 @@ def measure(url: str, metrics_url: str, args: argparse.Namespace) -> list[Result
     results: list[Result] = []
     for conc in levels:
         say(f"c={conc}: warming up")
-        asyncio.run(_warm(url, conc, modes, args))
+        for mode in modes:  # one untimed request per worker and mode: batch sizes traced
+            asyncio.run(_phase(url, metrics_url, mode, conc, None, args, 0, requests=conc))
         level = {m.name: Result(m.name, m.chunk, m.growth, conc) for m in modes}
         for r in range(rounds):
             for mode in modes if r % 2 == 0 else modes[::-1]:
                 say(f"c={conc} round {r + 1}/{rounds}: {mode.name}, {args.duration / rounds:g}s")
                 # every round starts further along the request list, the same in every mode
-                phase = _phase(
-                    url, metrics_url, mode, conc, args.duration / rounds, args, level[mode.name],
-                    offset=r * 100_000,
-                )  # fmt: skip
-                asyncio.run(phase)
+                rec, calls, (sizes, batches) = asyncio.run(_phase(
+                    url, metrics_url, mode, conc, args.duration / rounds, args, r * 100_000,
+                ))  # fmt: skip
+                level[mode.name].add(rec, (sizes, batches))
+                level[mode.name].calls += calls
+                recordings.append(rec)
         results += level.values()
     return results
 
 
-def report(results: list[Result]) -> dict[str, Any]:
+def report(results: list[Result], recordings: list[Recording] | None = None) -> dict[str, Any]:
     """Figures per mode and level, ratios to unary at the same level, and the chosen chunk."""
     rows = [r.summary() for r in results]
     for row in rows:
@@ -287,6 +237,7 @@ def report(results: list[Result]) -> dict[str, Any]:
         "results": rows,
         "chosen_chunk": choose_chunk(rows),
         "current": sig.DEFAULT_STREAM_CHUNK,
+        "generator": health(recordings or []),
     }
 
 
@@ -348,6 +299,7 @@ def _print(doc: dict[str, Any]) -> None:
             f"({chosen['tokens_per_s_vs_unary']:.2f}x, {chosen['first_p50_vs_unary']:.2f}x; "
             f"shortfall {chosen['shortfall']:.0%}); DEFAULT_STREAM_CHUNK is {doc['current']}"
         )
+    print(generator_line(doc["generator"]))
 
 
 def main(args: argparse.Namespace) -> int:
@@ -355,27 +307,13 @@ def main(args: argparse.Namespace) -> int:
     if args.quick:
         for key, value in QUICK.items():
             setattr(args, key, value)
-    if not args.model_base_path.is_dir():
-        print(
-            f"no model at {args.model_base_path}; build one (`make model`) or pass "
-            "--model-base-path",
-            file=sys.stderr,
-        )
+    if model_missing(args):
         return 2
     progress("continuation")("starting the model server, batching on")
-    with running_modelserver(
-        args.model_base_path,
-        model_name=args.model_name,
-        enable_batching=True,
-        batching_parameters_file=args.batching_parameters_file,
-        file_system_poll_wait_seconds=0,
-        extra_args=["--log_level=WARNING"],
-        env={"TF_CPP_MIN_LOG_LEVEL": "3"},
-        start_timeout_s=180,
-        stop_timeout_s=30,
-    ) as server:
-        results = measure(server.rest_url, server.metrics_url, args)
-    doc = report(results)
+    with bench_modelserver(args) as server:
+        recordings: list[Recording] = []
+        results = measure(server.rest_url, server.metrics_url, args, recordings)
+    doc = report(results, recordings)
     if args.json:
         print(json.dumps(doc, indent=2))
     else:

@@ -12,15 +12,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from devtools.bench.harness import cpu_seconds, latency_ms, rss_bytes
+from devtools.bench.harness import latency_ms, rss_bytes
 from stack.launch import ExporterProcess, LaunchError, running_exporter
+from stack.loadtest.procstat import cpu_seconds
+from stack.loadtest.prom import parse_metrics
 from tokenpulse.tfserving.render import render_models_config
 from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME, GOLDEN_FILE
 
@@ -28,9 +29,7 @@ P99_TARGET_S = 0.020
 RSS_TARGET_BYTES = 80 * 1024 * 1024
 _CANARY_READY = f'tokenpulse_canary_match{{model="{DEFAULT_MODEL_NAME}",version="2"}} 1.0'
 _BASELINE_READY = "tokenpulse_exporter_build_info"
-_DURATION = re.compile(
-    r'^tokenpulse_exporter_collector_duration_seconds\{collector="(\w+)"\} (\S+)$', re.M
-)
+_DURATION = "tokenpulse_exporter_collector_duration_seconds"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -105,8 +104,10 @@ class _Target:
         if record:
             self.latencies.append(time.perf_counter() - start)
             self.body = body
-            for name, value in _DURATION.findall(body.decode()):
-                self.durations[name] = self.durations.get(name, 0.0) + float(value)
+            for (metric, labels), value in parse_metrics(body.decode()).items():
+                if metric == _DURATION:
+                    name = dict(labels)["collector"]
+                    self.durations[name] = self.durations.get(name, 0.0) + value
 
     def figures(self) -> dict[str, Any]:
         rss, peak = rss_bytes(self.exporter.pid)

@@ -20,7 +20,6 @@ import contextlib
 import json
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -28,15 +27,17 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from devtools.bench import profiling
 from devtools.bench.harness import (
     DEFAULT_MODEL_BASE,
-    cpu_seconds,
+    LIMITS,
     cpu_split,
-    percentile,
+    generator,
+    generator_line,
     pin,
+    progress,
     rss_bytes,
 )
 from stack.launch import (
@@ -47,13 +48,18 @@ from stack.launch import (
     running_modelserver,
     running_process,
 )
+from stack.loadtest.client import Client, NativeRoute, Outcome, Route, TfServingRoute
+from stack.loadtest.engine import Recording, closed_loop
+from stack.loadtest.procstat import cpu_seconds
+from stack.loadtest.prom import DURATION, scrape, total
+from stack.loadtest.stats import quantile
+from stack.loadtest.workload import Cycle
 from tokenpulse import paths
 from tokenpulse.procs import free_port
-from tokenpulse.tfserving.predict import predict_path, row_request
-from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME, SIGNATURE_NAME, default_row
+from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME
 
 CONFIG_DIR = paths.SERVING_CONFIG
-PROMPTS = ["The service was", "Once upon a time", "Monitoring tells us", "A model server"]
+UPSTREAM = "tokenpulse_gateway_upstream_duration_seconds"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -120,69 +126,72 @@ def _model_server(base_path: Path, model: str, cpus: set[int] | None = None) -> 
 
 
 class Target:
-    """One way to ask for a generation: direct (TF Serving REST) or through the gateway."""
+    """One way to ask for a generation: direct (TF Serving REST), through a gateway or nginx."""
 
-    def __init__(self, url: str, headers: dict[str, str], body: Any) -> None:
-        self.url, self.headers = url, headers
-        self.bodies = [json.dumps(body(p)).encode() for p in PROMPTS]
-        self.pid: int | None = None  # the process in the path, whose CPU time is read
+    def __init__(self, url: str, route: Route, keys: list[str], pid: int | None = None) -> None:
+        self.client = Client(url, route, keys, timeout_s=120)
+        self.pid = pid  # the process in the path, whose CPU time is read
         self.cpu_s = 0.0  # its CPU seconds during the c=N phases
 
     def cpu(self) -> float:
         """CPU seconds its process has used so far (0 without one)."""
         return cpu_seconds(self.pid) if self.pid else 0.0
 
-    async def call(self, session: Any, i: int) -> float:
-        start = time.perf_counter()
-        async with session.post(
-            self.url, data=self.bodies[i % len(self.bodies)], headers=self.headers
-        ) as resp:
-            await resp.read()
-            if resp.status != 200:
-                raise SystemExit(f"{self.url} answered {resp.status}")
-        return time.perf_counter() - start
+    async def call(self, item_index: int, max_new_tokens: int) -> float:
+        """Seconds of one request, asked now."""
+        item = _requests(max_new_tokens, item_index).next()
+        return _checked(self, [await self.client.send(item, time.monotonic())])[0]
 
 
-async def _measure(args: argparse.Namespace, targets: dict[str, Target]) -> dict[str, Any]:
+def _requests(max_new_tokens: int, first: int = 0) -> Cycle:
+    return Cycle(max_new_tokens, temperature=0.0, first=first, seeded=False)  # greedy, seed 0
+
+
+def _checked(target: Target, outcomes: list[Outcome]) -> list[float]:
+    """The latencies; a failed request ends the bench (every path must answer every request)."""
+    failed = next((o for o in outcomes if not o.ok), None)
+    if failed is not None:
+        raise SystemExit(f"{target.client.base_url} answered {failed.label}")
+    return [o.latency_s for o in outcomes]
+
+
+async def _measure(
+    args: argparse.Namespace, targets: dict[str, Target], recs: list[Recording]
+) -> dict[str, Any]:
     """Every target in the same loops: c=1 calls interleaved, c=N phases alternating."""
-    import aiohttp
-    from tqdm import tqdm
-
-    k = len(targets)
-    total = k * (args.requests + args.rounds * args.throughput_requests + 20)
-    bar = tqdm(total=total, desc="bench gateway", unit="req", file=sys.stderr, disable=None)
-    limit = aiohttp.TCPConnector(limit=args.concurrency)
+    say = progress("gateway")
     lat: dict[str, list[float]] = {name: [] for name in targets}
     elapsed = dict.fromkeys(targets, 0.0)
-    async with aiohttp.ClientSession(connector=limit) as session:
+    new = args.max_new_tokens
+    async with contextlib.AsyncExitStack() as clients:
+        for target in targets.values():
+            await clients.enter_async_context(target.client)
+        say(f"{len(targets)} paths: 20 warm-up calls each, then {args.requests} at c=1")
         for i in range(20):  # warm every path (connections, caches, batch threads)
             for target in targets.values():
-                await target.call(session, i)
-            bar.update(k)
+                await target.call(i, new)
         for i in range(args.requests):
             for name, target in targets.items():
-                lat[name].append(await target.call(session, i))
-            bar.update(k)
-        for _ in range(args.rounds):
+                lat[name].append(await target.call(i, new))
+        for r in range(args.rounds):
+            say(f"round {r + 1}/{args.rounds}: {args.throughput_requests} requests per path at "
+                f"c={args.concurrency}")  # fmt: skip
             for name, target in targets.items():
-                counter = iter(range(args.throughput_requests))
-
-                async def worker(t: Target = target, it: Iterator[int] = counter) -> None:
-                    for i in it:
-                        await t.call(session, i)
-                        bar.update(1)
-
-                start, cpu = time.perf_counter(), target.cpu()
-                await asyncio.gather(*(worker() for _ in range(args.concurrency)))
-                elapsed[name] += time.perf_counter() - start
+                cpu = target.cpu()
+                rec = await closed_loop(
+                    target.client, _requests(new), args.concurrency, None,
+                    requests=args.throughput_requests, limits=LIMITS, progress=None,
+                )  # fmt: skip
+                _checked(target, rec.outcomes)
+                elapsed[name] += rec.window_s
                 target.cpu_s += target.cpu() - cpu
-    bar.close()
+                recs.append(rec)
     n = args.rounds * args.throughput_requests
     rps = {k: n / v for k, v in elapsed.items()}
     out: dict[str, Any] = {}
     for name in targets:
-        out[f"{name}_p50_ms"] = 1000 * statistics.median(lat[name])
-        out[f"{name}_p99_ms"] = 1000 * percentile(lat[name], 99)
+        out[f"{name}_p50_ms"] = 1000 * cast(float, quantile(lat[name], 0.5))
+        out[f"{name}_p99_ms"] = 1000 * cast(float, quantile(lat[name], 0.99))
         out[f"{name}_rps_c{args.concurrency}"] = rps[name]
         out[f"{name}_cpu_us_per_request"] = 1e6 * targets[name].cpu_s / n
     for name in targets.keys() - {"direct"}:
@@ -265,23 +274,10 @@ def _setting(text: str) -> tuple[str, str]:
 
 def _internal_ms(url: str) -> float:
     """Mean time a successful request spent in the gateway itself (total minus upstream)."""
-    with urllib.request.urlopen(f"{url}/metrics", timeout=5) as resp:
-        text = resp.read().decode()
-    sums: dict[str, float] = {"total": 0.0, "upstream": 0.0, "count": 0.0}
-    for line in text.splitlines():
-        name, _, value = line.rpartition(" ")
-        if (
-            name.startswith("tokenpulse_gateway_request_duration_seconds_sum")
-            and 'code="200"' in name
-        ):
-            sums["total"] += float(value)
-        elif name.startswith("tokenpulse_gateway_request_duration_seconds_count") and (
-            'code="200"' in name
-        ):
-            sums["count"] += float(value)
-        elif name.startswith("tokenpulse_gateway_upstream_duration_seconds_sum"):
-            sums["upstream"] += float(value)
-    return 1000 * (sums["total"] - sums["upstream"]) / max(sums["count"], 1.0)
+    snap = scrape(f"{url}/metrics")
+    ok = {"code": "200"}
+    inside = (total(snap, f"{DURATION}_sum", ok) or 0.0) - (total(snap, f"{UPSTREAM}_sum") or 0.0)
+    return 1000 * inside / max(total(snap, f"{DURATION}_count", ok) or 0.0, 1.0)
 
 
 def _run(args: argparse.Namespace, upstream: str, cpus: set[int] | None = None) -> dict[str, Any]:
@@ -307,44 +303,28 @@ def _run(args: argparse.Namespace, upstream: str, cpus: set[int] | None = None) 
             pin(gw_pid, cpus)
             pin(gw.pid, cpus)  # the profiler, when there is one, samples from the same CPUs
             pin(os.getpid(), cpus)
-        row = default_row
+        direct = TfServingRoute(args.model_name, version=version)
+        native = NativeRoute(args.model_name)
         targets = {
-            "direct": Target(
-                f"{upstream}{predict_path(args.model_name, version)}",
-                {"Content-Type": "application/json"},
-                lambda p: row_request([row(p, args.max_new_tokens)], SIGNATURE_NAME),
-            ),
-            "gateway": Target(
-                f"{gw.url}/v1/generate",
-                {"Content-Type": "application/json", "Authorization": f"Bearer {key}"},
-                lambda p: {**row(p, args.max_new_tokens), "model": args.model_name},
-            ),
+            "direct": Target(upstream, direct, []),
+            "gateway": Target(gw.url, native, [key], gw_pid),
         }
         for variant in args.variant:
             changed = dict(_setting(one) for one in variant.split(","))
             other = stack.enter_context(running_gateway(upstream, keys, **{**settings, **changed}))
             if cpus:
                 pin(other.pid, cpus)
-            targets[f"gw[{variant}]"] = Target(
-                f"{other.url}/v1/generate", targets["gateway"].headers, lambda p: {
-                    **row(p, args.max_new_tokens), "model": args.model_name,
-                },
-            )  # fmt: skip
-            targets[f"gw[{variant}]"].pid = other.pid
-        targets["gateway"].pid = gw_pid
+            targets[f"gw[{variant}]"] = Target(other.url, native, [key], other.pid)
         if use_nginx:
             nginx_dir = Path(tmp) / "nginx"
             nginx_dir.mkdir()
             nginx_url, nginx_pid = stack.enter_context(_nginx(upstream, nginx_dir))
             if cpus:
                 pin(nginx_pid, cpus)
-            targets["nginx"] = Target(
-                f"{nginx_url}{predict_path(args.model_name, version)}",
-                {"Content-Type": "application/json"},
-                lambda p: row_request([row(p, args.max_new_tokens)], SIGNATURE_NAME),
-            )
-            targets["nginx"].pid = nginx_pid
-        result.update(asyncio.run(_measure(args, targets)))
+            targets["nginx"] = Target(nginx_url, direct, [], nginx_pid)
+        recs: list[Recording] = []
+        result.update(asyncio.run(_measure(args, targets, recs)))
+        result["generator"] = generator(recs)
         result["gateway_internal_ms_mean"] = _internal_ms(gw.url)
         result["gateway_startup_s"] = gw.started_in_s
         result["gateway_rss_mb"] = rss_bytes(gw_pid)[0] / 1e6
@@ -401,6 +381,7 @@ def _report(r: dict[str, Any]) -> None:
     print(f"gateway start-up {r['gateway_startup_s']:.2f} s, RSS {r['gateway_rss_mb']:.0f} MB")
     for name, passed in ok.items():
         print(f"  {'PASS' if passed else 'MISS'}  {name}")
+    print(generator_line(r["generator"]))
     if "profile" in r:
         prof = profiling.Profile()
         prof.samples = r["profile"]["samples"]

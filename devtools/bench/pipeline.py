@@ -35,7 +35,6 @@ import json
 import math
 import os
 import random
-import re
 import shutil
 import statistics
 import subprocess
@@ -47,15 +46,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from devtools.bench.harness import cpu_seconds, progress
+from devtools.bench.harness import LIMITS, generator, generator_line, progress
+from stack.loadtest.client import Client, NativeRoute
+from stack.loadtest.engine import Recording, closed_loop, open_loop
+from stack.loadtest.procstat import cpu_seconds
+from stack.loadtest.prom import Snapshot, quantile_delta, scrape, total
+from stack.loadtest.workload import Cycle
 from tokenpulse.procs import child_pids, free_port, stop_process
 from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME, FINISH_STOP
 
 DOCS_TARGET = 10_000.0
 RATIO_TARGET = 0.97
 P95_TARGET_S = 5.0
-_BODY = json.dumps({"prompt": "call me at 415-555-2671 about the order", "max_new_tokens": 3})
-_SAMPLE = re.compile(r"^(\w+)(?:\{([^}]*)\})? (\S+)$", re.M)
+PROMPT = "call me at 415-555-2671 about the order"  # a phone number for the redaction to find
+DELAY = "tokenpulse_shipper_delivery_delay_seconds"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -74,11 +78,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def _metrics(port: int) -> dict[tuple[str, str], float]:
-    """name, labels text -> value, from a /metrics page."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
-        text = resp.read().decode()
-    return {(m.group(1), m.group(2) or ""): float(m.group(3)) for m in _SAMPLE.finditer(text)}
+def _metrics(port: int) -> Snapshot:
+    """The /metrics page of a local process."""
+    return scrape(f"http://127.0.0.1:{port}/metrics")
 
 
 def _wait(cond: Any, what: str, timeout_s: float, every_s: float = 0.02) -> None:
@@ -101,12 +103,6 @@ def _process(
         yield proc
     finally:
         stop_process(proc)
-
-
-def _main_thread_cpu(pid: int) -> float:
-    """CPU seconds of a process's main thread (the gateway's event loop) from /proc."""
-    fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @contextlib.contextmanager
@@ -136,12 +132,12 @@ def _shipper(
 
 
 def _written(port: int) -> float:
-    return _metrics(port).get(("tokenpulse_spool_records_written_total", ""), 0.0)
+    return total(_metrics(port), "tokenpulse_spool_records_written_total") or 0.0
 
 
 def _shipped(port: int, output: str) -> float:
-    return _metrics(port).get(("tokenpulse_shipper_records_shipped_total",
-                               f'output="{output}"'), 0.0)  # fmt: skip
+    shipped = "tokenpulse_shipper_records_shipped_total"
+    return total(_metrics(port), shipped, {"output": output}) or 0.0
 
 
 def _fill_spool(spool: Path, n: int) -> tuple[float, int]:
@@ -193,92 +189,62 @@ def _ship_rate(
         return (n - first) / wall, (n - first) / max(cpu, 1e-3)
 
 
-def _quantile(buckets: list[tuple[float, float]], q: float) -> float:
-    """histogram_quantile over cumulative (le, count) pairs, linear inside a bucket."""
-    total = buckets[-1][1]
-    if total == 0:
-        return float("nan")
-    rank, prev_le, prev_count = q * total, 0.0, 0.0
-    for le, count in buckets:
-        if count >= rank:
-            if le == float("inf"):
-                return prev_le
-            return prev_le + (le - prev_le) * (rank - prev_count) / max(count - prev_count, 1e-9)
-        prev_le, prev_count = le, count
-    return prev_le
+def _client(url: str, key: str) -> Client:
+    return Client(url, NativeRoute(DEFAULT_MODEL_NAME), [key], timeout_s=60)
 
 
-def _delay_buckets(port: int, output: str) -> list[tuple[float, float]]:
-    found = []
-    for (name, labels), value in _metrics(port).items():
-        if (
-            name == "tokenpulse_shipper_delivery_delay_seconds_bucket"
-            and f'output="{output}"' in labels
-        ):
-            le = re.search(r'le="([^"]+)"', labels)
-            if le:
-                found.append((float(le.group(1)), value))
-    return sorted(found)
+def _requests() -> Cycle:
+    return Cycle(3, seeded=False, prompts=(PROMPT,))
 
 
-async def _paced(url: str, key: str, n: int, concurrency: int, rps: float) -> None:
-    """Send `n` requests to `url` at `rps` from `concurrency` clients."""
-    import aiohttp
-
-    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as s:
-        counter = iter(range(n))
-        start = time.perf_counter()
-
-        async def worker() -> None:
-            for i in counter:
-                await asyncio.sleep(max(0.0, start + i / rps - time.perf_counter()))
-                async with s.post(url, data=_BODY, headers=headers) as resp:
-                    await resp.read()
-                    if resp.status != 200:
-                        raise SystemExit(f"bench pipeline: gateway answered {resp.status}")
-
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
+def _answered(rec: Recording, recs: list[Recording]) -> int:
+    """Requests answered; a failed one ends the bench (a stand-in upstream answers them all)."""
+    failed = next((o for o in rec.outcomes if not o.ok), None)
+    if failed is not None:
+        raise SystemExit(f"bench pipeline: gateway answered {failed.label}")
+    recs.append(rec)
+    return len(rec.outcomes)
 
 
-async def _load_for(url: str, key: str, seconds: float, concurrency: int) -> int:
-    """Requests completed against `url` by `concurrency` clients in `seconds`."""
-    import aiohttp
+async def _paced(url: str, key: str, n: int, rps: float, recs: list[Recording]) -> None:
+    """Send `n` requests to `url` at `rps` (an open loop)."""
+    async with _client(url, key) as client:
+        rec = await open_loop(client, _requests(), [i / rps for i in range(n)], n / rps,
+                              limits=LIMITS, progress=None)  # fmt: skip
+    _answered(rec, recs)
 
-    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
-    done = 0
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as s:
-        end = time.perf_counter() + seconds
 
-        async def worker() -> None:
-            nonlocal done
-            while time.perf_counter() < end:
-                async with s.post(url, data=_BODY, headers=headers) as resp:
-                    await resp.read()
-                    if resp.status != 200:
-                        raise SystemExit(f"bench pipeline: gateway answered {resp.status}")
-                done += 1
-
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return done
+async def _load_for(
+    url: str, key: str, seconds: float | None, concurrency: int, recs: list[Recording],
+    requests: int | None = None,
+) -> int:  # fmt: skip
+    """Requests completed against `url` by `concurrency` clients in `seconds` (or until
+    `requests` were sent)."""
+    async with _client(url, key) as client:
+        rec = await closed_loop(client, _requests(), concurrency, seconds, requests=requests,
+                                limits=LIMITS, progress=None)  # fmt: skip
+    return _answered(rec, recs)
 
 
 async def _round(
-    gateways: dict[str, Any], order: list[str], key: str, seconds: float, conc: int
-) -> dict[str, int]:
+    gateways: dict[str, Any], order: list[str], key: str, seconds: float, conc: int,
+    recs: list[Recording],
+) -> dict[str, int]:  # fmt: skip
     """Load every gateway at once; `order` is the order their clients start in."""
-    loads = [_load_for(f"{gateways[n].url}/v1/generate", key, seconds, conc) for n in order]
+    loads = [_load_for(gateways[n].url, key, seconds, conc, recs) for n in order]
     return dict(zip(order, await asyncio.gather(*loads), strict=True))
 
 
-def _trial(gateways: dict[str, Any], key: str, args: argparse.Namespace) -> dict[str, Any]:
+def _trial(
+    gateways: dict[str, Any], key: str, args: argparse.Namespace, recs: list[Recording]
+) -> dict[str, Any]:
     """One trio of fresh gateway processes, loaded at once in rounds (the clients' start order
     rotated round by round): requests each completed, CPU each used (all threads, and the event
     loop's), the writer's CPU inside the rounds and in all, and how long it took to catch up."""
     on = gateways["on"]
     (writer,) = child_pids(on.pid)  # the sink's writer process
     names = list(gateways)
-    warm = asyncio.run(_round(gateways, names, key, 1.0, args.concurrency))
+    warm = asyncio.run(_round(gateways, names, key, 1.0, args.concurrency, []))
     _wait(lambda: _written(on.port) >= warm["on"], "the warm-up records", 300)
     t: dict[str, Any] = {
         "done": dict.fromkeys(names, 0), "cpu": dict.fromkeys(names, 0.0),
@@ -289,15 +255,16 @@ def _trial(gateways: dict[str, Any], key: str, args: argparse.Namespace) -> dict
     for i in range(args.rounds):
         target = _written(on.port)
         cpu0 = {n: cpu_seconds(gw.pid) for n, gw in gateways.items()}
-        loop0 = {n: _main_thread_cpu(gw.pid) for n, gw in gateways.items()}
+        loop0 = {n: cpu_seconds(gw.pid, main_thread=True) for n, gw in gateways.items()}
         in_round0 = cpu_seconds(writer)
         order = names[i % 3 :] + names[: i % 3]
-        counts = asyncio.run(_round(gateways, order, key, args.phase_seconds, args.concurrency))
+        load = _round(gateways, order, key, args.phase_seconds, args.concurrency, recs)
+        counts = asyncio.run(load)
         t["writer_cpu_in_rounds"] += cpu_seconds(writer) - in_round0
         for n, gw in gateways.items():
             t["done"][n] += counts[n]
             t["cpu"][n] += cpu_seconds(gw.pid) - cpu0[n]
-            t["loop"][n] += _main_thread_cpu(gw.pid) - loop0[n]
+            t["loop"][n] += cpu_seconds(gw.pid, main_thread=True) - loop0[n]
         t["round_on"].append(counts["on"] / ((counts["off"] + counts["control"]) / 2))
         t["round_control"].append(counts["control"] / counts["off"])
         t0 = time.perf_counter()
@@ -305,10 +272,7 @@ def _trial(gateways: dict[str, Any], key: str, args: argparse.Namespace) -> dict
         t["catch_up"].append(time.perf_counter() - t0)
     t["writer_cpu"] = cpu_seconds(writer) - writer_cpu0
     t["written"] = _written(on.port) - written0
-    t["dropped"] = sum(
-        v for (name, _), v in _metrics(on.port).items()
-        if name == "tokenpulse_spool_records_dropped_total"
-    )  # fmt: skip
+    t["dropped"] = total(_metrics(on.port), "tokenpulse_spool_records_dropped_total") or 0.0
     return t
 
 
@@ -367,7 +331,9 @@ def _pooled(trials: list[dict[str, Any]], args: argparse.Namespace) -> dict[str,
     }
 
 
-def _kept_shares(tmp: Path, upstream: str, keys_file: Path, key: str, n: int) -> dict[str, float]:
+def _kept_shares(
+    tmp: Path, upstream: str, keys_file: Path, key: str, n: int, recs: list[Recording]
+) -> dict[str, float]:
     """Share of `n` requests the default sampling rules keep per first reason (`kept_<reason>`)
     and skip per reason (`skipped_<reason>`), from the sink writer's counters."""
     from log_pipeline.metrics import KEEP_REASONS, SAMPLER_DROP_REASONS
@@ -383,17 +349,20 @@ def _kept_shares(tmp: Path, upstream: str, keys_file: Path, key: str, n: int) ->
             for (name, labels), value in _metrics(gw.port).items():
                 for kind in ("kept", "skipped"):
                     if name == f"tokenpulse_sampler_samples_{kind}_total":
-                        found[f"{kind}_{labels.split('=', 1)[1].strip(chr(34))}"] = value
+                        (reason,) = (v for _, v in labels)  # the one label: the reason
+                        found[f"{kind}_{reason}"] = value
             return found
 
-        asyncio.run(_paced(f"{gw.url}/v1/generate", key, n, 8, 1e9))
+        asyncio.run(_load_for(gw.url, key, None, 8, recs, requests=n))
         _wait(lambda: sum(counts().values()) >= n, "the writer's sampling decisions", 120)
         got = counts()
     names = [f"kept_{r}" for r in KEEP_REASONS] + [f"skipped_{r}" for r in SAMPLER_DROP_REASONS]
     return {name: got.get(name, 0.0) / n for name in names}
 
 
-def _gateways(tmp: Path, upstream: str, args: argparse.Namespace, say: Any) -> dict[str, Any]:
+def _gateways(
+    tmp: Path, upstream: str, args: argparse.Namespace, say: Any, recs: list[Recording]
+) -> dict[str, Any]:
     from serving.gateway.keys import add_key
     from stack.launch import running_gateway
 
@@ -416,22 +385,24 @@ def _gateways(tmp: Path, upstream: str, args: argparse.Namespace, say: Any) -> d
         ):  # fmt: skip
             say(f"gateway throughput, trial {trial} of {args.trials} (fresh processes): "
                 "sampling off vs 100 %, and off vs a second off (the noise)")  # fmt: skip
-            trials.append(_trial({"off": off, "on": on, "control": control}, key, args))
+            trials.append(_trial({"off": off, "on": on, "control": control}, key, args, recs))
             if trial < args.trials:
                 continue
             out.update(_pooled(trials, args))
             backlog = _written(on.port)  # this trial's records, all written by now
             say("end-to-end delay: sampling gateway + shipper into both stores")
-            out.update(_delay(tmp, spool, on, key, backlog, args))
+            out.update(_delay(tmp, spool, on, key, backlog, args, recs))
     say("default sampling rules: share of requests kept per reason")
     out["sampling_requests"] = args.sampling_requests
-    out["sampling_shares"] = _kept_shares(tmp, upstream, keys_file, key, args.sampling_requests)
+    n = args.sampling_requests
+    out["sampling_shares"] = _kept_shares(tmp, upstream, keys_file, key, n, recs)
     return out
 
 
 def _delay(
-    tmp: Path, spool: Path, on: Any, key: str, backlog: float, args: argparse.Namespace
-) -> dict[str, Any]:
+    tmp: Path, spool: Path, on: Any, key: str, backlog: float, args: argparse.Namespace,
+    recs: list[Recording],
+) -> dict[str, Any]:  # fmt: skip
     """p50/p95 from response to acknowledgement, per store, of a paced load on `on`."""
     out: dict[str, Any] = {}
     state, db = tmp / "state-e2e", str(tmp / "e2e.db")
@@ -442,16 +413,16 @@ def _delay(
     ):
         for output in both:
             _wait(lambda o=output: _shipped(port, o) >= backlog, f"{output} backlog", 120)
-        before = {o: _delay_buckets(port, o) for o in both}
+        before = _metrics(port)
         n_delay = int(args.delay_seconds * args.delay_rps)
-        asyncio.run(_paced(f"{on.url}/v1/generate", key, n_delay, 8, args.delay_rps))
+        asyncio.run(_paced(on.url, key, n_delay, args.delay_rps, recs))
         for output in both:
             done = backlog + n_delay
             _wait(lambda o=output, d=done: _shipped(port, o) >= d, f"{output} caught up", 120)
-            after = _delay_buckets(port, output)
-            buckets = [(le, c - c0) for (le, c), (_, c0) in zip(after, before[output], strict=True)]
-            out[f"delay_{output}_p50_s"] = _quantile(buckets, 0.50)
-            out[f"delay_{output}_p95_s"] = _quantile(buckets, 0.95)
+            after, which = _metrics(port), {"output": output}
+            for q, name in ((0.50, "p50"), (0.95, "p95")):
+                value = quantile_delta(before, after, DELAY, q, which)
+                out[f"delay_{output}_{name}_s"] = math.nan if value is None else value
         out["delay_records"] = n_delay
     return out
 
@@ -493,8 +464,10 @@ def main(args: argparse.Namespace) -> int:
             rate, per_cpu = _ship_rate(spool, tmp, "elasticsearch", args.records, extra)
             result["shipper_es_docs_per_s"] = rate
             result["shipper_es_docs_per_cpu_s"] = per_cpu
+        recs: list[Recording] = []
         with TfServingStandin() as upstream:
-            result.update(_gateways(tmp, upstream.url, args, say))
+            result.update(_gateways(tmp, upstream.url, args, say, recs))
+        result["generator"] = generator(recs)
     result["targets"] = {"docs_per_s": DOCS_TARGET, "gateway_ratio": RATIO_TARGET,
                          "delay_p95_s": P95_TARGET_S}  # fmt: skip
     if args.json:
@@ -554,3 +527,4 @@ def _report(r: dict[str, Any]) -> None:
           f"{100 * kept:.1f} % kept")  # fmt: skip
     for name, share in shares.items():
         print(f"  {name.replace('_', ' ', 1):<29} {100 * share:6.1f} %")
+    print(generator_line(r["generator"]))

@@ -24,7 +24,7 @@ from devtools.bench import redact_before
 from devtools.bench.harness import median_time, progress
 from devtools.corpus import clean_corpus, pii_corpus
 from devtools.dialogues import SEED_KINDS, Dialogue, clean_dialogues, seeded_dialogues
-from log_pipeline import redact as redact_now
+from log_pipeline.redaction import text as redact_now
 
 Redact = Callable[[str], tuple[str, Counter[str]]]
 RECALL_TARGET = 0.99

@@ -18,25 +18,28 @@ import asyncio
 import contextlib
 import json
 import os
-import re
 import statistics
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from devtools.bench.harness import DEFAULT_MODEL_BASE, cpu_seconds, percentile
+from devtools.bench.harness import DEFAULT_MODEL_BASE, LIMITS, generator, generator_line
 from stack.launch import LaunchError, running_gateway, running_modelserver
+from stack.loadtest.client import Client, NativeRoute
+from stack.loadtest.engine import Recording, closed_loop
+from stack.loadtest.procstat import cpu_seconds
+from stack.loadtest.prom import batch_totals, scrape
+from stack.loadtest.stats import quantile
+from stack.loadtest.workload import Cycle
 from tokenpulse import paths
 from tokenpulse.tfserving.config import DEFAULT_METRICS_PATH
-from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME, default_row
+from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME
 
-PROMPTS = ["The service was", "Once upon a time", "Monitoring tells us", "A model server"]
-BATCH = ":tensorflow:serving:batching_session:processed_batch_size"
+HEALTHY = "tokenpulse_gateway_upstream_healthy"
 FIGURES = (
     "rps", "ratio_vs_1", "efficiency", "p50_ms", "p99_ms", "batch_per_replica",
     "server_cpu_ms_per_req", "gateway_cpu_ms_per_req",
@@ -75,20 +78,7 @@ class Phase:
     server_cpu_s: float = 0.0
     gateway_cpu_s: float = 0.0
     batch: list[tuple[float, float]] = field(default_factory=list)  # (sum, count) per replica
-
-
-def _batch_totals(url: str) -> tuple[float, float]:
-    """(sum, count) of TF Serving's processed batch sizes so far; (0, 0) when it has none."""
-    try:
-        with urllib.request.urlopen(url, timeout=5) as resp:
-            text = resp.read().decode()
-    except OSError:
-        return 0.0, 0.0
-    out = []
-    for suffix in ("_sum", "_count"):
-        values = re.findall(rf"^{re.escape(BATCH + suffix)}(?:{{[^}}]*}})? (\S+)$", text, re.M)
-        out.append(sum(float(v) for v in values))
-    return out[0], out[1]
+    recordings: list[Recording] = field(default_factory=list)
 
 
 def _cpu(pids: list[int]) -> float:
@@ -96,35 +86,24 @@ def _cpu(pids: list[int]) -> float:
 
 
 async def _phase(phase: Phase, key: str, args: argparse.Namespace) -> None:
-    import aiohttp
-
-    bodies = [
-        json.dumps({**default_row(p, args.max_new_tokens), "model": args.model_name}).encode()
-        for p in PROMPTS
-    ]
-    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
-    url = f"{phase.gateway_url}/v1/generate"
-    counter = iter(range(args.requests))
-    before_batch = [_batch_totals(u) for u in phase.metrics_urls]
+    route = NativeRoute(args.model_name)
+    before_batch = [batch_totals(u) for u in phase.metrics_urls]
     servers, gateway = _cpu(phase.server_pids), cpu_seconds(phase.gateway_pid)
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
-
-        async def worker() -> None:
-            for i in counter:
-                start = time.perf_counter()
-                async with session.post(url, data=bodies[i % len(bodies)], headers=headers) as r:
-                    await r.read()
-                    if r.status != 200:
-                        raise SystemExit(f"gateway with {phase.replicas} replicas: {r.status}")
-                phase.latencies.append(time.perf_counter() - start)
-
-        start = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(args.concurrency)))
-        phase.elapsed_s += time.perf_counter() - start
+    async with Client(phase.gateway_url, route, [key], timeout_s=120) as client:
+        rec = await closed_loop(
+            client, Cycle(args.max_new_tokens, seeded=False), args.concurrency, None,
+            requests=args.requests, limits=LIMITS, progress=None,
+        )  # fmt: skip
+    failed = next((o for o in rec.outcomes if not o.ok), None)
+    if failed is not None:
+        raise SystemExit(f"gateway with {phase.replicas} replicas: {failed.label}")
+    phase.latencies += [o.latency_s for o in rec.outcomes]
+    phase.elapsed_s += rec.window_s
+    phase.recordings.append(rec)
     phase.requests += args.requests
     phase.server_cpu_s += _cpu(phase.server_pids) - servers
     phase.gateway_cpu_s += cpu_seconds(phase.gateway_pid) - gateway
-    after = [_batch_totals(u) for u in phase.metrics_urls]
+    after = [batch_totals(u) for u in phase.metrics_urls]
     phase.batch = [
         (s1 - s0 + prev[0], c1 - c0 + prev[1])
         for (s0, c0), (s1, c1), prev in zip(
@@ -162,11 +141,10 @@ def _servers(args: argparse.Namespace, n: int) -> Iterator[list[tuple[str, int |
 def _wait_in_rotation(url: str, replicas: int) -> None:
     """Until the gateway reports every replica in rotation."""
     deadline = time.monotonic() + 60
-    needle = re.compile(r'^tokenpulse_gateway_upstream_healthy\{replica="\d+"\} 1\.0$', re.M)
     while time.monotonic() < deadline:
-        with urllib.request.urlopen(f"{url}/metrics", timeout=5) as resp:
-            if len(needle.findall(resp.read().decode())) == replicas:
-                return
+        healthy = [v for (name, _), v in scrape(f"{url}/metrics").items() if name == HEALTHY]
+        if healthy.count(1.0) == replicas:
+            return
         time.sleep(0.2)
     raise SystemExit(f"the gateway never had {replicas} replicas in rotation")
 
@@ -198,7 +176,7 @@ def _run(args: argparse.Namespace, counts: list[int]) -> dict[str, Any]:
             phase.latencies.clear()
             phase.elapsed_s = phase.requests = 0
             phase.server_cpu_s = phase.gateway_cpu_s = 0.0
-            phase.batch = []
+            phase.batch, phase.recordings = [], []
         for _ in range(args.rounds):
             for phase in phases:
                 asyncio.run(_phase(phase, key, args))
@@ -215,8 +193,8 @@ def _figures(args: argparse.Namespace, phases: list[Phase]) -> dict[str, Any]:
             "rps": rps,
             "ratio_vs_1": rps / base,
             "efficiency": rps / base / (p.replicas / phases[0].replicas),
-            "p50_ms": 1000 * statistics.median(p.latencies),
-            "p99_ms": 1000 * percentile(p.latencies, 99),
+            "p50_ms": 1000 * cast(float, quantile(p.latencies, 0.5)),
+            "p99_ms": 1000 * cast(float, quantile(p.latencies, 0.99)),
             # None where stand-ins run: they batch nothing and share this process's CPU
             "batch_per_replica": statistics.fmean(batches) if batches else None,
             "server_cpu_ms_per_req": 1000 * p.server_cpu_s / p.requests if p.server_pids else None,
@@ -230,6 +208,7 @@ def _figures(args: argparse.Namespace, phases: list[Phase]) -> dict[str, Any]:
         "max_new_tokens": args.max_new_tokens,
         "requests_per_count": args.rounds * args.requests,
         "by_replicas": rows,
+        "generator": generator([r for p in phases for r in p.recordings]),
     }
 
 
@@ -253,6 +232,7 @@ def _report(r: dict[str, Any]) -> None:
         "that and each extra process cost. On one machine (or GPU) per replica, throughput would "
         "scale with N up to the gateway's own limit (gw CPU ms/req)."
     )
+    print(generator_line(r["generator"]))
 
 
 def main(args: argparse.Namespace) -> int:

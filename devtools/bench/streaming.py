@@ -18,16 +18,26 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 import tempfile
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from devtools.bench.continuation import PROMPTS, _batch_totals
-from devtools.bench.harness import add_model_arguments, percentile, progress
-from stack.launch import running_gateway, running_modelserver
+from devtools.bench.harness import (
+    LIMITS,
+    Tally,
+    add_model_arguments,
+    bench_modelserver,
+    generator_line,
+    model_missing,
+    progress,
+)
+from stack.launch import running_gateway
+from stack.loadtest.client import Client, NativeRoute, NativeStreamRoute
+from stack.loadtest.engine import Recording, closed_loop, health
+from stack.loadtest.prom import batch_totals
+from stack.loadtest.stats import quantile
+from stack.loadtest.workload import Cycle
 from tokenpulse.tfserving.signature import DEFAULT_STREAM_CHUNK, DEFAULT_STREAM_FIRST_CHUNK
 
 TARGETS = {"ttft_ratio": 0.3, "throughput_ratio": 0.8, "mean_batch": 24.0}
@@ -66,25 +76,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 @dataclass
-class Result:
+class Result(Tally):
     """One mode at one concurrency."""
 
     mode: str
     concurrency: int
-    requests: int = 0
-    errors: int = 0
-    tokens: int = 0
-    seconds: float = 0.0
-    first_s: list[float] = field(default_factory=list)
-    total_s: list[float] = field(default_factory=list)
-    batch_sum: float = 0.0
-    batch_count: float = 0.0
 
     def summary(self) -> dict[str, Any]:
         """The figures of this mode and level."""
 
         def ms(values: list[float], q: float) -> float | None:
-            return round(1000 * percentile(values, q), 2) if values else None
+            value = quantile(values, q / 100)
+            return None if value is None else round(1000 * value, 2)
 
         return {
             "mode": self.mode,
@@ -92,108 +95,54 @@ class Result:
             "requests": self.requests,
             "errors": self.errors,
             "tokens_per_s": round(self.tokens / self.seconds, 1) if self.seconds else 0.0,
-            "mean_batch": round(self.batch_sum / self.batch_count, 2) if self.batch_count else None,
+            "mean_batch": None if self.mean_batch is None else round(self.mean_batch, 2),
             "first_p50_ms": ms(self.first_s, 50),
             "first_p99_ms": ms(self.first_s, 99),
             "total_p50_ms": ms(self.total_s, 50),
         }
 
 
-def _body(i: int, args: argparse.Namespace, stream: bool) -> dict[str, Any]:
-    """The i-th request, the same in both modes."""
-    return {
-        "prompt": PROMPTS[i % len(PROMPTS)],
-        "max_new_tokens": args.max_new_tokens,
-        "temperature": args.temperature,
-        "seed": i,
-        "stream": stream,
-    }
-
-
-async def _one(session: Any, url: str, body: dict[str, Any]) -> tuple[int, float]:
-    """(tokens, seconds to the first text) of one request; unary's first text is its answer."""
-    start = time.perf_counter()
-    async with session.post(url, json=body) as resp:
-        if resp.status != 200:
-            raise RuntimeError(f"{resp.status}: {(await resp.read())[:200]!r}")
-        if not body["stream"]:
-            doc = await resp.json()
-            return int(doc["usage"]["output_tokens"]), time.perf_counter() - start
-        first, tokens = 0.0, 0
-        async for raw in resp.content:
-            line = raw.decode().strip()
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            event = json.loads(line[6:])
-            if "error" in event:
-                raise RuntimeError(event["error"]["message"])
-            if event["text"] and not first:
-                first = time.perf_counter() - start
-            if event.get("usage"):
-                tokens = int(event["usage"]["output_tokens"])
-        return tokens, first
-
-
 async def _phase(
-    url: str, key: str, metrics_url: str, result: Result, seconds: float,
-    args: argparse.Namespace, offset: int,
-) -> None:  # fmt: skip
-    """Closed loop: `concurrency` workers running whole requests back to back for `seconds`."""
-    import aiohttp
-
-    conc, stream = result.concurrency, result.mode == "stream"
-    before = _batch_totals(metrics_url)
-    headers = {"Authorization": f"Bearer {key}"}
-    connector = aiohttp.TCPConnector(limit=0)
-    timeout = aiohttp.ClientTimeout(total=120)
-    async with aiohttp.ClientSession(connector=connector, headers=headers, timeout=timeout) as s:
-        start = time.perf_counter()
-        end = start + seconds
-
-        async def worker(w: int) -> None:
-            i = offset + w
-            while time.perf_counter() < end:
-                began = time.perf_counter()
-                try:
-                    tokens, first = await _one(s, url, _body(i, args, stream))
-                except Exception:  # noqa: BLE001 - a failed request is counted, not fatal
-                    result.errors += 1
-                    continue
-                finally:
-                    i += conc
-                result.requests += 1
-                result.tokens += tokens
-                result.first_s.append(first)
-                result.total_s.append(time.perf_counter() - began)
-
-        await asyncio.gather(*[worker(w) for w in range(conc)])
-        result.seconds += time.perf_counter() - start
-    after = _batch_totals(metrics_url)
-    result.batch_sum += after[0] - before[0]
-    result.batch_count += after[1] - before[1]
+    url: str, key: str, model: str, stream: bool, conc: int, seconds: float,
+    args: argparse.Namespace, first: int,
+) -> Recording:  # fmt: skip
+    """Closed loop: `conc` workers running whole requests back to back for `seconds`."""
+    route = (NativeStreamRoute if stream else NativeRoute)(model)
+    requests_from = Cycle(args.max_new_tokens, args.temperature, first)
+    async with Client(url, route, [key], timeout_s=120) as client:
+        return await closed_loop(client, requests_from, conc, seconds, limits=LIMITS,
+                                 progress=None)  # fmt: skip
 
 
-def measure(url: str, key: str, metrics_url: str, args: argparse.Namespace) -> list[Result]:
+def measure(
+    url: str, key: str, metrics_url: str, args: argparse.Namespace, recordings: list[Recording]
+) -> list[Result]:
     """Both modes at both levels, alternating round by round."""
     say = progress("streaming")
     results: list[Result] = []
     for conc in (args.low, args.high):
         level = {m: Result(m, conc) for m in MODES}
         say(f"c={conc}: warming up")
-        warm = Result("stream", conc)
-        asyncio.run(_phase(url, key, metrics_url, warm, min(args.duration, 2.0), args, 900_000))
+        warm = min(args.duration, 2.0)
+        asyncio.run(_phase(url, key, args.model_name, True, conc, warm, args, 900_000))
         for r in range(max(1, args.rounds)):
             for mode in MODES if r % 2 == 0 else MODES[::-1]:
                 share = args.duration / max(1, args.rounds)
                 say(f"c={conc} round {r + 1}: {mode}, {share:g}s")
-                asyncio.run(
-                    _phase(url, key, metrics_url, level[mode], share, args, offset=r * 100_000)
-                )
+                before = batch_totals(metrics_url)
+                rec = asyncio.run(_phase(
+                    url, key, args.model_name, mode == "stream", conc, share, args, r * 100_000
+                ))  # fmt: skip
+                after = batch_totals(metrics_url)
+                level[mode].add(rec, (after[0] - before[0], after[1] - before[1]))
+                recordings.append(rec)
         results += level.values()
     return results
 
 
-def report(results: list[Result], args: argparse.Namespace) -> dict[str, Any]:
+def report(
+    results: list[Result], args: argparse.Namespace, recordings: list[Recording] | None = None
+) -> dict[str, Any]:
     """The rows and the three figures against their targets."""
     rows = [r.summary() for r in results]
     at = {(r["mode"], r["concurrency"]): r for r in rows}
@@ -231,6 +180,7 @@ def report(results: list[Result], args: argparse.Namespace) -> dict[str, Any]:
         "figures": figures,
         "targets": TARGETS,
         "met": met,
+        "generator": health(recordings or []),
     }
 
 
@@ -255,6 +205,7 @@ def _print(doc: dict[str, Any]) -> None:
     print(f"c={doc['high']}: mean processed batch streaming {f['mean_batch']} (unary "
           f"{f['mean_batch_unary']}; target >= {t['mean_batch']:g} of 32, "
           f"{'met' if met['mean_batch'] else 'NOT met'})")  # fmt: skip
+    print(generator_line(doc["generator"]))
 
 
 def main(args: argparse.Namespace) -> int:
@@ -264,23 +215,13 @@ def main(args: argparse.Namespace) -> int:
     if args.quick:
         for name, value in QUICK.items():
             setattr(args, name, value)
-    if not args.model_base_path.is_dir():
-        print(
-            f"no model at {args.model_base_path}; build one (`make model`) or pass "
-            "--model-base-path",
-            file=sys.stderr,
-        )
+    if model_missing(args):
         return 2
     say = progress("streaming")
     say("starting the model server (batching on) and the gateway")
     with (
         tempfile.TemporaryDirectory(prefix="tp-bench-stream-") as tmp,
-        running_modelserver(
-            args.model_base_path, model_name=args.model_name, enable_batching=True,
-            batching_parameters_file=args.batching_parameters_file,
-            file_system_poll_wait_seconds=0, extra_args=["--log_level=WARNING"],
-            env={"TF_CPP_MIN_LOG_LEVEL": "3"}, start_timeout_s=180, stop_timeout_s=30,
-        ) as server,
+        bench_modelserver(args) as server,
     ):  # fmt: skip
         keys = Path(tmp) / "keys.json"
         key = add_key(keys, "bench", requests_per_minute=1e9, tokens_per_minute=1e12)
@@ -293,8 +234,9 @@ def main(args: argparse.Namespace) -> int:
             max_concurrency=max(64, 2 * args.high), access_log=False,
             max_new_tokens_limit=max(512, args.max_new_tokens), **coalesce,
         ) as gw:  # fmt: skip
-            results = measure(f"{gw.url}/v1/generate", key, server.metrics_url, args)
-    doc = report(results, args)
+            recordings: list[Recording] = []
+            results = measure(gw.url, key, server.metrics_url, args, recordings)
+    doc = report(results, args, recordings)
     if args.json:
         print(json.dumps(doc, indent=2))
     else:

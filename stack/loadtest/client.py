@@ -82,6 +82,12 @@ class Route:
         raise NotImplementedError
 
 
+def _sampling(item: Item) -> dict[str, Any]:
+    """The item's seed and temperature, where it sets them."""
+    pairs = (("seed", item.seed), ("temperature", item.temperature))
+    return {k: v for k, v in pairs if v is not None}
+
+
 class NativeRoute(Route):
     """`POST /v1/generate`."""
 
@@ -95,6 +101,7 @@ class NativeRoute(Route):
             "prompt": item.prompt,
             "max_new_tokens": item.max_new_tokens,
             "model": self.model,
+            **_sampling(item),
         }
         if self.truncate is not None:
             doc["truncate_prompt_tokens"] = self.truncate
@@ -118,6 +125,7 @@ class OpenAIRoute(Route):
             "model": self.model,
             "prompt": item.prompt,
             "max_tokens": item.max_new_tokens,
+            **_sampling(item),
         }
         if self.truncate is not None:
             doc["truncate_prompt_tokens"] = self.truncate
@@ -139,6 +147,15 @@ class OpenAIStreamRoute(OpenAIRoute):
 
     def body(self, item: Item) -> dict[str, Any]:
         return {**super().body(item), "stream": True, "stream_options": {"include_usage": True}}
+
+
+class NativeStreamRoute(NativeRoute):
+    """`POST /v1/generate` with `stream: true`: the gateway's own chunks, the usage in the last."""
+
+    streaming = True
+
+    def body(self, item: Item) -> dict[str, Any]:
+        return {**super().body(item), "stream": True}
 
 
 class SseError(ValueError):
@@ -168,8 +185,8 @@ class StreamReader:
             err = doc["error"] or {}
             self.error = str(err.get("code") or err.get("type") or "error")
             return
-        if any(c.get("text") for c in doc.get("choices") or ()):
-            self.text_times.append(now)
+        if doc.get("text") or any(c.get("text") for c in doc.get("choices") or ()):
+            self.text_times.append(now)  # native chunks carry `text`, OpenAI's `choices`
         if doc.get("usage"):
             self.usage = doc["usage"]
 
@@ -180,7 +197,8 @@ class StreamReader:
         if not self.done or self.usage is None:
             raise SseError("unfinished")
         out.prompt_tokens = int(self.usage["prompt_tokens"])
-        out.output_tokens = int(self.usage["completion_tokens"])
+        usage = self.usage
+        out.output_tokens = int(usage.get("completion_tokens", usage.get("output_tokens", 0)))
         if self.text_times:
             out.ttft_s = self.text_times[0] - out.sent
             gaps = len(self.text_times) - 1
@@ -193,11 +211,17 @@ class TfServingRoute(Route):
 
     name = "tfserving"
 
+    def __init__(
+        self, model: str, truncate_prompt_tokens: int | None = None, version: int | None = None
+    ) -> None:
+        super().__init__(model, truncate_prompt_tokens)
+        self.version = version
+
     def path(self) -> str:
-        return predict_path(self.model)
+        return predict_path(self.model, self.version)
 
     def body(self, item: Item) -> dict[str, Any]:
-        return row_request([default_row(item.prompt, item.max_new_tokens)])
+        return row_request([default_row(item.prompt, item.max_new_tokens) | _sampling(item)])
 
     def read(self, doc: Any) -> tuple[int, int, float | None]:
         (row,) = doc["predictions"]
@@ -244,6 +268,12 @@ class Client:
     async def __aexit__(self, *exc: object) -> None:
         if self._session is not None:
             await self._session.close()
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        """The open session (for a sender that asks in several calls)."""
+        assert self._session is not None, "use `async with Client(...)`"
+        return self._session
 
     def _headers(self, key_index: int) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}

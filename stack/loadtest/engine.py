@@ -3,11 +3,14 @@
 Open loop: a scheduler task wakes at each intended send time and starts the request as its own
 task; it never waits for a response, so a stalled server cannot slow the arrivals, and each
 latency runs from the intended time (a late send counts against the latency, never hides it).
-Closed loop: `concurrency` workers, each sending its next request when the previous one ends.
+Closed loop: `concurrency` workers, each sending its next request when the previous one ends,
+for a duration or a number of requests. The loops take any sender (`Client`, or a bench's own)
+and any source of Items (`Workload`, `Cycle`); `tokenpulse loadtest` and the benches share them.
 
 The generator watches its own event-loop thread: CPU seconds per second and how late a periodic
-tick wakes (event-loop lag). When either stays over its limit for `grace_s`, the run stops with
-GeneratorSaturated: past that point it measures itself, not the server.
+tick wakes (event-loop lag). When either stays over its limit for `grace_s`, the recording says
+so and the run stops (GeneratorSaturated in the load test): past that point it measures itself,
+not the server. A bench keeps going to the end of its phase and prints the verdict instead.
 """
 
 from __future__ import annotations
@@ -18,11 +21,11 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import Any, Protocol, TextIO
 
-from stack.loadtest.client import Client, Outcome
+from stack.loadtest.client import Outcome
 from stack.loadtest.stats import quantiles
-from stack.loadtest.workload import Item, Workload
+from stack.loadtest.workload import Item
 
 TICK_S = 0.1
 
@@ -43,6 +46,20 @@ class Limits:
     max_lag_s: float = 0.25  # how late a tick may wake
     grace_s: float = 3.0  # how long either may stay over before the run stops
     max_in_flight: int = 4096  # more at once: counted as "generator_limit", not sent
+    stop: bool = True  # False: record the verdict and run to the end (the benches)
+
+
+class Sender(Protocol):
+    """Sends one request now (`Client`, or a bench's own); never raises for what the server or
+    the network does."""
+
+    async def send(self, item: Item, intended: float) -> Outcome: ...
+
+
+class Source(Protocol):
+    """What to ask next (`Workload`, `Cycle`)."""
+
+    def next(self) -> Item: ...
 
 
 @dataclass
@@ -67,6 +84,16 @@ class Recording:
     self_samples: list[SelfSample] = field(default_factory=list)
     saturated: str | None = None  # why the generator stopped itself
     in_flight: int = 0
+
+
+def health(recs: Sequence[Recording]) -> dict[str, Any]:
+    """The generator's own figures over recordings: its worst second, and the first verdict."""
+    samples = [x for rec in recs for x in rec.self_samples]
+    return {
+        "max_cpu": max((x.cpu for x in samples), default=None),
+        "max_loop_lag_s": max((x.lag_s for x in samples), default=None),
+        "saturated": next((rec.saturated for rec in recs if rec.saturated), None),
+    }
 
 
 class Monitor:
@@ -101,7 +128,10 @@ class Monitor:
         worst = 0.0
         while not stop.is_set():
             expected = time.monotonic() + TICK_S
-            await asyncio.sleep(TICK_S)
+            try:  # a tick, or at once when the run ends: its window closes with the load
+                await asyncio.wait_for(stop.wait(), TICK_S)
+            except TimeoutError:
+                pass
             worst = max(worst, time.monotonic() - expected)
             now = time.monotonic()
             if now - wall0 < 1.0:
@@ -111,8 +141,9 @@ class Monitor:
             reason = self.judge(sample)
             cpu0, wall0, worst = time.thread_time(), now, 0.0
             if reason is not None:
-                self.rec.saturated = reason
-                stop.set()
+                self.rec.saturated = self.rec.saturated or reason
+                if self.limits.stop:
+                    stop.set()
 
 
 class Progress:
@@ -163,7 +194,7 @@ class Progress:
         self.out.flush()
 
 
-async def _send(client: Client, item: Item, intended: float, rec: Recording) -> None:
+async def _send(client: Sender, item: Item, intended: float, rec: Recording) -> None:
     rec.in_flight += 1
     try:
         rec.outcomes.append(await client.send(item, intended))
@@ -201,16 +232,16 @@ async def _supervised(
     try:
         await body(stop)  # type: ignore[misc]
     finally:
+        rec.end = time.monotonic()  # before the helpers' last tick: the window is the load's
         stop.set()
         await asyncio.gather(*helpers, return_exceptions=True)
-        rec.end = time.monotonic()
         show.print(final=True)
     return rec
 
 
 async def open_loop(
-    client: Client,
-    workload: Workload,
+    client: Sender,
+    workload: Source,
     offsets: Sequence[float],
     window_s: float,
     *,
@@ -249,25 +280,42 @@ async def open_loop(
 
 
 async def closed_loop(
-    client: Client,
-    workload: Workload,
+    client: Sender,
+    workload: Source,
     concurrency: int,
-    duration_s: float,
+    duration_s: float | None,
     *,
+    requests: int | None = None,
     limits: Limits = Limits(),
     drain_s: float = 30.0,
     label: str = "closed",
     progress: TextIO | None = sys.stderr,
 ) -> Recording:
-    """`concurrency` workers back to back for `duration_s`; each latency runs from its send."""
-    rec = Recording(window_s=duration_s)
+    """`concurrency` workers back to back for `duration_s`, or until `requests` were sent (then
+    the window is the time they took); each latency runs from its send."""
+    if duration_s is None and requests is None:
+        raise ValueError("a closed loop needs a duration or a number of requests")
+    rec = Recording(window_s=duration_s or 0.0)
+    left = [requests if requests is not None else -1]
+
+    def more() -> bool:
+        if left[0] == 0:
+            return False
+        left[0] -= 1
+        return duration_s is None or time.monotonic() < rec.start + duration_s
 
     async def worker(stop: asyncio.Event) -> None:
-        while not stop.is_set() and time.monotonic() < rec.start + duration_s:
+        while not stop.is_set() and more():
             await _send(client, workload.next(), time.monotonic(), rec)
 
     async def body(stop: asyncio.Event) -> None:
         workers = {asyncio.create_task(worker(stop)) for _ in range(concurrency)}
-        await _drain(workers, duration_s + drain_s)
+        if duration_s is None:
+            await asyncio.gather(*workers)
+        else:
+            await _drain(workers, duration_s + drain_s)
 
-    return await _supervised(rec, limits, body, duration_s, label, progress)
+    await _supervised(rec, limits, body, duration_s or 0.0, label, progress)
+    if duration_s is None:
+        rec.window_s = rec.end - rec.start
+    return rec

@@ -11,9 +11,9 @@ it also reads the CPU time of local server processes from /proc.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
-import os
 import re
 import time
 import urllib.error
@@ -25,10 +25,10 @@ from typing import Any
 
 import aiohttp
 
-from monitoring.mixin.config import JOBS
+from monitoring.mixin.config import DEFAULT
 from monitoring.mixin.model import GATEWAY_PREFIX, TFSERVING_PREFIX
-from monitoring.mixin.promql import sel
 from monitoring.mixin.slis import ANSWERED, DURATION
+from stack.loadtest.procstat import cpu_seconds
 
 BATCH = f"{TFSERVING_PREFIX}batching_session:"
 TFS_LATENCY = f"{TFSERVING_PREFIX}request_latency"
@@ -101,18 +101,36 @@ def parse_metrics(text: str) -> Snapshot:
     return out
 
 
+def scrape(url: str, timeout_s: float = 5.0) -> Snapshot:
+    """One /metrics page, now (OSError when it cannot be read)."""
+    with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+        return parse_metrics(resp.read().decode())
+
+
+def batch_totals(url: str) -> tuple[float, float]:
+    """(sum, count) of TF Serving's processed batch sizes so far, from its /metrics page at
+    `url`; (0, 0) where it has none or cannot be read."""
+    try:
+        snap = scrape(url, timeout_s=10)
+    except OSError:
+        return 0.0, 0.0
+    sizes = f"{BATCH}processed_batch_size"
+    return total(snap, f"{sizes}_sum") or 0.0, total(snap, f"{sizes}_count") or 0.0
+
+
 def _match(labels: Labels, want: dict[str, str]) -> bool:
     got = dict(labels)
     return all(re.fullmatch(v, got.get(k, "")) for k, v in want.items())
 
 
-def _total(snap: Snapshot, name: str, want: dict[str, str] | None = None) -> float | None:
+def total(snap: Snapshot, name: str, want: dict[str, str] | None = None) -> float | None:
+    """The sum of `name`'s samples whose labels fully match the regexes of `want` (None: none)."""
     values = [v for (n, lab), v in snap.items() if n == name and _match(lab, want or {})]
     return sum(values) if values else None
 
 
 def _delta(a: Snapshot, b: Snapshot, name: str, want: dict[str, str] | None = None) -> float | None:
-    x, y = _total(a, name, want), _total(b, name, want)
+    x, y = total(a, name, want), total(b, name, want)
     return None if x is None or y is None else max(0.0, y - x)
 
 
@@ -134,9 +152,11 @@ def histogram_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> floa
     return prev_le
 
 
-def _quantile_delta(
+def quantile_delta(
     a: Snapshot, b: Snapshot, name: str, q: float, want: dict[str, str] | None = None
 ) -> float | None:
+    """The `q` quantile of histogram `name` over what it observed between snapshots `a` and `b`
+    (`a` empty: over everything it observed)."""
     per_le: dict[float, float] = {}
     for (n, lab), v in b.items():
         if n != f"{name}_bucket" or not _match(lab, want or {}):
@@ -164,7 +184,7 @@ def figures(a: Snapshot, b: Snapshot, seconds: float) -> dict[str, float | None]
             _delta(a, b, f"{BATCH}queuing_latency_count"),
             1e6,
         ),
-        "batch_queue_p99_s": _ratio(_quantile_delta(a, b, f"{BATCH}queuing_latency", 0.99), 1e6),
+        "batch_queue_p99_s": _ratio(quantile_delta(a, b, f"{BATCH}queuing_latency", 0.99), 1e6),
         "model_time_mean_s": _ratio(
             _delta(a, b, f"{TFS_RUNTIME}_sum", RUNTIME_PREDICT),
             _delta(a, b, f"{TFS_RUNTIME}_count", RUNTIME_PREDICT),
@@ -175,15 +195,15 @@ def figures(a: Snapshot, b: Snapshot, seconds: float) -> dict[str, float | None]
             _delta(a, b, f"{TFS_LATENCY}_count", PREDICT),
             1e6,
         ),
-        "modelserver_latency_p99_s": _ratio(_quantile_delta(a, b, TFS_LATENCY, 0.99, PREDICT), 1e6),
+        "modelserver_latency_p99_s": _ratio(quantile_delta(a, b, TFS_LATENCY, 0.99, PREDICT), 1e6),
         "gateway_latency_mean_s": _ratio(
             _delta(a, b, f"{DURATION}_sum", ok), _delta(a, b, f"{DURATION}_count", ok)
         ),
-        "gateway_latency_p99_s": _quantile_delta(a, b, DURATION, 0.99, ok),
-        "gateway_queue_wait_p99_s": _quantile_delta(a, b, GW_QUEUE, 0.99),
+        "gateway_latency_p99_s": quantile_delta(a, b, DURATION, 0.99, ok),
+        "gateway_queue_wait_p99_s": quantile_delta(a, b, GW_QUEUE, 0.99),
         "gateway_rps": _ratio(_delta(a, b, GW_REQUESTS), seconds),
         "gpu_utilization": _mean_gauge(b, GPU_UTIL),
-        "gpu_memory_used_bytes": _total(b, GPU_MEM),
+        "gpu_memory_used_bytes": total(b, GPU_MEM),
         "process_cpu_cores": _ratio(_delta(a, b, PROCESS_CPU), seconds),
     }
 
@@ -191,21 +211,6 @@ def figures(a: Snapshot, b: Snapshot, seconds: float) -> dict[str, float | None]
 def _mean_gauge(snap: Snapshot, name: str) -> float | None:
     values = [v for (n, _), v in snap.items() if n == name]
     return sum(values) / len(values) if values else None
-
-
-def process_cpu_seconds(pids: Sequence[int]) -> float | None:
-    """utime + stime of local processes, from /proc (None when none can be read)."""
-    total, seen = 0.0, False
-    tick = os.sysconf("SC_CLK_TCK")
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / tick
-        seen = True
-    return total if seen else None
 
 
 class Scraper:
@@ -227,9 +232,12 @@ class Scraper:
                     snap.update(parse_metrics(await resp.text()))
             except (aiohttp.ClientError, OSError, TimeoutError) as exc:
                 self.failures[url] = type(exc).__name__
-        cpu = process_cpu_seconds(self.pids)
-        if cpu is not None:
-            snap[(PROCESS_CPU, frozenset({("job", "local")}))] = cpu
+        cpu = []
+        for pid in self.pids:
+            with contextlib.suppress(OSError):  # a process that has gone counts no more
+                cpu.append(cpu_seconds(pid))
+        if cpu:
+            snap[(PROCESS_CPU, frozenset({("job", "local")}))] = sum(cpu)
         return snap
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -270,6 +278,7 @@ class PrometheusError(Exception):
 
 def prometheus_exprs(window: str) -> dict[str, str]:
     """The figures as PromQL over `window` (a duration such as "30s"), with the mixin's jobs."""
+    sel = DEFAULT.sel
     ms, gw, ex = sel("modelserver"), sel("gateway"), sel("exporter")
     predict = sel("modelserver", 'API="predict"')
     runtime = sel("modelserver", 'API=~"[Pp]redict"')
@@ -305,7 +314,7 @@ def prometheus_exprs(window: str) -> dict[str, str]:
 
 def _job_regex() -> str:
     # RE2 escapes, then doubled for the PromQL string literal ("\-" alone is a parse error)
-    names = (JOBS.modelserver, JOBS.gateway)
+    names = (DEFAULT.jobs.modelserver, DEFAULT.jobs.gateway)
     return "|".join(re.escape(j).replace("\\", "\\\\") for j in names)
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from stack.loadtest.prom import FIGURES
+from tokenpulse import paths
 
 DPI = 80
 SIZE = (7.5, 3.0)
@@ -39,10 +40,9 @@ def versions() -> dict[str, Any]:
             out[dist] = md.version(dist)
         except md.PackageNotFoundError:
             out[dist] = None
-    root = Path(__file__).resolve().parents[2]
     try:
         commit = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+            ["git", "-C", str(paths.ROOT), "rev-parse", "--short", "HEAD"],
             capture_output=True,
             text=True,
             timeout=5,

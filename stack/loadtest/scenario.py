@@ -26,8 +26,8 @@ from typing import Any, TextIO
 from stack.launch import http_ok, running_modelserver, running_process
 from stack.loadtest.client import TfServingRoute
 from stack.loadtest.engine import LoadtestError
+from stack.loadtest.measure import one_run
 from stack.loadtest.report import gpus
-from stack.loadtest.runner import one_run
 from stack.loadtest.settings import LoadtestSettings
 from stack.loadtest.stats import Slo
 from stack.loadtest.workload import Workload

@@ -10,15 +10,16 @@ from typing import Any
 
 import numpy as np
 
-from monitoring.mixin import config as mixin
+from monitoring.mixin import config
+from monitoring.mixin.config import DEFAULT as mixin
 from stack.loadtest.client import Outcome
 
 QUANTILES = (0.5, 0.9, 0.95, 0.99)
 NA = "n/a (unary requests: run --interaction stream to measure it)"
 
 
-def _slo(name: str) -> mixin.Slo:
-    (slo,) = [s for s in mixin.SLOS if s.name == name]
+def _slo(name: str) -> config.Slo:
+    (slo,) = [s for s in mixin.slos if s.name == name]
     return slo
 
 
@@ -49,12 +50,16 @@ class Slo:
         return f"p{self.latency_objective * 100:g}"
 
 
+def quantile(values: Sequence[float], q: float) -> float | None:
+    """The `q` quantile (0 <= q <= 1), linear between the closest ranks; None without values."""
+    if not 0 <= q <= 1:
+        raise ValueError(f"quantile must be in [0, 1], got {q}")
+    return float(np.quantile(np.asarray(values, dtype=float), q)) if len(values) else None
+
+
 def quantiles(values: Sequence[float], qs: Sequence[float] = QUANTILES) -> dict[str, float | None]:
     """{'p50': ..., ...}; None without values."""
-    if not len(values):
-        return {f"p{q * 100:g}": None for q in qs}
-    arr = np.asarray(values, dtype=float)
-    return {f"p{q * 100:g}": float(np.quantile(arr, q)) for q in qs}
+    return {f"p{q * 100:g}": quantile(values, q) for q in qs}
 
 
 def _round(value: float | None, digits: int = 6) -> float | None:

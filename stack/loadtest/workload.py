@@ -20,6 +20,17 @@ _FILLER = (
     "dashboard; a customer asked again why the parcel was late and what the tracking number was "
 )
 WORKLOADS = Path(__file__).parent / "workloads"
+# short prompts the benches cycle through (`Cycle`): every mode of a bench asks the same ones
+PROMPTS = (
+    "The service was",
+    "Once upon a time",
+    "Monitoring tells us",
+    "In the morning the",
+    "A model server",
+    "The latency of",
+    "She opened the door and",
+    "Batching helps because",
+)
 
 
 class WorkloadError(ValueError):
@@ -68,6 +79,8 @@ class Item:
     prompt: str
     max_new_tokens: int
     key_index: int = 0
+    seed: int | None = None  # sampling seed and temperature: the server's defaults when None
+    temperature: float | None = None
 
 
 def load_prompts(path: Path) -> list[tuple[str, int | None, float]]:
@@ -138,3 +151,26 @@ class Workload:
         item = Item(prompt, new, self._n % self.keys)
         self._n += 1
         return item
+
+
+class Cycle:
+    """The i-th request asks PROMPTS[i % len(PROMPTS)] with seed i (counting from `first`), so
+    two runs from the same `first` ask the same requests in the same order, whatever the mode."""
+
+    def __init__(
+        self,
+        max_new_tokens: int,
+        temperature: float | None = None,
+        first: int = 0,
+        seeded: bool = True,
+        prompts: tuple[str, ...] = PROMPTS,
+    ) -> None:
+        self.max_new_tokens, self.temperature, self.seeded = max_new_tokens, temperature, seeded
+        self.prompts, self._i = prompts, first
+
+    def next(self) -> Item:
+        """The next request."""
+        i, self._i = self._i, self._i + 1
+        seed = i if self.seeded else None
+        prompt = self.prompts[i % len(self.prompts)]
+        return Item(prompt, self.max_new_tokens, seed=seed, temperature=self.temperature)

@@ -13,7 +13,7 @@ from aiohttp import web
 
 from devtools.standins.background import BackgroundServer
 from stack.loadtest import stats
-from stack.loadtest.client import Client, Outcome, make_route
+from stack.loadtest.client import Client, NativeStreamRoute, Outcome, Route, make_route
 from stack.loadtest.workload import Item
 
 GAP_S = 0.05
@@ -47,25 +47,50 @@ async def _stream(request: web.Request) -> web.StreamResponse:
     return resp
 
 
+async def _native_stream(request: web.Request) -> web.StreamResponse:
+    """`/v1/generate` streamed: the gateway's own chunks, text then the usage in the last."""
+    body = await request.json()
+    assert body["stream"] is True and (body["seed"], body["temperature"]) == (7, 0.5)
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await resp.prepare(request)
+    await asyncio.sleep(GAP_S)
+    for text in CHUNKS:
+        await resp.write(_event({"id": "gen-1", "text": text, "finish_reason": None}))
+        await asyncio.sleep(GAP_S)
+    usage = {"prompt_tokens": 4, "output_tokens": 9, "total_tokens": 13}
+    await resp.write(_event({"id": "gen-1", "text": "", "finish_reason": "length", "usage": usage}))
+    await resp.write(b"data: [DONE]\n\n")
+    return resp
+
+
 @pytest.fixture(scope="module")
 def url() -> Iterator[str]:
     def app() -> web.Application:
         a = web.Application()
         a.router.add_post("/v1/completions", _stream)
+        a.router.add_post("/v1/generate", _native_stream)
         return a
 
     with BackgroundServer(app, name="sse-server") as bg:
         yield bg.url
 
 
-def _send(url: str, kind: str) -> Outcome:
-    route = make_route("openai", "stream", "gen", None)
+def _send(url: str, kind: str, route: Route | None = None, item: Item | None = None) -> Outcome:
+    route = route or make_route("openai", "stream", "gen", None)
 
     async def go() -> Outcome:
         async with Client(url, route, keys=[], timeout_s=10) as client:
-            return await client.send(Item(kind, 8), intended=time.monotonic())
+            return await client.send(item or Item(kind, 8), intended=time.monotonic())
 
     return asyncio.run(go())
+
+
+def test_a_native_stream_gives_ttft_itl_and_usage(url: str) -> None:
+    item = Item("hi", 8, seed=7, temperature=0.5)
+    out = _send(url, "ok", NativeStreamRoute("gen"), item)
+    assert out.ok and (out.prompt_tokens, out.output_tokens) == (4, 9)
+    assert out.ttft_s is not None and out.ttft_s >= GAP_S * 0.8
+    assert out.itl_s is not None and out.itl_s >= GAP_S * 0.8
 
 
 def test_a_stream_gives_ttft_itl_and_usage(url: str) -> None:

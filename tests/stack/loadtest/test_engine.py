@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 from aiohttp import web
@@ -20,8 +20,16 @@ from aiohttp import web
 from devtools.standins.background import BackgroundServer
 from stack.loadtest.arrivals import RateProfile, schedule
 from stack.loadtest.client import Client, TfServingRoute
-from stack.loadtest.engine import Limits, Monitor, Recording, SelfSample, closed_loop, open_loop
-from stack.loadtest.workload import Workload
+from stack.loadtest.engine import (
+    Limits,
+    Monitor,
+    Recording,
+    SelfSample,
+    closed_loop,
+    health,
+    open_loop,
+)
+from stack.loadtest.workload import Cycle, Workload
 
 STALL_AFTER = 20
 STALL_S = 1.0
@@ -132,3 +140,47 @@ def test_a_run_cut_short_records_its_unanswered_requests(
     rec = asyncio.run(go())
     assert len(rec.outcomes) == len(offsets)
     assert any(o.label == "unfinished" for o in rec.outcomes)
+
+
+def test_a_closed_loop_can_send_a_number_of_requests_and_time_them(
+    server: tuple[StallingServer, str],
+) -> None:
+    fake, url = server
+
+    async def go() -> Recording:
+        async with _client(url) as client:
+            return await closed_loop(client, Cycle(4), 3, None, requests=7, progress=None)
+
+    rec = asyncio.run(go())
+    assert len(rec.outcomes) == len(fake.arrivals) == 7 and all(o.ok for o in rec.outcomes)
+    assert rec.window_s == rec.end - rec.start > 0  # the window is the time the requests took
+    with pytest.raises(ValueError, match="duration or a number"):
+        asyncio.run(closed_loop(None, Cycle(4), 1, None, progress=None))  # type: ignore[arg-type]
+
+
+def test_a_bench_keeps_going_past_a_saturated_generator_and_keeps_the_verdict() -> None:
+    # limits every second breaks at once: the generator counts as saturated from its first sample
+    strict = Limits(max_cpu=0.0, max_lag_s=0.0, grace_s=1.0)
+
+    async def watch(limits: Limits) -> tuple[Recording, bool]:
+        rec, stop = Recording(start=time.monotonic()), asyncio.Event()
+        watching = asyncio.create_task(Monitor(rec, limits).run(stop))
+        try:
+            await asyncio.wait_for(stop.wait(), 1.6)
+        except TimeoutError:
+            pass
+        stopped_itself = stop.is_set()
+        stop.set()
+        await watching
+        return rec, stopped_itself
+
+    async def both() -> list[tuple[Recording, bool]]:
+        return list(await asyncio.gather(watch(strict), watch(replace(strict, stop=False))))
+
+    (loadtest, stopped), (bench, bench_stopped) = asyncio.run(both())
+    assert stopped and loadtest.saturated is not None  # the load test ends the run
+    assert not bench_stopped and bench.saturated is not None  # a bench runs on, with the verdict
+    verdict = health([Recording(), bench])
+    assert verdict["saturated"] == bench.saturated and "saturated itself" in verdict["saturated"]
+    assert verdict["max_cpu"] == max(x.cpu for x in bench.self_samples)
+    assert health([]) == {"max_cpu": None, "max_loop_lag_s": None, "saturated": None}

@@ -9,13 +9,18 @@ from pathlib import Path
 import pytest
 import yaml
 
+from devtools.standins.background import BackgroundServer
 from stack.loadtest.prom import (
     ServerView,
+    batch_totals,
     disagreement,
     figures,
     histogram_quantile,
     parse_metrics,
     prometheus_exprs,
+    quantile_delta,
+    scrape,
+    total,
 )
 
 BEFORE = """
@@ -97,3 +102,45 @@ def test_client_and_server_latency_disagreement_is_flagged() -> None:
     assert line is not None and "outside the server" in line
     assert disagreement(_client(0.01), server, "native") is not None  # server slower: odd too
     assert disagreement(_client(0.5), ServerView("none"), "native") is None
+
+
+DELAY = """
+tokenpulse_shipper_delivery_delay_seconds_bucket{output="sqlite",le="0.1"} 0
+tokenpulse_shipper_delivery_delay_seconds_bucket{output="sqlite",le="0.5"} 50
+tokenpulse_shipper_delivery_delay_seconds_bucket{output="sqlite",le="1.0"} 100
+tokenpulse_shipper_delivery_delay_seconds_bucket{output="sqlite",le="+Inf"} 100
+tokenpulse_shipper_delivery_delay_seconds_bucket{output="elasticsearch",le="1.0"} 1
+tokenpulse_shipper_delivery_delay_seconds_bucket{output="elasticsearch",le="+Inf"} 10
+"""
+
+
+def test_a_histograms_quantile_over_all_it_saw_and_per_label() -> None:
+    snap, name = parse_metrics(DELAY), "tokenpulse_shipper_delivery_delay_seconds"
+    sqlite, es = {"output": "sqlite"}, {"output": "elasticsearch"}
+    assert quantile_delta({}, snap, name, 0.5, sqlite) == pytest.approx(0.5)
+    assert quantile_delta({}, snap, name, 0.75, sqlite) == pytest.approx(0.75)
+    assert quantile_delta({}, snap, name, 0.25, sqlite) == pytest.approx(0.3)
+    assert quantile_delta({}, snap, name, 0.95, es) == 1.0  # past the last bound: the bound
+    assert quantile_delta(snap, snap, name, 0.5, sqlite) is None  # nothing observed between
+
+
+def test_totals_match_labels_and_a_page_is_read_over_http() -> None:
+    from aiohttp import web
+
+    snap = parse_metrics(BEFORE)
+    duration = "tokenpulse_gateway_request_duration_seconds_count"
+    assert total(snap, duration) == 11 and total(snap, duration, {"code": "2.."}) == 10
+    assert total(snap, "no_such_series") is None
+
+    async def page(_: web.Request) -> web.Response:
+        return web.Response(text=AFTER)
+
+    def app() -> web.Application:
+        a = web.Application()
+        a.router.add_get("/metrics", page)
+        return a
+
+    with BackgroundServer(app, name="metrics-page") as server:
+        assert scrape(f"{server.url}/metrics") == parse_metrics(AFTER)
+        assert batch_totals(f"{server.url}/metrics") == (50.0, 20.0)
+        assert batch_totals(f"{server.url}/nothing-here") == (0.0, 0.0)  # a 404 counts nothing

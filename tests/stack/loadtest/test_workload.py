@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from stack.loadtest.workload import WORKLOADS, Distribution, Workload, WorkloadError
+from stack.loadtest.workload import (
+    PROMPTS,
+    WORKLOADS,
+    Cycle,
+    Distribution,
+    Workload,
+    WorkloadError,
+)
 
 
 @pytest.mark.parametrize(
@@ -47,3 +54,17 @@ def test_a_prompts_file_line_without_a_prompt_names_the_line(tmp_path: Path) -> 
     path.write_text(json.dumps({"prompt": "hi"}) + "\n" + json.dumps({"text": "x"}) + "\n")
     with pytest.raises(WorkloadError, match=r"p\.jsonl:2"):
         Workload(prompts_file=path)
+
+
+def test_a_cycle_asks_the_same_requests_in_the_same_order_from_where_it_starts() -> None:
+    first = [Cycle(8, 0.8).next() for _ in range(1)][0]
+    assert (first.prompt, first.max_new_tokens, first.seed, first.temperature) == (
+        PROMPTS[0], 8, 0, 0.8,
+    )  # fmt: skip
+    a, b = Cycle(8, first=100), Cycle(8, first=100)
+    items = [a.next() for _ in range(len(PROMPTS) + 1)]
+    assert items == [b.next() for _ in range(len(PROMPTS) + 1)]
+    assert [i.seed for i in items] == list(range(100, 100 + len(PROMPTS) + 1))
+    assert items[len(PROMPTS)].prompt == items[0].prompt == PROMPTS[100 % len(PROMPTS)]
+    greedy = Cycle(4, seeded=False, prompts=("only",)).next()
+    assert (greedy.prompt, greedy.seed, greedy.temperature) == ("only", None, None)
