@@ -5,8 +5,9 @@ text); clean ones carry only the numbers such conversations are full of: order, 
 invoice numbers, dates, times, versions, amounts, room and model numbers. Both were written
 from how these conversations go, not from the redaction patterns, so that
 `tokenpulse bench redaction` measures recall and false positives rather than restating the
-patterns. Deterministic for a seed. The lines are data (`dialogues.yaml` beside this module,
-checked on load); the value generators and the rendering are here.
+patterns. Deterministic for a seed. The lines and the clean fillers' templates are data
+(`dialogues.yaml` beside this module, checked on load); the seeded slots are `devtools.slots`;
+this module loads the data and renders the dialogues.
 """
 
 from __future__ import annotations
@@ -22,398 +23,41 @@ import yaml
 
 from devtools import seeds
 from devtools.seeds import Value
-
-# --- clean fillers: the numbers a customer-service conversation is full of --------------------
-
-
-def _d(r: random.Random, n: int) -> str:
-    return "".join(r.choice(string.digits) for _ in range(n))
+from devtools.slots import SLOTS, digits
 
 
 def _order18(r: random.Random) -> str:
     """An 18-digit order number (as Taobao and others use) that is not a resident ID."""
     while True:
-        n = str(r.randint(1, 9)) + _d(r, 17)
+        n = str(r.randint(1, 9)) + digits(r, 17)
         birth_ok = re.fullmatch(r"(19[5-9]\d|200\d)(0[1-9]|1[0-2])(0[1-9]|[12]\d|3[01])", n[6:14])
         if not (birth_ok and seeds.cn_id_check(n[:17]) == n[17]):
             return n
 
 
-_FILLERS: dict[str, Callable[[random.Random], str]] = {
-    "order": lambda r: r.choice(
-        [
-            _order18(r),
-            str(r.randint(1, 9)) + _d(r, 18),
-            str(r.randint(1, 9)) + _d(r, 11),
-            "E" + _d(r, 17),
-            f"{r.randint(230101, 251231)}-{_d(r, 15)}",
-            _d(r, 12),
-            str(r.choice([2, 3, 4, 5, 6, 7, 8, 9])) + _d(r, 10),  # 11 digits, not a mobile
-            "DD" + _d(r, 14),
-            "#" + _d(r, 9),
-        ]
-    ),
-    "tracking": lambda r: r.choice(
-        [
-            "SF" + _d(r, 13),
-            "SF" + _d(r, 12),
-            "YT" + _d(r, 13),
-            "JDVA" + _d(r, 11),
-            "JT" + _d(r, 13),
-            "7" + _d(r, 13),
-            "43" + _d(r, 11),
-            "77" + _d(r, 13),
-            "E" + r.choice("ABM") + _d(r, 9) + "CN",
-            "1Z" + "".join(r.choice(string.ascii_uppercase + string.digits) for _ in range(16)),
-            "9400" + _d(r, 18),
-            _d(r, 12),
-        ]
-    ),
-    "invoice": lambda r: r.choice(
-        [
-            f"发票代码 0{_d(r, 11)}，发票号码 {_d(r, 8)}",
-            f"发票号码 {r.choice('23')}4{_d(r, 18)}",
-            f"INV-{r.randint(2023, 2026)}-{_d(r, 6)}",
-            f"invoice #{_d(r, 7)}",
-        ]
-    ),
-    "date": lambda r: r.choice(
-        [
-            f"{r.randint(2023, 2026)}-{r.randint(1, 12):02d}-{r.randint(1, 28):02d}",
-            f"{r.randint(2023, 2026)}年{r.randint(1, 12)}月{r.randint(1, 28)}日",
-            f"{r.randint(1, 12)}月{r.randint(1, 28)}号",
-            f"{r.randint(2023, 2026)}/{r.randint(1, 12)}/{r.randint(1, 28)}",
-            f"{r.randint(2023, 2026)}{r.randint(1, 12):02d}{r.randint(1, 28):02d}",
-            f"{r.randint(1, 28)} {r.choice(['Jan', 'Mar', 'May', 'Aug', 'Nov'])} "
-            f"{r.randint(2023, 2026)}",
-        ]
-    ),
-    "time": lambda r: r.choice(
-        [
-            f"{r.randint(0, 23):02d}:{r.randint(0, 59):02d}",
-            f"{r.randint(0, 23):02d}:{r.randint(0, 59):02d}:{r.randint(0, 59):02d}",
-            f"{r.randint(2024, 2026)}-{r.randint(1, 12):02d}-{r.randint(1, 28):02d} "
-            f"{r.randint(0, 23):02d}:{r.randint(0, 59):02d}:{r.randint(0, 59):02d}",
-        ]
-    ),
-    "amount": lambda r: r.choice(
-        [
-            f"¥{r.randint(1, 9)},{r.randint(100, 999)}.00",
-            f"￥{r.randint(1, 999)}.{r.randint(0, 99):02d}",
-            f"{r.randint(1, 5000)}元",
-            f"{r.randint(1, 999)}.{r.randint(0, 9)}元",
-            f"${r.randint(1, 999)}.99",
-            f"${r.randint(1, 9)},{r.randint(100, 999)}.{r.randint(0, 99):02d}",
-            f"RMB {r.randint(1, 99)},{r.randint(100, 999)}",
-            f"€{r.randint(10, 500)},00",
-        ]
-    ),
-    "version": lambda r: r.choice(
-        [
-            f"{r.randint(1, 12)}.{r.randint(0, 9)}.{r.randint(0, 30)}",
-            f"{r.randint(1, 9)}.{r.randint(0, 9)}.{r.randint(0, 9)}.{r.randint(0, 9)}",
-            f"{r.randint(7, 8)}.0.{r.randint(30, 55)}.{r.randint(2000, 2800)}",
-            f"v{r.randint(1, 5)}.{r.randint(0, 20)}.{r.randint(0, 99)}",
-            f"{r.randint(10, 17)}.{r.randint(0, 6)}.{r.randint(0, 3)}.{r.randint(100, 255)}",
-        ]
-    ),
-    "room": lambda r: r.choice(
-        [
-            f"{r.randint(1, 32)}0{r.randint(1, 9)}室",
-            f"{r.randint(1, 12)}栋{r.randint(1, 4)}单元{r.randint(1, 30)}0{r.randint(1, 6)}",
-            f"B座{r.randint(10, 35)}{r.randint(1, 20):02d}",
-            f"Room {r.randint(100, 3999)}",
-            f"Apt {r.randint(1, 30)}{r.choice('ABCDEF')}",
-        ]
-    ),
-    "model_no": lambda r: r.choice(
-        [
-            f"SM-G{r.randint(9000, 9999)}",
-            f"A{r.randint(2000, 3100)}",
-            f"RTX {r.choice([3060, 4070, 4090])}",
-            f"KFR-{r.randint(26, 72)}GW/{r.choice(['BP3DN8', 'NhGc1B', 'FNhAa-B1'])}",
-            f"MI{r.randint(10, 14)}-{_d(r, 4)}",
-            f"XQG{r.randint(80, 120)}-BD{r.randint(10, 99)}{_d(r, 3)}",
-            f"iPhone {r.randint(12, 16)} Pro",
-            f"WH-1000XM{r.randint(3, 5)}",
-        ]
-    ),
-    "product": lambda r: r.choice(
-        [
-            "蓝牙耳机",
-            "空气炸锅",
-            "扫地机器人",
-            "羽绒服",
-            "运动鞋",
-            "电饭煲",
-            "机械键盘",
-            "投影仪",
-            "洗衣机",
-            "面霜套装",
-            "儿童座椅",
-            "行李箱",
-        ]
-    ),
-    "product_en": lambda r: r.choice(
-        [
-            "wireless earbuds",
-            "air fryer",
-            "robot vacuum",
-            "down jacket",
-            "running shoes",
-            "rice cooker",
-            "mechanical keyboard",
-            "projector",
-            "washing machine",
-            "carry-on suitcase",
-        ]
-    ),
-    "sku": lambda r: r.choice([_d(r, 12), f"SKU-{_d(r, 8)}", f"{_d(r, 13)}"]),
-    "isbn": lambda r: r.choice(
-        [
-            f"978-7-{r.randint(100, 999)}-{_d(r, 5)}-{r.randint(0, 9)}",
-            f"978{_d(r, 10)}",
-            f"ISBN 978-0-{_d(r, 3)}-{_d(r, 5)}-{r.randint(0, 9)}",
-        ]
-    ),
-    "uuid": lambda r: "-".join(
-        "".join(r.choice("0123456789abcdef") for _ in range(n)) for n in (8, 4, 4, 4, 12)
-    ),
-    "hotline": lambda r: r.choice(
-        [
-            f"400-{_d(r, 3)}-{_d(r, 4)}",
-            f"400{_d(r, 7)}",
-            "95188",
-            "10086",
-            f"800-{_d(r, 3)}-{_d(r, 4)}",
-        ]
-    ),
-    "last4": lambda r: _d(r, 4),
-    "count": lambda r: str(r.randint(1, 12)),
-    "days": lambda r: str(r.choice([3, 5, 7, 15, 30])),
-    "percent": lambda r: f"{r.randint(1, 99)}%",
-    "code": lambda r: r.choice(
-        [
-            f"E{r.randint(100, 999)}",
-            f"ERR_{r.randint(1000, 9999)}",
-            f"错误码 {r.randint(10000, 99999)}",
-            f"HTTP {r.choice([403, 500, 502])}",
-        ]
-    ),
-    "coupon": lambda r: "".join(
-        r.choice(string.ascii_uppercase + string.digits) for _ in range(10)
-    ),
-    "member": lambda r: r.choice([f"VIP{_d(r, 8)}", f"会员号 {_d(r, 10)}", f"M{_d(r, 9)}"]),
-    "zip": lambda r: r.choice([_d(r, 6), f"{_d(r, 5)}", f"{_d(r, 5)}-{_d(r, 4)}"]),
-    "weight": lambda r: f"{r.randint(1, 30)}.{r.randint(0, 9)}kg",
-    "size": lambda r: f"{r.randint(20, 200)}x{r.randint(20, 200)}x{r.randint(5, 90)}cm",
-    "public_key": seeds.public_block,  # a public key or certificate: no secret, stays
-    "visa_ref": lambda r: r.choice(
-        [f"CGI{_d(r, 9)}", f"AA00{r.choice('ABCDEF')}{_d(r, 5)}", f"签证申请号 {_d(r, 10)}"]
-    ),
+# the values a filler template names as `{@name}`: only code makes them
+_MADE: dict[str, Callable[[random.Random], str]] = {
+    "order18": _order18,
+    "public_block": seeds.public_block,
 }
-
-# --- seeded slots: a value and the text around it that belongs to it --------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Piece:
-    text: str
-    values: tuple[tuple[int, Value], ...]  # (offset in text, value)
-
-
-def _one(value: Value) -> _Piece:
-    return _Piece(value.text, ((0, value),))
-
-
-def _framed(before: str, value: Value, after: str = "") -> _Piece:
-    return _Piece(before + value.text + after, ((len(before), value),))
-
-
-def _secret(text: str, variant: str) -> Value:
-    return Value(text, "secret", variant)
-
-
-def _json_creds(r: random.Random) -> _Piece:
-    pw = seeds.password(r)
-    if r.random() < 0.1:
-        pw = " ".join(r.sample(["correct", "horse", "battery", "staple", "blue", "moon"], 3))
-    user = r.choice(["zhangwei", "admin", "li.na", "service01", "13900001111x"])
-    key = r.choice(["password", "password", "passwd", "pwd", "Password", "user_password"])
-    before = r.choice(
-        [
-            f'{{"username": "{user}", "{key}": "',
-            f'{{"user":"{user}","{key}":"',
-            f'{{\n  "login": "{user}",\n  "{key}": "',
-            f"{{'username': '{user}', '{key}': '",
-        ]
-    )
-    quote = "'" if before.endswith("'") else '"'
-    after = quote + r.choice(["}", ', "remember": true}', "\n}", f', "captcha": "{_d(r, 4)}"}}'])
-    return _framed(before, _secret(pw, "json_password"), after)
-
-
-def _aws(r: random.Random) -> _Piece:
-    key = seeds.aws_secret_access_key(r)
-    before = r.choice(
-        [
-            "aws_secret_access_key = ",
-            "aws_secret_access_key=",
-            "AWS_SECRET_ACCESS_KEY=",
-            "export AWS_SECRET_ACCESS_KEY=",
-            "aws_secret_access_key: ",
-            '"SecretAccessKey": "',
-            "AWS_SECRET_ACCESS_KEY: ",
-        ]
-    )
-    return _framed(before, _secret(key, "aws_secret"), '"' if before.endswith('"') else "")
-
-
-def _basic(r: random.Random) -> _Piece:
-    encoded, _pw = seeds.basic_credentials(r)
-    before = r.choice(["Authorization: Basic ", "authorization: basic ", "Authorization:Basic "])
-    return _framed(before, _secret(encoded, "basic_auth"))
-
-
-def _cookie(r: random.Random) -> _Piece:
-    names = r.sample(
-        [
-            "sessionid",
-            "SESSION",
-            "JSESSIONID",
-            "PHPSESSID",
-            "_session_id",
-            "sid",
-            "connect.sid",
-            "csrftoken",
-            "auth_token",
-            "remember_token",
-        ],
-        2,
-    )
-    a, b = seeds.session_value(r), seeds.session_value(r)
-    if r.random() < 0.6:
-        head = r.choice(["Cookie: ", "cookie: ", "Cookie:"])
-        text = f"{head}{names[0]}={a}; {names[1]}={b}"
-        return _Piece(text, ((0, Value(text, "secret", "cookie", (a, b))),))
-    attrs = r.choice(
-        [
-            "; Path=/; HttpOnly",
-            "; Path=/; Secure; HttpOnly; SameSite=Lax",
-            f"; Max-Age={r.randint(600, 86400)}; Path=/",
-            "",
-        ]
-    )
-    text = f"{r.choice(['Set-Cookie: ', 'set-cookie: '])}{names[0]}={a}{attrs}"
-    return _Piece(text, ((0, Value(text, "secret", "set_cookie", (a,))),))
-
-
-def _url_creds(r: random.Random) -> _Piece:
-    user = r.choice(["admin", "root", "app_user", "deploy", "zhangwei", "svc-orders", ""])
-    pw = seeds.password(r).replace("@", "%40").replace("/", "").replace("#", "%23")
-    pw = pw.replace(" ", "").replace("?", "") or "x" + _d(r, 8)
-    host = r.choice(
-        [
-            "db.internal.example.com",
-            "10.0.3.12",
-            "rm-bp1abc.mysql.rds.aliyuncs.com",
-            "cluster0.ab1cd.mongodb.net",
-            "redis.prod.svc",
-            "git.example.cn",
-            "ftp.shop-example.cn",
-            "mq.example.com",
-        ]
-    )
-    scheme = r.choice(
-        ["postgres", "postgresql", "mysql", "mongodb+srv", "redis", "amqp", "https", "ftp", "smtp"]
-    )
-    port = r.choice(["", ":5432", ":3306", ":6379", ":5672", ":21"])
-    path = r.choice(["", "/orders", "/app?sslmode=require", "/0", "/group/repo.git"])
-    text = f"{scheme}://{user}:{pw}@{host}{port}{path}"
-    return _Piece(text, ((0, Value(text, "url_credentials", scheme, (f":{pw}@",))),))
-
-
-def _generic_secret(r: random.Random) -> _Piece:
-    value = r.choice(
-        [seeds.opaque_token(r), "".join(r.choice("0123456789abcdef") for _ in range(32))]
-    )
-    before = r.choice(
-        [
-            "api_key=",
-            "API_KEY=",
-            "apikey: ",
-            "client_secret=",
-            "client_secret: ",
-            '"access_token": "',
-            "access_token=",
-            "secret_key = ",
-            "token: ",
-            "APP_SECRET=",
-        ]
-    )
-    return _framed(before, _secret(value, "key_value"), '"' if before.endswith('"') else "")
-
-
-def _bearer(r: random.Random) -> _Piece:
-    return _framed(
-        r.choice(["Bearer ", "bearer "]), Value(seeds.opaque_token(r), "bearer", "bearer")
-    )
-
-
-def _pem_json(r: random.Random) -> _Piece:
-    value = seeds.private_key_json(r)
-    before = r.choice(
-        [
-            '{"type": "service_account", "private_key": "',
-            '{"prompt": "这个私钥为什么加载失败？\\n',
-            '{"messages": [{"role": "user", "content": "Why does this key fail to load?\\n',
-            '{"key": "',
-        ]
-    )
-    after = r.choice(['"}', '", "client_email": "bot@proj.iam.example"}', '"}]}'])
-    return _framed(before, value, after)
-
-
-def _ssn(r: random.Random) -> _Piece:
-    value, bare = seeds.us_ssn(r)
-    if bare:  # nobody writes nine bare digits without saying what they are
-        return _framed(r.choice(["SSN ", "SSN: ", "social security number "]), value)
-    return _one(value)
-
-
-_SLOTS: dict[str, Callable[[random.Random], _Piece]] = {
-    "MOBILE": lambda r: _one(seeds.cn_mobile(r)),
-    "LANDLINE": lambda r: _one(seeds.cn_landline(r)),
-    "PHONE": lambda r: _one(seeds.intl_phone(r)),
-    "CN_ID": lambda r: _one(seeds.cn_id(r)),
-    "CARD": lambda r: _one(seeds.card(r)),
-    "IBAN": lambda r: _one(seeds.iban(r)),
-    "SSN": _ssn,
-    "EMAIL": lambda r: _one(seeds.email(r)),
-    "IPV4": lambda r: _one(seeds.ipv4(r)),
-    "IPV6": lambda r: _one(seeds.ipv6(r)),
-    "API_KEY": lambda r: _one(seeds.api_key(r)),
-    "JWT": lambda r: _one(seeds.jwt(r)),
-    "PEM": lambda r: _one(seeds.private_key(r)),
-    "PEM_PASTE": lambda r: _one(seeds.private_key_paste(r)),
-    "PEM_JSON": _pem_json,
-    "PASSPORT": lambda r: _one(seeds.cn_passport(r)),
-    "PASSWORD": lambda r: _one(_secret(seeds.password(r), "password")),
-    "PAYPIN": lambda r: _one(_secret(_d(r, 6), "payment_pin")),
-    "JSON_CREDS": _json_creds,
-    "AWS_SECRET": _aws,
-    "BASIC": _basic,
-    "COOKIE": _cookie,
-    "URL_CREDS": _url_creds,
-    "KEY_VALUE": _generic_secret,
-    "BEARER": _bearer,
+_RUNS = {  # `{<letter(s)><n>}`: n characters drawn from this alphabet
+    "d": string.digits,
+    "h": "0123456789abcdef",
+    "AN": string.ascii_uppercase + string.digits,
 }
+_TOKEN = re.compile(r"\{([^{}]*)\}")
+_RUN = re.compile(r"(d|h|AN)(\d+)")
+_RANGE = re.compile(r"(\d+)-(\d+)(?::0(\d))?")
+Part = Callable[[random.Random], str]
+Template = tuple[str | Part, ...]
 
-# --- the lines: seeded ones per slot, and the topics' clean turns (a data file) ---------------
+
+# --- the data file: seeded lines per slot, the topics' clean turns, the fillers, the speakers -----
 DATA_FILE = Path(__file__).with_name("dialogues.yaml")
 Lines = tuple[str, ...]
 Table = dict[str, dict[str, Lines]]  # slot or language -> language or topic -> lines
 Speakers = dict[str, list[tuple[str, str]]]  # language -> (customer, agent) labels
+Filler = Callable[[random.Random], str]
 
 
 class DialogueDataError(Exception):
@@ -426,23 +70,71 @@ def _list(where: str, raw: object) -> list[object]:
     return raw
 
 
-def _lines(where: str, raw: object, planted: bool) -> Lines:
+def _mapping(where: str, raw: object) -> dict[str, object]:
+    if not isinstance(raw, dict) or not raw:
+        raise DialogueDataError(f"{where}: expected a mapping")
+    return raw
+
+
+def _part(where: str, token: str) -> str | Part:
+    """One `{...}` of a filler template as a generator."""
+    if "|" in token:
+        options = token.split("|")
+        return lambda r: r.choice(options)
+    if run := _RUN.fullmatch(token):
+        alphabet, n = _RUNS[run.group(1)], int(run.group(2))
+        return lambda r: "".join(r.choice(alphabet) for _ in range(n))
+    if span := _RANGE.fullmatch(token):
+        low, high = int(span.group(1)), int(span.group(2))
+        shape = f"0{span.group(3)}d" if span.group(3) else "d"
+        if low <= high:
+            return lambda r: format(r.randint(low, high), shape)
+    if token.startswith("@") and token[1:] in _MADE:
+        return _MADE[token[1:]]
+    raise DialogueDataError(f"{where}: {{{token}}} is no template token")
+
+
+def _template(where: str, raw: object) -> Template:
+    """A filler template as literal text and generators, in order."""
+    if not isinstance(raw, str):
+        raise DialogueDataError(f"{where}: {raw!r} is not a template")
+    parts: list[str | Part] = []
+    last = 0
+    for token in _TOKEN.finditer(raw):
+        parts += [raw[last : token.start()], _part(where, token.group(1))]
+        last = token.end()
+    parts.append(raw[last:])
+    if any(isinstance(p, str) and ("{" in p or "}" in p) for p in parts):
+        raise DialogueDataError(f"{where}: {raw!r} has an unmatched brace")
+    return tuple(p for p in parts if p != "")
+
+
+def _expand(template: Template, r: random.Random) -> str:
+    return "".join(p if isinstance(p, str) else p(r) for p in template)
+
+
+def _filler(where: str, raw: object) -> Filler:
+    """One template, or a list of them of which one is picked."""
+    if not isinstance(raw, list):
+        one = _template(where, raw)
+        return lambda r: _expand(one, r)
+    templates = [_template(f"{where}[{n}]", t) for n, t in enumerate(_list(where, raw))]
+    # every template is expanded before one is picked, as the generators written in Python did,
+    # so that a seed still gives the same corpus (and `tokenpulse bench redaction` its figures)
+    return lambda r: r.choice([_expand(t, r) for t in templates])
+
+
+def _lines(where: str, raw: object, fillers: dict[str, Filler], planted: bool) -> Lines:
     """A list of `C:`/`A:` lines whose placeholders all have a generator."""
     lines = _list(where, raw)
     for line in lines:
         if not isinstance(line, str) or line[:2] not in ("C:", "A:"):
             raise DialogueDataError(f"{where}: {line!r} does not start with C: or A:")
         for name in _SLOT.findall(line):
-            if name not in _FILLERS and (name not in _SLOTS or not planted):
+            if name not in fillers and (name not in SLOTS or not planted):
                 kind = "slot or filler" if planted else "filler (a topic line plants nothing)"
                 raise DialogueDataError(f"{where}: {{{name}}} is no {kind}")
     return tuple(str(line) for line in lines)
-
-
-def _mapping(where: str, raw: object) -> dict[str, object]:
-    if not isinstance(raw, dict) or not raw:
-        raise DialogueDataError(f"{where}: expected a mapping")
-    return raw
 
 
 def _pairs(where: str, raw: object) -> list[tuple[str, str]]:
@@ -455,26 +147,33 @@ def _pairs(where: str, raw: object) -> list[tuple[str, str]]:
     return out
 
 
-def load(path: Path = DATA_FILE) -> tuple[Table, Table, Speakers]:
-    """The seeded lines per slot and language, the topics per language, and the speaker labels."""
+def load(path: Path = DATA_FILE) -> tuple[Table, Table, Speakers, dict[str, Filler]]:
+    """The seeded lines per slot and language, the topics per language, the speaker labels and
+    the clean fillers."""
     try:
         doc = _mapping(path.name, yaml.safe_load(path.read_text(encoding="utf-8")))
     except (OSError, yaml.YAMLError) as exc:
         raise DialogueDataError(f"cannot read {path}: {exc}") from exc
+    fillers = {
+        str(name): _filler(f"{path.name}: fillers.{name}", raw)
+        for name, raw in _mapping(f"{path.name}: fillers", doc.get("fillers")).items()
+    }
+    if clash := sorted(set(fillers) & set(SLOTS)):
+        raise DialogueDataError(f"{path.name}: fillers {clash} are slots")
     seeded = {
         slot: {
-            lang: _lines(f"{path.name}: seed_lines.{slot}.{lang}", lines, planted=True)
+            lang: _lines(f"{path.name}: seed_lines.{slot}.{lang}", lines, fillers, planted=True)
             for lang, lines in _mapping(f"{path.name}: seed_lines.{slot}", by_lang).items()
         }
         for slot, by_lang in _mapping(f"{path.name}: seed_lines", doc.get("seed_lines")).items()
     }
-    if set(seeded) != set(_SLOTS):  # a slot without lines would never be planted
+    if set(seeded) != set(SLOTS):  # a slot without lines would never be planted
         raise DialogueDataError(
-            f"{path.name}: seed_lines name {sorted(seeded)}, the slots are {sorted(_SLOTS)}"
+            f"{path.name}: seed_lines name {sorted(seeded)}, the slots are {sorted(SLOTS)}"
         )
     topics = {
         lang: {
-            topic: _lines(f"{path.name}: topics.{lang}.{topic}", lines, planted=False)
+            topic: _lines(f"{path.name}: topics.{lang}.{topic}", lines, fillers, planted=False)
             for topic, lines in _mapping(f"{path.name}: topics.{lang}", by_topic).items()
         }
         for lang, by_topic in _mapping(f"{path.name}: topics", doc.get("topics")).items()
@@ -485,11 +184,11 @@ def load(path: Path = DATA_FILE) -> tuple[Table, Table, Speakers]:
     }
     if set(speakers) != set(topics):
         raise DialogueDataError(f"{path.name}: speakers and topics name different languages")
-    return seeded, topics, speakers
+    return seeded, topics, speakers, fillers
 
 
 _SLOT = re.compile(r"\{(\w+)\}")
-SEED_LINES, TOPICS, _SPEAKERS = load()
+SEED_LINES, TOPICS, _SPEAKERS, _FILLERS = load()
 SEED_KINDS = (
     "phone",
     "cn_id",
@@ -547,8 +246,8 @@ def _render(lines: list[str], lang: str, r: random.Random) -> tuple[str, tuple[S
             out.append(lit)
             at += len(lit)
             name = m.group(1)
-            if name in _SLOTS:
-                piece = _SLOTS[name](r)
+            if name in SLOTS:
+                piece = SLOTS[name](r)
                 for offset, value in piece.values:
                     start = at + offset
                     planted.append(Seeded(start, start + len(value.text), value))

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from log_pipeline.redact import KINDS
+from log_pipeline.redaction.text import KINDS
+from log_pipeline.sampler import REASONS
 
-# why a sample was kept (a record may have several; the first that applies is counted)
-KEEP_REASONS = ("error", "slow", "low_quality", "canary", "head", "feedback")
+# why a sample was kept (a record may have several; the first that applies is counted): the
+# sampler's reasons, and feedback that arrived for a request it had not kept
+KEEP_REASONS = (*REASONS, "feedback")
 # what became of feedback in the writer: its request held unsampled and now kept (promoted), its
 # sample already kept (attached), or its request no longer held (late: stored on its own)
 FEEDBACK_OUTCOMES = ("promoted", "attached", "late")

@@ -115,10 +115,10 @@ def record_rows(
 
 
 # --- the sink's hot path: the same records, written straight to JSON-lines bytes ---------------
-# building dicts + `json.dumps` (devtools.records.build_records, the readable reference) cost more
-# than redaction on the gateway's writer thread; this writes the identical bytes (a test holds the
-# two together) from a template: the constant parts
-# encoded once, the parts one deployment repeats cached, and no dict built on the way.
+# building dicts + `json.dumps` (tests.support.records.build_records, the readable reference)
+# cost more than redaction on the gateway's writer thread; this writes the identical bytes (a
+# test holds the two together) from a template: the constant parts encoded once, the parts one
+# deployment repeats cached, and no dict built on the way.
 _enc = json.encoder.encode_basestring  # the C escaper json.dumps uses with ensure_ascii=False
 # json.dumps with these arguments builds this very encoder on every call; build it once
 _compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode

@@ -16,6 +16,9 @@ from tokenpulse.samples import OutputSignals, RequestStats
 from tokenpulse.tfserving.signature import FINISH_LENGTH
 
 DEFAULT_RULES_FILE = Path(__file__).with_name("sampling.toml")
+# every reason the sampler keeps a request for: the always-keep rules in the rules file's order,
+# then the head-sampling coin (with the writer's "feedback", the kept counter's closed label set)
+REASONS = ("error", "slow", "low_quality", "canary", "head")
 
 
 class RulesError(Exception):

@@ -35,8 +35,8 @@ from log_pipeline.record import (
     feedback_json,
     new_sample_id,
 )
-from log_pipeline.redact import redact_all
 from log_pipeline.redaction.fields import redact_sample
+from log_pipeline.redaction.text import redact_all
 from log_pipeline.sampler import Sampler, load_rules, max_new_tokens
 from log_pipeline.settings import SinkSettings
 from log_pipeline.spool import SpoolFull, SpoolWriter

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 # Where the samples live in Elasticsearch and Kibana: the log pipeline installs them under these
-# names (log_pipeline/assets.py), and the dashboards link analysts to them.
+# names (log_pipeline/assets/), and the dashboards link analysts to them.
 STREAM_PREFIX = "genai-samples"
 DATA_VIEW_ID = STREAM_PREFIX
 

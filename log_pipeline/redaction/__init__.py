@@ -1,1 +1,1 @@
-"""Redaction's rules and the checks behind them; `log_pipeline.redact` applies them."""
+"""Redaction: the rules and their checks; `text` applies them to a text, `fields` to a sample."""

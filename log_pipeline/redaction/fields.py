@@ -14,7 +14,7 @@ import functools
 from collections import Counter
 from typing import Any
 
-from log_pipeline.redact import redact, redact_all
+from log_pipeline.redaction.text import redact, redact_all
 from tokenpulse.samples import RequestStats, Sample
 
 _STR_FIELDS = tuple(

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import tempfile
 from pathlib import Path
 
+from tokenpulse.atomic import atomic_write
 from tokenpulse.tfserving.config import (
     ModelConfig,
     ModelServerConfig,
@@ -116,12 +115,7 @@ class ModelsConfig:
             header += f"{HISTORY_PREFIX}{json.dumps(history, sort_keys=True)}\n"
         text = render(self.config, header)
         try:
-            mode = self.path.stat().st_mode & 0o777
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.")
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-            os.chmod(tmp, mode)
-            os.replace(tmp, self.path)
+            atomic_write(self.path, text)
         except OSError as exc:
             raise RolloutError(f"cannot write {self.path}: {exc.strerror}") from exc
 

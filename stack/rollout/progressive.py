@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from pydantic import Field, field_validator
 
-from monitoring.mixin.config import CANARY_NLL_MARGIN
+from monitoring.mixin.config import DEFAULT
 from stack.rollout.actions import (
     canary_weight,
     gateway_view,
@@ -59,7 +59,8 @@ class ProgressiveSettings(RolloutSettings):
         1.5, gt=0, description="canary p99 latency may be this many times stable's"
     )
     max_nll_increase: float = Field(
-        CANARY_NLL_MARGIN, ge=0, description="canary golden-prompt NLL (nats per token) may "
+        DEFAULT.canary_nll_margin, ge=0,
+        description="canary golden-prompt NLL (nats per token) may "
         "exceed stable's by this much (the TokenPulseCanaryWorseThanStable margin)",
     )  # fmt: skip
     promote: bool = Field(True, description="after the last step, move stable to the canary")

@@ -14,15 +14,14 @@ import json
 import re
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 import yaml
 
 from devtools.stack import Stack, wait_until
 from tests.support.binaries import needs_prometheus
+from tokenpulse.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 HEALTHY_S = 150  # x60 compression: 2.5 hours of steady traffic
 SYMPTOM_OF_DOWN = "TokenPulseGatewayAvailabilityBudgetBurn"
 

@@ -9,11 +9,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from monitoring.mixin import config, links
+from monitoring.mixin import links
+from monitoring.mixin.config import DEFAULT as config
+from monitoring.mixin.dashboards import build_models
 from monitoring.oncall import deadman
 from tests.support.runbooks import DEPLOYMENTS, blocks, fill, label_of, program, simple_commands
+from tokenpulse.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
+MODELS = build_models(config)
+
 RULES = yaml.safe_load((ROOT / "alerts" / "alerts.rules.yml").read_text())
 ALERTS = [r for g in RULES["groups"] for r in g["rules"]]
 RUNBOOKS = ROOT / "alerts" / "runbooks"
@@ -32,7 +36,7 @@ ON_CALL = ["## Silence", "## Escalate", "## Check it recovered"]
     "rule", ALERTS, ids=lambda r: f"{r['alert']}-{r['labels'].get('long_window', '')}"
 )
 def test_alert_follows_house_style(rule: dict) -> None:
-    if rule["alert"] == config.WATCHDOG_NAME:  # the name dead man's switches expect
+    if rule["alert"] == config.watchdog_name:  # the name dead man's switches expect
         assert rule["labels"] == {"severity": "none"}, "the Watchdog notifies nobody by severity"
     else:
         assert NAME.match(rule["alert"]), "CamelCase with a component prefix"
@@ -42,9 +46,9 @@ def test_alert_follows_house_style(rule: dict) -> None:
     assert set(notes) == {"summary", "description", "runbook_url", "dashboard_url"}
     assert notes["summary"] and "{{" not in notes["summary"], "summary is static"
     assert "{{ $labels." in notes["description"] or "{{ $value" in notes["description"]
-    assert notes["runbook_url"] == config.RUNBOOK_URL_PATTERN.format(alertname=rule["alert"])
+    assert notes["runbook_url"] == config.links.runbook_url(rule["alert"])
     # the panel that shows the alert's signal (a notification adds the time range)
-    assert notes["dashboard_url"] == links.dashboard_url(rule["alert"])
+    assert notes["dashboard_url"] == links.dashboard_url(config, MODELS, rule["alert"])
 
 
 @pytest.mark.parametrize("name", sorted({r["alert"] for r in ALERTS} | OWN_ALERTS))
@@ -61,7 +65,7 @@ def test_runbook_has_four_sections_with_their_content(name: str) -> None:
     mitigation = text[positions[3] :]
     assert "```promql\n" in diagnosis, "diagnosis gives the PromQL"
     uids = re.findall(r"uid `([a-z0-9-]+)`", diagnosis)
-    assert uids and set(uids) <= set(config.DASHBOARD_UIDS.values()), "a dashboard panel"
+    assert uids and set(uids) <= set(config.dashboard_uids.values()), "a dashboard panel"
     assert "Saved sample search:" in diagnosis and "tokenpulse samples search" in diagnosis
     # the commands per deployment (the order and labels: test_shell_blocks_come_per_deployment)
     for part, text in (("diagnosis", diagnosis), ("mitigation", mitigation)):
@@ -85,8 +89,8 @@ def test_meta_alerts_are_labelled_for_their_own_route() -> None:
     meta = [r for r in ALERTS if re.match(r"^TokenPulse(Prometheus|Alertmanager)", r["alert"])]
     assert len(meta) >= 8
     for rule in meta:
-        assert {k: rule["labels"][k] for k in config.META_LABELS} == config.META_LABELS
-    assert [r for r in ALERTS if r["alert"] == config.WATCHDOG_NAME], "a Watchdog"
+        assert {k: rule["labels"][k] for k in config.meta_labels} == config.meta_labels
+    assert [r for r in ALERTS if r["alert"] == config.watchdog_name], "a Watchdog"
 
 
 def _panel_titles(panels: list[dict]) -> set[str]:

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from monitoring.mixin import config
+from monitoring.mixin.config import DEFAULT as config
+from tokenpulse.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 ALERTS = ROOT / "alerts"
 RULE_FILES = [ALERTS / "recording.rules.yml", ALERTS / "alerts.rules.yml"]
 COMPRESSED = [ALERTS / "compressed" / p.name for p in RULE_FILES]
@@ -69,7 +69,7 @@ def test_every_alert_is_tested_firing_and_not_firing() -> None:
     names = {r["alert"] for r in _rules(ALERTS / "alerts.rules.yml")}
     assert names - firing == set(), "alerts never tested firing"
     # the Watchdog fires always: that is its test
-    assert names - quiet == {config.WATCHDOG_NAME}, "alerts never tested staying quiet"
+    assert names - quiet == {config.watchdog_name}, "alerts never tested staying quiet"
 
 
 def test_every_recording_rule_is_tested() -> None:

@@ -32,8 +32,8 @@ from stack.config import Ports
 from stack.rollout.labels import ModelsConfig
 from stack.rollout.settings import CANARY_WEIGHT_FILE
 from tests.support.runbooks import HOST_URL, RUNBOOKS, all_commands, fill, runnable
+from tokenpulse.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 COMMANDS = runnable(all_commands())
 NAMES = sorted({c.runbook for c in COMMANDS})
 DEFAULT_PORTS = {f.default: f.name for f in fields(Ports)}

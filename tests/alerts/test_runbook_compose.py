@@ -24,8 +24,8 @@ from tests.support.runbooks import (
     simple_commands,
     tokenpulse_problems,
 )
+from tokenpulse.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 COMMANDS = all_commands()
 SAMPLES_SIGN_IN = {"TOKENPULSE_SAMPLES_ES_USERNAME", "TOKENPULSE_SAMPLES_ES_PASSWORD"}
 

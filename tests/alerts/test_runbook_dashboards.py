@@ -21,9 +21,13 @@ from pathlib import Path
 import pytest
 
 from log_pipeline.assets import SEARCHES
-from monitoring.mixin import config, links
+from monitoring.mixin import links
+from monitoring.mixin.config import DEFAULT as config
+from monitoring.mixin.dashboards import build_models
+from tokenpulse.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
+MODELS = build_models(config)
+
 RUNBOOKS = sorted((ROOT / "alerts" / "runbooks").glob("*.md"))
 BOARDS = {
     (b := json.loads(p.read_text()))["uid"]: b for p in sorted((ROOT / "dashboards").glob("*.json"))
@@ -79,7 +83,7 @@ def problems(name: str, text: str) -> list[str]:
                 bad.append(f"{title} has no panel {panel!r}")
             elif have[panel] == "row":
                 bad.append(f"{title} › {panel} is a row: name a panel in it")
-    uid, panel_id = links.panel(name)
+    uid, panel_id = links.panel(config, MODELS, name)
     paged = next(p["title"] for p in BOARDS[uid]["panels"] if p["id"] == panel_id)
     first = (refs[0][1], refs[0][2][0] if refs[0][2] else "")
     if first != (uid, paged):
@@ -128,8 +132,8 @@ def test_every_panel_linking_a_runbook_is_named_by_it() -> None:
 
 
 def test_every_alert_links_a_panel_not_a_row() -> None:
-    for name, (key, title) in [*config.ALERT_PANELS.items(), ("", config.DEFAULT_PANEL)]:
-        board = BOARDS[config.DASHBOARD_UIDS[key]]
+    for name, (key, title) in [*config.alert_panels.items(), ("", config.default_panel)]:
+        board = BOARDS[config.dashboard_uids[key]]
         assert _panels(board).get(title) not in (None, "row"), f"{name or 'default'}: {title}"
 
 

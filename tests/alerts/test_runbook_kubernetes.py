@@ -15,7 +15,6 @@ from __future__ import annotations
 import importlib
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,8 +33,8 @@ from tests.support.runbooks import (
     simple_commands,
     tokenpulse_problems,
 )
+from tokenpulse.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
 OVERLAYS = ("cpu", "gpu")
 Doc = dict[str, Any]

@@ -12,13 +12,12 @@ from __future__ import annotations
 import shutil
 import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from tests.monitoring.mixin.test_inhibitions import _alertmanager, _suppressed
+from tokenpulse.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 AM_CONFIG = ROOT / "monitoring" / "alertmanager" / "alertmanager.yml"
 
 pytestmark = pytest.mark.skipif(

@@ -1,15 +1,17 @@
-"""devtools.dialogues: its lines come from dialogues.yaml, checked on load, and render as before."""
+"""devtools.dialogues: its lines and fillers come from dialogues.yaml, checked on load."""
 
 from __future__ import annotations
 
 import copy
+import random
+import re
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 
-from devtools import dialogues
+from devtools import dialogues, slots
 from devtools.dialogues import (
     DATA_FILE,
     SEED_KINDS,
@@ -25,7 +27,7 @@ RAW = yaml.safe_load(DATA_FILE.read_text(encoding="utf-8"))
 
 
 def test_every_slot_has_lines_and_every_language_its_speakers() -> None:
-    assert set(SEED_LINES) == set(dialogues._SLOTS)
+    assert set(SEED_LINES) == set(slots.SLOTS)
     assert set(TOPICS) == set(dialogues._SPEAKERS) == {"zh", "en"}
     tables = [*SEED_LINES.values(), *TOPICS.values()]
     assert all(type(lines) is tuple and lines for table in tables for lines in table.values())
@@ -67,6 +69,12 @@ def _set(path: tuple[str, ...], value: object) -> Callable[[dict], None]:
         (lambda doc: doc.pop("topics"), "topics: expected a mapping"),
         (_set(("speakers", "en", 0), ["Customer: "]), "is not a [customer, agent] pair"),
         (lambda doc: doc["speakers"].pop("en"), "speakers and topics name different languages"),
+        (_set(("fillers", "days"), "{3,5}"), "fillers.days: {3,5} is no template token"),
+        (_set(("fillers", "order", 2), "{@order19}"), "fillers.order[2]: {@order19} is no"),
+        (_set(("fillers", "count"), "{12-1}"), "fillers.count: {12-1} is no template token"),
+        (_set(("fillers", "weight"), "{1-30.{0-9}kg"), "has an unmatched brace"),
+        (_set(("fillers", "JWT"), "x"), "fillers ['JWT'] are slots"),
+        (lambda doc: doc["fillers"].pop("isbn"), "topics.en.books: {isbn} is no filler"),
     ],
 )
 def test_a_bad_data_file_is_refused_naming_the_place(
@@ -88,3 +96,17 @@ def test_an_unreadable_data_file_is_one_error(tmp_path: Path) -> None:
         load(path)
     with pytest.raises(DialogueDataError, match="cannot read"):
         load(tmp_path / "missing.yaml")
+
+
+def test_a_filler_template_draws_each_token_as_written(tmp_path: Path) -> None:
+    doc = copy.deepcopy(RAW)
+    doc["fillers"]["code"] = "{d3}/{h4}/{AN5}/{1-12:02}/{7-7}/{a|b}/x"
+    doc["fillers"]["days"] = ["{1-2}", "{3-4}"]
+    path = tmp_path / "dialogues.yaml"
+    path.write_text(yaml.safe_dump(doc, allow_unicode=True), encoding="utf-8")
+    fillers = load(path)[3]
+    r = random.Random(3)
+    for _ in range(50):
+        code = fillers["code"](r)
+        assert re.fullmatch(r"\d{3}/[0-9a-f]{4}/[A-Z0-9]{5}/(0[1-9]|1[0-2])/7/[ab]/x", code), code
+        assert fillers["days"](r) in {"1", "2", "3", "4"}

@@ -4,7 +4,6 @@ exists (`tokenpulse build --check` holds the committed files to it: tests/stack/
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from log_pipeline import assets
@@ -54,7 +53,7 @@ def test_text_fields_use_the_analyzer_both_stores_share() -> None:
     assert props["version_number"] == {"type": "long"}
 
 
-NDJSON = Path(assets.__file__).with_name("assets") / "kibana.ndjson"
+NDJSON = assets.ASSETS_DIR / "kibana.ndjson"
 KNOWN = {"index-pattern", "search", "lens", "dashboard"}
 
 

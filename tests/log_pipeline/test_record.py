@@ -7,7 +7,6 @@ import re
 from collections import Counter
 from typing import Any
 
-from devtools.records import build_records
 from log_pipeline import assets
 from log_pipeline.reader import parse_line
 from log_pipeline.record import (
@@ -19,6 +18,7 @@ from log_pipeline.record import (
 )
 from log_pipeline.sampler import max_new_tokens, truncated
 from tests.log_pipeline.conftest import make_sample
+from tests.support.records import build_records
 from tokenpulse import paths
 from tokenpulse.samples import Feedback, OutputSignals, Sample
 

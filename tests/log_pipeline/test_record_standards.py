@@ -8,7 +8,6 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from devtools.records import build_records
 from devtools.standins.es import EsStandin
 from log_pipeline import assets, record
 from log_pipeline.outputs import Item, Outcome
@@ -18,6 +17,7 @@ from log_pipeline.record import encode_feedback_record, encode_records
 from log_pipeline.search import EsStore, Filters, SqliteStore
 from log_pipeline.search_format import value_at
 from tests.log_pipeline.conftest import make_sample
+from tests.support.records import build_records
 from tokenpulse import paths
 from tokenpulse.samples import Feedback
 

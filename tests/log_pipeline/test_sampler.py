@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from log_pipeline.sampler import DEFAULT_RULES_FILE, RulesError, Sampler, SamplingRules, load_rules
+from log_pipeline.sampler import (
+    DEFAULT_RULES_FILE,
+    REASONS,
+    RulesError,
+    Sampler,
+    SamplingRules,
+    load_rules,
+)
 from log_pipeline.settings import SinkSettings
 from log_pipeline.writer import SampleWriter
 from tests.log_pipeline.conftest import make_sample
@@ -55,6 +62,16 @@ def test_ordinary_requests_follow_the_head_rate() -> None:
 def test_several_reasons_are_all_listed() -> None:
     d = _sampler().decide(make_sample(1, status=500, total_s=9.0, version_label="canary").stats)
     assert d.reasons == ("error", "slow", "canary")
+
+
+def test_every_reason_the_sampler_gives_is_in_its_closed_set_in_order() -> None:
+    failed = make_sample(1, status=500, total_s=9.0, version_label="canary")
+    empty = make_sample(2, total_s=9.0, output="", version_label="canary")
+    decisions = [_sampler().decide(s.stats) for s in (failed, empty)]
+    decisions.append(_sampler(head_rate=1.0).decide(make_sample(3).stats))
+    for d in decisions:
+        assert list(d.reasons) == sorted(d.reasons, key=REASONS.index)
+    assert {r for d in decisions for r in d.reasons} == set(REASONS)
 
 
 def test_per_key_cap_per_minute() -> None:

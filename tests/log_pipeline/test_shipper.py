@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from devtools.records import read_deadletters
 from devtools.standins.es import EsStandin
 from log_pipeline.checkpoint import Position, checkpoint_path, load_checkpoint, save_checkpoint
 from log_pipeline.deadletter import deadletter_path
@@ -29,6 +28,7 @@ from tests.log_pipeline.support import (
     sqlite_ids,
     wait_until,
 )
+from tests.support.records import read_deadletters
 from tokenpulse.samples import Sample
 
 FAILED = "tokenpulse_shipper_send_failures_total"

@@ -26,8 +26,8 @@ from devtools.standins.tfserving import TfServingStandin
 from serving.gateway.keys import add_key
 from stack.launch import running_gateway
 from stack.up.banner import VENV_PYTHON, try_it
+from tokenpulse.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 ANSWER = "hello world (v1)"  # the stand-in's reply to any prompt
 BUILD_TIMEOUT_S = 1500  # a cold pip cache downloads TensorFlow
 

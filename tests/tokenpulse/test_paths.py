@@ -10,35 +10,16 @@ import pytest
 from tokenpulse import paths
 
 NAMES = [n for n, v in vars(paths).items() if n.isupper() and isinstance(v, Path)]
-PARENTS = re.compile(r"Path\(__file__\)(\.resolve\(\))?\.parents\[\d\]")
+# the ways to climb from a file to the repository: parents[N], or .parent more than once
+PARENTS = re.compile(r"Path\(__file__\)(\.resolve\(\))?\.(parents\[\d\]|parent\.parent)")
 # Files that still count parents, each with why; a new one fails the test below.
 KEPT = {
     "tokenpulse/paths.py": "the one place that does",
     "scripts/requirements.py": "runs in a bare venv and in the image's first stage",
+    "tests/tokenpulse/test_paths.py": "the examples the pattern is tested on",
 }
-LATER = {  # issue 31 item 6, left while their areas were being edited; each takes paths.ROOT
-    "stack/loadtest/report.py",
-    "tests/alerts/test_e2e.py",
-    "tests/alerts/test_house_style.py",
-    "tests/alerts/test_promtool.py",
-    "tests/alerts/test_runbook_commands.py",
-    "tests/alerts/test_runbook_compose.py",
-    "tests/alerts/test_runbook_dashboards.py",
-    "tests/alerts/test_runbook_kubernetes.py",
-    "tests/alerts/test_scenarios_inhibition.py",
-    "tests/deploy/conftest.py",
-    "tests/e2e/test_up_stack.py",
-    "tests/monitoring/grafana/test_provisioning.py",
-    "tests/monitoring/mixin/test_alertmanager.py",
-    "tests/monitoring/mixin/test_canary.py",
-    "tests/monitoring/mixin/test_kube_prometheus.py",
-    "tests/monitoring/mixin/test_label_shapes.py",
-    "tests/monitoring/mixin/test_model.py",
-    "tests/monitoring/mixin/test_prometheus.py",
-    "tests/monitoring/test_deploy_links.py",
+LATER = {  # issue 31 item 6: the gateway's tests are being rewritten elsewhere; takes paths.ROOT
     "tests/serving/gateway/test_cli.py",
-    "tests/stack/drill/test_rejects.py",
-    "tests/stack/test_banner_snippets.py",
 }
 
 
@@ -52,6 +33,16 @@ def test_each_path_exists_in_a_checkout(name: str) -> None:
 def test_the_runbooks_sit_beside_the_rules_they_document() -> None:
     assert paths.RUNBOOKS == paths.ALERTS / "runbooks"
     assert any(paths.RUNBOOKS.glob("TokenPulse*.md"))
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["ROOT = Path(__file__).resolve().parents[2]", "ROOT = Path(__file__).parents[1]",
+     "ROOT = Path(__file__).resolve().parent.parent"],
+)  # fmt: skip
+def test_the_pattern_finds_each_way_to_count_parents(line: str) -> None:
+    assert PARENTS.search(line)
+    assert not PARENTS.search('DATA = Path(__file__).with_name("data.yaml")')
 
 
 def test_no_module_counts_parents_of_its_own_file_for_a_repository_path() -> None:

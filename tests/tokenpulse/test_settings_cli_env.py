@@ -2,14 +2,17 @@
 of every command takes a plain value, a comma-separated list or a JSON list from its variable,
 and a value a setting cannot read, of any type, is one error line naming the variable, exit 2.
 
-The commands and their settings models come from the real `tokenpulse` parser, so a command
-added later is covered without touching this file."""
+The settings classes are found by walking the tree (every module that defines one is imported),
+and the commands' models come from the real `tokenpulse` parser, so a class or a command added
+later is covered without touching this file."""
 
 from __future__ import annotations
 
 import argparse
 import enum
+import importlib
 import os
+import re
 import subprocess
 import sys
 import typing
@@ -19,9 +22,10 @@ from typing import Any
 
 import pytest
 from pydantic import SecretStr
-from pydantic_settings import BaseSettings
+from pydantic_settings import BaseSettings, EnvSettingsSource
 
 from stack import cli
+from tokenpulse import paths
 from tokenpulse.settings_cli import SettingsError, _kind, env_name, settings_from_args
 
 
@@ -45,6 +49,43 @@ def _command_models() -> dict[type[BaseSettings], str]:
 
 
 MODELS = _command_models()
+PACKAGES = ("tokenpulse", "serving", "exporter", "log_pipeline", "monitoring", "stack", "devtools")
+# a settings class names its base: BaseSettings, or another settings class (`...Settings`)
+_DEFINES = re.compile(r"^class \w+\([\w.]*Settings\b", re.M)
+
+
+def _subclasses(cls: type) -> Iterator[type]:
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _subclasses(sub)
+
+
+def _every_settings_class() -> list[type[BaseSettings]]:
+    """Every pydantic-settings class the tree defines: each module that defines one is imported
+    (only those: the model's own modules would bring TensorFlow in), then BaseSettings's
+    subclasses are walked."""
+    for package in PACKAGES:
+        for file in sorted((paths.ROOT / package).rglob("*.py")):
+            if _DEFINES.search(file.read_text(encoding="utf-8")):
+                parts = file.relative_to(paths.ROOT).with_suffix("").parts
+                importlib.import_module(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    found = {c for c in _subclasses(BaseSettings) if c.__module__.split(".")[0] in PACKAGES}
+    return sorted(found, key=lambda c: f"{c.__module__}.{c.__qualname__}")
+
+
+def _reads_the_environment(model: type[BaseSettings]) -> bool:
+    """False for a class whose sources leave the environment out on purpose (one env file)."""
+    sources, _ = model._settings_init_sources(_init_kwargs={})
+    return any(isinstance(source, EnvSettingsSource) for source in sources)
+
+
+DEFINED = _every_settings_class()
+CLASSES = [model for model in DEFINED if _reads_the_environment(model)]
+
+
+def _label(model: type[BaseSettings]) -> str:
+    """The command that reads the class, or the class's name when none reads it directly."""
+    return MODELS.get(model) or model.__name__
 
 
 def _collection(annotation: Any) -> bool:
@@ -52,8 +93,8 @@ def _collection(annotation: Any) -> bool:
 
 
 LIST_FIELDS = [
-    (command, model, name)
-    for model, command in MODELS.items()
+    (_label(model), model, name)
+    for model in CLASSES
     for name, info in model.model_fields.items()
     if _collection(info.annotation)
 ]
@@ -122,6 +163,18 @@ def _read(model: type[BaseSettings], name: str, value: str, env: pytest.MonkeyPa
     return [_plain(v) for v in getattr(settings, name)]
 
 
+def test_the_walk_finds_every_settings_class_the_commands_read() -> None:
+    assert set(MODELS) <= set(CLASSES), "a command reads a class the walk does not find"
+    assert len(DEFINED) - len(CLASSES) <= 1  # links' file-only reader of the Kubernetes links
+    defined = {
+        (file.relative_to(paths.ROOT).as_posix(), name)
+        for package in PACKAGES
+        for file in (paths.ROOT / package).rglob("*.py")
+        for name in re.findall(r"^class (\w+)\([\w.]*Settings\b", file.read_text(), re.M)
+    }
+    assert len(DEFINED) == len(defined) >= 20, sorted(defined)
+
+
 def test_the_commands_list_settings_are_found() -> None:
     found = {(command, name) for command, _, name in LIST_FIELDS}
     assert {("loadtest", "key"), ("gateway", "models"), ("shipper", "outputs")} <= found
@@ -163,8 +216,8 @@ def _unreadable(annotation: Any) -> str | None:
 
 
 UNREADABLE = [
-    (command, model, name, value)
-    for model, command in MODELS.items()
+    (_label(model), model, name, value)
+    for model in CLASSES
     for name, info in model.model_fields.items()
     if (value := _unreadable(info.annotation)) is not None
 ]
@@ -176,8 +229,14 @@ UNREADABLE = [
     ids=[f"{c}:{n}" for c, _, n, _ in UNREADABLE],
 )
 def test_an_unreadable_value_of_any_type_is_one_line_naming_its_variable(
-    command: str, model: type[BaseSettings], name: str, value: str, env: pytest.MonkeyPatch
+    command: str,
+    model: type[BaseSettings],
+    name: str,
+    value: str,
+    env: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
+    _required(model, env, tmp_path)  # or a missing setting could be all the message says
     var = env_name(model, name)
     env.setenv(var, value)
     with pytest.raises(SettingsError) as caught:
@@ -235,3 +294,34 @@ def test_the_cli_names_an_unreadable_variable_in_one_line(
     assert var in done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert "tp-unclosed" not in done.stderr  # a key's value is not repeated
+
+
+TOKENPULSE = Path(sys.executable).with_name("tokenpulse")  # the installed console script
+
+
+@pytest.mark.parametrize(
+    ("args", "value", "rc", "named"),
+    [
+        (("loadtest", "--help"), "tp-x", 0, None),
+        (("loadtest",), "tp-" + "k" * 40, 2, "TOKENPULSE_LOADTEST_RATE"),
+        (("loadtest",), "tp-" + "a" * 40 + ",tp-" + "b" * 40, 2, "TOKENPULSE_LOADTEST_RATE"),
+        (("loadtest",), '["tp-unclosed', 2, "TOKENPULSE_LOADTEST_KEY"),
+    ],
+)
+def test_the_installed_command_reads_a_plain_key_and_names_an_unreadable_one(
+    args: tuple[str, ...], value: str, rc: int, named: str | None
+) -> None:
+    # a plain key reads, so the run stops at the bad rate; an unreadable key is named itself
+    clean = {k: v for k, v in os.environ.items() if not k.upper().startswith("TOKENPULSE_")}
+    env = {**clean, "TOKENPULSE_LOADTEST_KEY": value, "TOKENPULSE_LOADTEST_RATE": "plenty"}
+    done = subprocess.run(
+        [str(TOKENPULSE), *args], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == rc, done.stderr
+    assert "Traceback" not in done.stderr
+    if named is None:
+        assert "TOKENPULSE_LOADTEST_KEY" in done.stdout and done.stderr == ""
+        return
+    assert done.stderr.startswith("tokenpulse loadtest: error: "), done.stderr
+    assert named in done.stderr and done.stderr.count("\n") == 1
+    assert "tp-unclosed" not in done.stderr and "k" * 40 not in done.stderr

@@ -1,7 +1,8 @@
 """Elasticsearch and Kibana assets for the samples data stream, built here and committed as files.
 
-`tokenpulse build` rewrites `log_pipeline/assets/` from `files()`, and `tokenpulse build --check`
-fails when the committed files drift from this module. `tokenpulse es setup` installs them.
+The package is the assets: this module defines them, and `tokenpulse build` writes them beside it
+(the JSON and NDJSON files of this folder) from `files()`; `tokenpulse build --check` fails when
+the committed files drift from this module. `tokenpulse es setup` installs them.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 from log_pipeline.analysis import ANALYZER, es_analysis
 from tokenpulse.samples import DATA_VIEW_ID, STREAM_PREFIX
 
-ASSETS_DIR = Path(__file__).with_name("assets")
+ASSETS_DIR = Path(__file__).parent
 PATTERN = f"{STREAM_PREFIX}-*"
 DEFAULT_STREAM = f"{STREAM_PREFIX}-default"
 ILM_POLICY = STREAM_PREFIX

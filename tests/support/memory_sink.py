@@ -1,4 +1,4 @@
-"""A sample sink that keeps samples in memory, for tests and debugging (never in the runtime)."""
+"""A sample sink that keeps samples in memory, for tests (never in the runtime)."""
 
 from __future__ import annotations
 

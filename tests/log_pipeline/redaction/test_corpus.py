@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from devtools.bench.redaction import FP_TARGET, RECALL_TARGET, score
 from devtools.dialogues import SEED_KINDS, clean_dialogues, seeded_dialogues
-from log_pipeline.redact import redact
+from log_pipeline.redaction.text import redact
 
 
 def test_recall_and_false_positives_on_the_dialogue_corpus() -> None:

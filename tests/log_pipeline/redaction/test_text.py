@@ -11,10 +11,10 @@ import pytest
 from devtools import seeds
 from devtools.corpus import PII_KINDS, clean_corpus, pii_corpus
 from devtools.dialogues import SEED_KINDS, clean_dialogues, seeded_dialogues
-from log_pipeline import redact as redact_module
 from log_pipeline.metrics import REDACTION_KINDS
-from log_pipeline.redact import KINDS, luhn_ok, redact
+from log_pipeline.redaction import text as redact_module
 from log_pipeline.redaction.rules import RULES, worded
+from log_pipeline.redaction.text import KINDS, luhn_ok, redact
 from log_pipeline.redaction.validators import cn_id_ok, iban_ok
 
 

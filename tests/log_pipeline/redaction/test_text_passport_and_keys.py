@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from log_pipeline.redact import redact
+from log_pipeline.redaction.text import redact
 
 P = "[REDACTED:passport]"
 K = "[REDACTED:private_key]"
