@@ -13,7 +13,7 @@ PIP_INSTALL := URLLIB3_NO_OVERRIDE=1 $(BIN)/pip install -q --no-binary urllib3-f
 MODELS ?= models
 PRESET ?= default
 
-.PHONY: up test lint typecheck debs venv stack-venv model clean-models bench
+.PHONY: up test test-fast lint typecheck debs venv stack-venv model clean-models bench
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON)"; exit 1; }
@@ -57,11 +57,17 @@ up: $(STACK_STAMP)
 	@bash scripts/ensure-debs.sh stack
 	$(BIN)/tokenpulse up --preset $(PRESET)
 
-# Two workers (the e2e stacks mostly wait on clocks); each module stays on one worker, and the
-# modules sharing the alerting test stack stay together (tests/conftest.py).
-PYTEST_WORKERS ?= 2
+# Six workers on two cores: four are the stack lanes (two drill stacks, the e2e stacks, the shared
+# alerting stack), which mostly wait on clocks, and two run everything else meanwhile; a lane's
+# worker joins them when its stack is done. Each module stays on one worker (tests/conftest.py).
+PYTEST_WORKERS ?= 6
 test: venv debs
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
+
+# The inner loop: no running stack and no TensorFlow training (markers the collection applies from
+# what each test and its fixtures call: tests/support/markers.py), on two workers.
+test-fast: venv debs
+	$(BIN)/python -m pytest -n 2 --dist loadscope -m "not stack and not training" $(PYTEST_ARGS)
 
 lint: venv
 	$(BIN)/ruff check .

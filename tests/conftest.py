@@ -1,10 +1,11 @@
 """Shared fixtures: exported tiny models (built once, cached by model-code revision), and the one
 alerting test stack that the modules which only watch a stack share.
 
-Under pytest-xdist (`make test` runs `-n 2 --dist loadscope`), each module stays on one worker, as
-its module-scoped stacks and servers expect, and the modules listed in
-`tests.support.stack.SHARED_STACK_MODULES` run on one worker one after the other, so they start
-the shared stack once.
+Under pytest-xdist (`make test` runs `-n 6 --dist loadscope`), tests.support.stack's lanes lay the
+suite out: each stack's lane (the drill shards, the shared alerting stack, the e2e stacks) is one
+unit of work on a worker of its own, started first, while the other workers take whole modules.
+Collection marks every test `stack` or `training` from what it and its fixtures call
+(tests.support.markers), which `make test-fast` deselects.
 """
 
 from __future__ import annotations
@@ -17,46 +18,65 @@ from typing import Any
 import pytest
 from xdist.scheduler import LoadScopeScheduling
 
-from devtools.stack import Stack, StackOptions, running_stack
-from tests.support.stack import DRILL_STACK, SHARED_STACK, scope_of
+from devtools.stack import Stack, running_stack
+from tests.support import markers
+from tests.support.stack import LANES, SHARED_STACK, scope_of
 from tokenpulse import logging as tp_logging
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
-class ModuleScheduling(LoadScopeScheduling):
-    """Whole modules to a worker; the shared stack's modules together, in file order."""
+class LaneScheduling(LoadScopeScheduling):
+    """Whole modules to a worker, a lane's modules as one unit; more work only to a worker about
+    to run dry.
+
+    xdist tops a worker up while it has two tests or fewer left; a lane's last tests are its long
+    ones (a drill shard: ~7 min in one test), so a module queued behind them would wait that long
+    while other workers idle. A worker runs a test once it holds the next one too, so it gets
+    more work when one test is left, not before.
+    """
 
     def _split_scope(self, nodeid: str) -> str:
         return scope_of(nodeid)
 
+    def _reschedule(self, node: Any) -> None:
+        if self.workqueue and not node.shutting_down:
+            if self._pending_of(self.assigned_work[node]) > 1:
+                return
+        super()._reschedule(node)
+
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """With `--dist loadscope`: schedule by module, the shared stack's modules as one unit."""
+    """With `--dist loadscope`: schedule by lane and module."""
     if config.getvalue("dist") == "loadscope":
-        return ModuleScheduling(config, log)
+        # xdist's default reorder (modules with the most tests first) put the lanes, few tests
+        # each, last: the drills started 23 min into a run instead of at once
+        config.option.loadscopereorder = False
+        return LaneScheduling(config, log)
     return None
 
 
-# The longest units of work first: xdist hands them out in collection order, and the drills
-# (~12 min on one worker) collected last, as tests/stack/ sorts, left one worker drilling alone
-# for their whole length after the other had finished everything else (23 min against ~15).
-FIRST = (DRILL_STACK, SHARED_STACK)
-
-
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the markers it applies
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A module using the shared stack must be listed, or xdist could start it twice. The
-    stacks' groups go first (stable: each module's own order is kept)."""
+    """Mark `stack` and `training`. A module using the shared stack must be in its lane, or
+    xdist could start it twice. The lanes go first, longest first, then the other modules that
+    start a stack (they wait on clocks too), then the rest (stable: each module's order kept)."""
+    markers.apply(items)
+    stacked = set()
     for item in items:
         module = item.nodeid.split("::", 1)[0]
-        if "shared_stack" in getattr(item, "fixturenames", ()) and scope_of(module) == module:
+        if "shared_stack" in getattr(item, "fixturenames", ()) and scope_of(module) != SHARED_STACK:
             raise pytest.UsageError(
                 f"{module} uses shared_stack: list it in tests/support/stack.py"
             )
+        if item.get_closest_marker("stack"):
+            stacked.add(scope_of(item.nodeid))
 
     def rank(item: pytest.Item) -> int:
         scope = scope_of(item.nodeid)
-        return FIRST.index(scope) if scope in FIRST else len(FIRST)
+        if scope in LANES:
+            return LANES.index(scope)
+        return len(LANES) + (scope not in stacked)
 
     items.sort(key=rank)
 
@@ -76,9 +96,7 @@ def shared_stack(tiny_export: Path, tmp_path_factory: pytest.TempPathFactory) ->
     """One alerting stack (model server, gateway, exporter with fake GPUs, shipper, Prometheus,
     Alertmanager, on-call receiver; compressed rules) for the alert e2e and live dashboards."""
     workdir = tmp_path_factory.mktemp("shared-stack")
-    with running_stack(
-        tiny_export, workdir, StackOptions(alerting=True, canary_interval_s=2.0)
-    ) as s:
+    with running_stack(tiny_export, workdir, alerting=True, canary_interval_s=2.0) as s:
         yield s
 
 

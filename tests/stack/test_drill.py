@@ -1,9 +1,12 @@
 """`tokenpulse drill` against a real `tokenpulse up` (compressed rules, fault proxy, fast polls).
 
-The drill stack (tests/stack/conftest.py) is shared with the soak test. Scenarios run in one
-`drill` call, as `tokenpulse drill <a>,<b>` would, and each must pass: the expected alert on
-its route in time, nothing else paging, resolved once the fault is gone. The fault proxy and the
-stack state file are tested on their own first (fast, no stack).
+The scenarios are split in two shards (tests/support/stack.py's DRILL_SHARDS), each drilled on a
+drill stack of its own (tests/stack/conftest.py) in an xdist lane of its own, so the two run at
+once; the restarts shard's stack is shared with the soak test. A shard's scenarios run in one
+`drill` call, as `tokenpulse drill <a>,<b>` would, and each must pass: the expected alert on its
+route in time, nothing else paging, resolved once the fault is gone. The stack state file is
+tested on its own first (fast, no stack); the target's check comes last in its lane, after the
+drills, so that no other module waits behind them on the same worker.
 """
 
 from __future__ import annotations
@@ -15,22 +18,24 @@ import pytest
 
 from stack import drill
 from stack.cli import main as cli_main
+from stack.config import Ports, StackConfig
 from stack.drill.target import Target
 from stack.up.state import NoRunningStack, StackState, read_state, remove_state, write_state
 from tests.e2e.upstack import UpStack
 from tests.support.binaries import needs_prometheus
+from tests.support.stack import DRILL_SHARDS, shard_scenarios
 
-# The suite drills every scenario, in `drill all`'s order (~10 min against one up)
-# but ha-monitoring-failover, which needs `up --ha` (tests/e2e/test_ha.py drills it there)
+# The suite drills every scenario, in `drill all`'s order (~13 min one after the other, ~7 min
+# per shard), but ha-monitoring-failover, which needs `up --ha` (tests/e2e/test_ha.py drills it)
 SUITE_SCENARIOS = tuple(name for name in drill.SCENARIOS if name != "ha-monitoring-failover")
 
 
 def _state(run_dir: Path, up_pid: int) -> StackState:
-    return StackState(
-        run_dir=str(run_dir), up_pid=up_pid, ports={"gateway_port": 1}, pids={"gateway": 2},
-        rules="compressed", restart_delay_s=30, models_dir="m", model="gen", group_wait="10s",
-        group_interval="3s", evaluation_interval="1s",
+    config = StackConfig(
+        run_dir=run_dir, ports=Ports(gateway_port=1), rules="compressed", restart_delay_s=30,
+        group_wait="10s", group_interval="3s", evaluation_interval="1s",
     )  # fmt: skip
+    return StackState(config, up_pid, {"gateway": 2})
 
 
 def test_stack_state_round_trips_and_a_gone_stack_is_named(tmp_path: Path) -> None:
@@ -59,34 +64,44 @@ def test_drill_refuses_an_unknown_scenario_and_a_missing_stack(tmp_path, capsys)
     assert "no running stack in" in capsys.readouterr().out
 
 
-@pytest.mark.slow
-@needs_prometheus
-def test_target_reads_what_up_wrote(drill_stack: UpStack) -> None:
-    target = Target(drill_stack.run_dir)
-    wanted = {"modelserver", "faultproxy", "gateway", "prometheus", "esfaultproxy", "shipper"}
-    assert set(target.state.pids) >= wanted
-    assert target.state.es_url and target.state.es_fault_proxy_port
-    assert (
-        target.state.pids["gateway"] == drill_stack.pids()["gateway"]
-        or "gateway" in target.state.pids
-    )
-    assert target.generate() == 200
+def test_the_shards_drill_every_scenario_once() -> None:
+    drilled = [name for shard in DRILL_SHARDS for name in shard_scenarios(shard, SUITE_SCENARIOS)]
+    assert sorted(drilled) == sorted(SUITE_SCENARIOS)
+    named = [name for names in DRILL_SHARDS.values() for name in names]
+    assert set(named) <= set(SUITE_SCENARIOS), "a shard names a scenario the suite does not drill"
+    assert all(shard_scenarios(shard, SUITE_SCENARIOS) for shard in DRILL_SHARDS)
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1200)  # every drill, one after the other: ~10 min, twice that on a busy box
+@pytest.mark.timeout(900)  # a shard's drills, one after the other: ~7 min, twice that when busy
 @needs_prometheus
-def test_drills_pass_against_a_running_up(drill_stack: UpStack, tmp_path: Path) -> None:
+@pytest.mark.parametrize("shard", DRILL_SHARDS)
+def test_drills_pass_against_a_running_up(drill_stack: UpStack, tmp_path: Path, shard: str) -> None:
+    scenarios = shard_scenarios(shard, SUITE_SCENARIOS)
     report = tmp_path / "drill-report.json"
     settings = drill.DrillSettings(
-        scenario=",".join(SUITE_SCENARIOS), run_dir=drill_stack.run_dir, report=report
+        scenario=",".join(scenarios), run_dir=drill_stack.run_dir, report=report
     )
     code = drill.run(settings)
     doc = json.loads(report.read_text())
     failed = {s["name"]: s["problems"] + s["unexpected_pages"] for s in doc["scenarios"]
               if not s["passed"]}  # fmt: skip
     assert failed == {} and code == 0
-    assert [s["name"] for s in doc["scenarios"]] == list(SUITE_SCENARIOS)
+    assert [s["name"] for s in doc["scenarios"]] == list(scenarios)
     for s in doc["scenarios"]:
         for page in s["expected"]:
             assert page["fired_after_s"] is not None and page["resolved_after_s"] is not None
+
+
+@pytest.mark.slow
+@needs_prometheus
+def test_target_reads_what_up_wrote(drill_stack: UpStack) -> None:
+    target = Target(drill_stack.run_dir)
+    wanted = {"modelserver", "faultproxy", "gateway", "prometheus", "esfaultproxy", "shipper"}
+    assert set(target.state.pids) >= wanted
+    assert target.state.config.es_url and target.state.config.es_fault_proxy_port
+    assert (
+        target.state.pids["gateway"] == drill_stack.pids()["gateway"]
+        or "gateway" in target.state.pids
+    )
+    assert target.generate() == 200

@@ -1,9 +1,12 @@
-"""The modules that share the one alerting test stack (tests/conftest.py's `shared_stack`).
+"""How `make test` lays the suite out on its xdist workers: the stack lanes and the drill shards.
 
-Under pytest-xdist they run on one worker, one after the other, so the stack starts once. The
-grouping is by module path: pytest 9 keeps a node's id structured, so xdist's own `xdist_group`
-suffix never reaches the scheduler. Collection fails for a module that uses the fixture without
-being listed here.
+A running stack mostly waits on clocks (scrape and evaluation intervals, `for`, group waits,
+restart delays), so each stack gets a worker of its own, a *lane*, and the tests that do not
+start one run on the other workers meanwhile (tests/conftest.py's `LaneScheduling`). A lane is one
+unit of work: its modules run on one worker, one after the other, in file order, so a stack that
+several modules share starts once. The grouping is by node id: pytest 9 keeps a node's id
+structured, so xdist's own `xdist_group` suffix never reaches the scheduler. Collection fails for
+a module that uses `shared_stack` without being in its lane.
 """
 
 from __future__ import annotations
@@ -15,15 +18,61 @@ SHARED_STACK_MODULES = (
     "tests/alerts/test_runbook_commands.py",  # puts labels, weight and silences back after
 )
 
+# The drill scenarios (~13 min one after the other) run on two drill stacks at once, in two lanes
+# of ~7 min: the scenarios that kill or break the model server on one, every other fault on the
+# other. `faults` takes the scenarios no shard names, so a new scenario is drilled there.
+DRILL_SHARDS: dict[str, tuple[str, ...]] = {
+    "restarts": (
+        "model-server-killed", "crash-loop", "restart-no-available-version", "crash-loop-slow",
+        "failure-after-restart",
+    ),
+    "faults": (),
+}  # fmt: skip
+DRILL_MODULE = "tests/stack/test_drill.py"
+DRILL_STACK = "drill-stack-{}"
+# the soak (~30 s on the drill stack's flags) evens the restarts lane out against the faults one
+DRILL_LANES = {
+    "tests/stack/test_soak.py": DRILL_STACK.format("restarts"),
+    DRILL_MODULE: DRILL_STACK.format("faults"),  # its checks without a shard: the target's
+}
 
-# The modules that share the drill stack (tests/stack/conftest.py's `drill_stack`), likewise.
-DRILL_STACK = "drill-stack"
-DRILL_STACK_MODULES = ("tests/stack/test_drill.py", "tests/stack/test_soak.py")
+# Stacks of their own flags (`up --ha`, the degraded canary, two replicas): one after the other in
+# one lane, as long as a drill lane.
+E2E_STACKS = "e2e-stacks"
+E2E_STACK_MODULES = (
+    "tests/e2e/test_ha.py",
+    "tests/e2e/test_up_stack.py",
+    "tests/e2e/test_replicas.py",
+)
+
+# The lanes, longest first: xdist hands units out in this order, so every lane starts at once.
+LANES = (DRILL_STACK.format("restarts"), DRILL_STACK.format("faults"), E2E_STACKS, SHARED_STACK)
+
+
+def drill_shard(nodeid: str) -> str | None:
+    """The drill shard a node id runs (its parameter), or None."""
+    module, _, name = nodeid.partition("::")
+    if module != DRILL_MODULE or not name.endswith("]"):
+        return None
+    shard = name.rsplit("[", 1)[-1][:-1]
+    return shard if shard in DRILL_SHARDS else None
+
+
+def shard_scenarios(shard: str, suite: tuple[str, ...]) -> tuple[str, ...]:
+    """The scenarios of `suite` that `shard` drills, in the suite's order."""
+    named = {name for names in DRILL_SHARDS.values() for name in names}
+    mine = DRILL_SHARDS[shard]
+    return tuple(n for n in suite if (n in mine if mine else n not in named))
 
 
 def scope_of(nodeid: str) -> str:
-    """The unit of work a test belongs to: its module, or the shared stack's group."""
+    """The unit of work a test belongs to: its lane, or else its module."""
     module = nodeid.split("::", 1)[0]
-    if module in DRILL_STACK_MODULES:
-        return DRILL_STACK
+    shard = drill_shard(nodeid)
+    if shard is not None:
+        return DRILL_STACK.format(shard)
+    if module in DRILL_LANES:
+        return DRILL_LANES[module]
+    if module in E2E_STACK_MODULES:
+        return E2E_STACKS
     return SHARED_STACK if module in SHARED_STACK_MODULES else module

@@ -1,0 +1,63 @@
+"""The `stack` and `training` markers, read off what a test and its fixtures call.
+
+A test is marked `stack` when it, or any fixture it uses (directly or through other fixtures),
+starts a running stack, and `training` when it or a fixture trains or builds a TensorFlow model: the
+exported test model (on a fresh clone, or after a change to serving/model, that trains it), or a
+bench's preset model. Only the function's own code is read, not the helpers it calls.
+tests/conftest.py applies them at collection, so `make test-fast` (`-m "not stack and not
+training"`) needs nobody to remember a marker.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+# what starting a stack and training look like in a test's or a fixture's own code
+CALLS: dict[str, tuple[str, ...]] = {
+    "stack": ("running_stack(", "running_up(", ".start_all("),
+    # the CLI's benches on a preset build (and for `training`, train) its model in the subprocess
+    "training": (
+        "train.train(",
+        "run_build(",
+        "cached_export(",
+        '"bench", "training"',
+        '"bench", "model"',
+    ),
+}
+
+
+@functools.cache
+def _source(func: Callable[..., Any]) -> str:
+    try:
+        return inspect.getsource(inspect.unwrap(func))
+    except (OSError, TypeError):  # a builtin fixture, or code without a file
+        return ""
+
+
+def _functions(item: pytest.Item) -> list[Callable[..., Any]]:
+    """The test function and every fixture function in its closure."""
+    funcs: list[Callable[..., Any]] = []
+    if isinstance(item, pytest.Function):
+        funcs.append(item.function)
+        for defs in item._fixtureinfo.name2fixturedefs.values():
+            funcs.extend(d.func for d in defs)
+    return funcs
+
+
+def earned(functions: list[Callable[..., Any]]) -> set[str]:
+    """The markers whose calls appear in the code of `functions`."""
+    sources = [_source(f) for f in functions]
+    return {kind for kind, calls in CALLS.items()
+            if any(call in src for src in sources for call in calls)}  # fmt: skip
+
+
+def apply(items: list[pytest.Item]) -> None:
+    """Mark every item with the kinds it earns."""
+    for item in items:
+        for kind in earned(_functions(item)):
+            item.add_marker(kind)

@@ -1,0 +1,47 @@
+"""The lanes `make test` lays the suite out in (tests/support/stack.py)."""
+
+from __future__ import annotations
+
+from tests.support.stack import (
+    DRILL_SHARDS,
+    E2E_STACK_MODULES,
+    E2E_STACKS,
+    LANES,
+    SHARED_STACK,
+    SHARED_STACK_MODULES,
+    scope_of,
+    shard_scenarios,
+)
+from tokenpulse.paths import ROOT
+
+DRILLS = "tests/stack/test_drill.py::test_drills_pass_against_a_running_up"
+
+
+def test_each_drill_shard_is_a_lane_of_its_own_and_the_soak_joins_the_restarts_one() -> None:
+    lanes = {scope_of(f"{DRILLS}[{shard}]") for shard in DRILL_SHARDS}
+    assert len(lanes) == len(DRILL_SHARDS) and lanes <= set(LANES)
+    assert scope_of("tests/stack/test_soak.py::test_x") == scope_of(f"{DRILLS}[restarts]")
+    # the drill module's other checks run in the faults lane, after its drills (file order)
+    assert scope_of("tests/stack/test_drill.py::test_target_reads_what_up_wrote") == scope_of(
+        f"{DRILLS}[faults]"
+    )
+    assert scope_of(f"{DRILLS}[no-such-shard]") == scope_of("tests/stack/test_drill.py")
+
+
+def test_the_other_stacks_have_their_lanes_and_the_rest_are_modules() -> None:
+    assert {scope_of(f"{m}::t") for m in SHARED_STACK_MODULES} == {SHARED_STACK}
+    assert {scope_of(f"{m}::t") for m in E2E_STACK_MODULES} == {E2E_STACKS}
+    assert scope_of("tests/alerts/test_promtool.py::t[x]") == "tests/alerts/test_promtool.py"
+    assert len(set(LANES)) == len(LANES)
+
+
+def test_every_module_a_lane_names_exists() -> None:
+    for module in (*SHARED_STACK_MODULES, *E2E_STACK_MODULES, "tests/stack/test_soak.py"):
+        assert (ROOT / module).is_file(), module
+    assert (ROOT / "tests/stack/test_drill.py").is_file()
+
+
+def test_a_shard_without_names_takes_every_scenario_no_shard_names() -> None:
+    suite = ("a", "model-server-killed", "b", "crash-loop")
+    assert shard_scenarios("restarts", suite) == ("model-server-killed", "crash-loop")
+    assert shard_scenarios("faults", suite) == ("a", "b")
