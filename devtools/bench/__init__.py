@@ -25,4 +25,8 @@ BENCHES: dict[str, tuple[str, str]] = {
     "bodies": ("devtools.bench.bodies", "model server RSS and stalls around one large body"),
     "redaction": ("devtools.bench.redaction", "recall and false positives per kind, cost per text"),
     "training": ("devtools.bench.training", "training step time with and without histograms"),
+    "stops": (
+        "devtools.bench.stops",
+        "stop sequence ending decoding in the graph vs trimming after max_tokens",
+    ),
 }

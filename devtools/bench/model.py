@@ -96,6 +96,7 @@ def ours(cfg: Any) -> Runner:
     from serving.model.config import EOT_ID
     from serving.model.generate import Generator
     from serving.model.transformer import GPT
+    from tokenpulse.tfserving.signature import STOP_SLOTS
 
     model = GPT(cfg, seed=0)
     model.lnf_b.assign(-10.0 * model.wte[EOT_ID])  # never stop early: we time full lengths
@@ -109,6 +110,8 @@ def ours(cfg: Any) -> Runner:
             top_k=tf.zeros([batch], tf.int32),
             top_p=tf.ones([batch]),
             seed=tf.zeros([batch], tf.int64),
+            stop=tf.fill([batch, STOP_SLOTS], ""),  # no stop sequences: we time full lengths
+            ignore_eos=tf.zeros([batch], tf.int32),
         )
         produced = int(tf.reduce_min(out["output_tokens"]))
         if produced != new_tokens:

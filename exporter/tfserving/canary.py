@@ -28,7 +28,7 @@ from exporter.tfserving.status import StatusTracker
 from tokenpulse.logging import get_logger
 from tokenpulse.tfserving.errors import TfServingError
 from tokenpulse.tfserving.predict import decode_text
-from tokenpulse.tfserving.signature import GOLDEN_FILE, INPUTS, default_row
+from tokenpulse.tfserving.signature import GOLDEN_FILE, INPUTS, STOP_INPUTS, default_row
 
 # Bound here too: contextvars bound in main() do not reach the exporter's threads.
 log = get_logger(__name__).bind(component="exporter")
@@ -59,6 +59,11 @@ class Golden:
         """The predict row for one prompt: the golden request's sampling inputs (greedy)."""
         row = default_row(prompt, self.max_new_tokens)
         row.update({k: v for k, v in self.request.items() if k in INPUTS and k != "prompt"})
+        # An export older than the in-graph stop has no `stop`/`ignore_eos` inputs and refuses
+        # rows that carry them; newer exports record both in their golden request.
+        for name in STOP_INPUTS:
+            if name not in self.request:
+                row.pop(name, None)
         return row
 
 

@@ -59,14 +59,20 @@ def run_generate(settings: GenerateSettings) -> dict[str, object]:
         raise FileNotFoundError(f"model base path {settings.base_path} does not exist")
     version = settings.version or latest_version(settings.base_path)
     fn = tf.saved_model.load(str(settings.base_path / str(version))).signatures[sig.SIGNATURE_NAME]
-    out = fn(
-        prompt=tf.constant([settings.prompt]),
-        max_new_tokens=tf.constant([settings.max_new_tokens], tf.int32),
-        temperature=tf.constant([settings.temperature], tf.float32),
-        top_k=tf.constant([settings.top_k], tf.int32),
-        top_p=tf.constant([settings.top_p], tf.float32),
-        seed=tf.constant([settings.seed], tf.int64),
-    )
+    inputs = {
+        "prompt": tf.constant([settings.prompt]),
+        "max_new_tokens": tf.constant([settings.max_new_tokens], tf.int32),
+        "temperature": tf.constant([settings.temperature], tf.float32),
+        "top_k": tf.constant([settings.top_k], tf.int32),
+        "top_p": tf.constant([settings.top_p], tf.float32),
+        "seed": tf.constant([settings.seed], tf.int64),
+        "stop": tf.constant([sig.stop_slots(settings.stop)]),
+        "ignore_eos": tf.constant([int(settings.ignore_eos)], tf.int32),
+    }
+    _, takes = fn.structured_input_signature
+    if (settings.stop or settings.ignore_eos) and "stop" not in takes:
+        raise ValueError(f"version {version} was exported before stop and ignore_eos existed")
+    out = fn(**{k: v for k, v in inputs.items() if k in takes})  # older exports: no stop input
     row = {k: v.numpy()[0] for k, v in out.items()}
     return {
         "text": row["text"].decode("utf-8"),
@@ -76,4 +82,5 @@ def run_generate(settings: GenerateSettings) -> dict[str, object]:
         "output_tokens": int(row["output_tokens"]),
         "finish_reason": row["finish_reason"].decode(),
         "mean_nll": round(float(row["mean_nll"]), 4),
+        **({"stop_index": int(row["stop_index"])} if "stop_index" in row else {}),
     }

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from serving.model.config import EOT_ID
+
 _MOD = 2147483647  # 2^31 - 1: products below stay well inside int64
 
 
@@ -33,20 +35,33 @@ def select(
     top_p: tf.Tensor,
     seed: tf.Tensor,
     step: tf.Tensor,
+    eot_bias: tf.Tensor | None = None,
 ) -> tuple[tf.Tensor, tf.Tensor]:
-    """logits [B, V] -> (token [B] int32, nll [B]); nll is under the model's own distribution."""
+    """logits [B, V] -> (token [B] int32, nll [B]); nll is under the model's own distribution.
+
+    `eot_bias` [B, V] (from `eot_ban`) is added to the logits a token is chosen from, not to
+    those it is scored under: a row that ignores end-of-text never selects it, and its nll is
+    still the model's, over the whole vocabulary.
+    """
     # An all-greedy batch skips the sort, cumsums and random numbers (most of a step's ops);
     # both branches pick the same token for a greedy row.
     return tf.cond(
         tf.reduce_any(temperature > 0.0),
-        lambda: _sample(logits, temperature, top_k, top_p, seed, step),
-        lambda: _greedy(logits),
+        lambda: _sample(logits, temperature, top_k, top_p, seed, step, eot_bias),
+        lambda: _greedy(logits, eot_bias),
     )
 
 
-def _greedy(logits: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+def eot_ban(ignore_eos: tf.Tensor, vocab: int) -> tf.Tensor:
+    """[B] ignore_eos (!= 0: never select end-of-text) -> the [B, V] bias `select` adds."""
+    is_eot = tf.equal(tf.range(vocab), EOT_ID)[None, :]
+    return tf.where((ignore_eos != 0)[:, None] & is_eot, -1e30, 0.0)
+
+
+def _greedy(logits: tf.Tensor, eot_bias: tf.Tensor | None) -> tuple[tf.Tensor, tf.Tensor]:
     """The argmax token and its nll."""
-    token = tf.argmax(logits, axis=-1, output_type=tf.int32)
+    choose = logits if eot_bias is None else logits + eot_bias
+    token = tf.argmax(choose, axis=-1, output_type=tf.int32)
     nll = -tf.gather(tf.nn.log_softmax(logits), token[:, None], batch_dims=1)[:, 0]
     return token, nll
 
@@ -58,10 +73,13 @@ def _sample(
     top_p: tf.Tensor,
     seed: tf.Tensor,
     step: tf.Tensor,
+    eot_bias: tf.Tensor | None,
 ) -> tuple[tf.Tensor, tf.Tensor]:
     """Sampled tokens for rows with temperature > 0, argmax for the others."""
     vocab = tf.shape(logits)[1]
     log_probs = tf.nn.log_softmax(logits)
+    if eot_bias is not None:
+        logits = logits + eot_bias  # -1e30 / temperature stays far below every real logit
     greedy = tf.argmax(logits, axis=-1, output_type=tf.int32)
 
     scaled = logits / tf.maximum(temperature, 1e-6)[:, None]

@@ -9,7 +9,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from serving.model.config import PRESETS
 from serving.model.warmup import SERVING_BATCHING_FILE
-from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME
+from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME, STOP_SLOTS
 
 
 class BuildSettings(BaseSettings):
@@ -71,3 +71,9 @@ class GenerateSettings(BaseSettings):
     top_k: int = Field(default=0, ge=0, description="sample from the k likeliest; 0: all")
     top_p: float = Field(default=1.0, gt=0.0, le=1.0, description="nucleus sampling mass")
     seed: int = Field(0, description="sampling seed")
+    stop: list[str] = Field(
+        default_factory=list,
+        max_length=STOP_SLOTS,
+        description="stop sequences: decoding ends when the text ends with one (left out)",
+    )
+    ignore_eos: bool = Field(False, description="decode past the end-of-text token")

@@ -19,19 +19,49 @@ INPUTS: dict[str, str] = {
     "top_k": "int32",  # 0 = no top-k cut
     "top_p": "float32",  # 1.0 = no nucleus cut
     "seed": "int64",  # per-row stateless sampling seed
+    "stop": "string",  # [B, STOP_SLOTS] stop sequences (UTF-8 bytes); "" = an unused slot
+    "ignore_eos": "int32",  # != 0: decode past end-of-text (vLLM's ignore_eos): end-of-text
+    # is never selected, so every generated token is a byte of `text` and a row ends only at its
+    # length or a stop sequence (a selected end-of-text would be a token with no byte to resume
+    # a stream from); `mean_nll` stays under the model's own distribution. int32, not bool: the
+    # request builders' dtype tables and REST rows carry numbers and strings only
 }
 
 OUTPUTS: dict[str, str] = {
     "text": "string",  # the continuation only, valid UTF-8
     "prompt_tokens": "int32",  # prompt tokens the model saw (after keeping the window's end)
-    "output_tokens": "int32",  # tokens in `text` (the end-of-text token is not counted)
-    "finish_reason": "string",  # FINISH_STOP (end-of-text emitted) or FINISH_LENGTH
+    "output_tokens": "int32",  # tokens generated: `text`'s plus a matched stop sequence's
+    # (the end-of-text token is not counted)
+    "finish_reason": "string",  # FINISH_STOP (end-of-text or a stop sequence) or FINISH_LENGTH
+    "stop_index": "int32",  # the `stop` slot whose sequence ended the row, else NO_STOP
     "mean_nll": "float32",  # mean negative log-likelihood per generated token, >= 0
     "truncated_prompt_tokens": "int32",  # prompt tokens dropped from the start to fit the window
 }
 
 FINISH_STOP = "stop"
 FINISH_LENGTH = "length"
+
+# `stop`: a row ends, inside the model's decoding loop, once the bytes it generated end with one
+# of its stop sequences; `text` leaves the sequence out (as OpenAI does), `output_tokens` counts
+# it (as vLLM's usage does: the model did generate it). When several end at the same token, the
+# longest wins: the text is cut where the first of them starts, as a client's own search for the
+# earliest stop sequence in the text would cut it. Every row carries STOP_SLOTS slots,
+# so rows of different requests batch together (TF Serving concatenates inputs along dim 0 and
+# needs the other dims equal): OpenAI's 4 per request plus the gateway chat template's 6 fit.
+STOP_SLOTS = 16
+NO_STOP = -1
+# What versions exported before in-graph stops lack: a caller sends these inputs only to a
+# version whose signature (TF Serving's metadata) lists them, and does not require the outputs.
+STOP_INPUTS = ("stop", "ignore_eos")
+STOP_OUTPUTS = ("stop_index",)
+
+
+def stop_slots(stops: tuple[str, ...] | list[str] = ()) -> list[str]:
+    """A row's `stop` input: the sequences, then "" up to STOP_SLOTS."""
+    if len(stops) > STOP_SLOTS:
+        raise ValueError(f"at most {STOP_SLOTS} stop sequences per row, got {len(stops)}")
+    return [*stops, *[""] * (STOP_SLOTS - len(stops))]
+
 
 WARMUP_FILE = "assets.extra/tf_serving_warmup_requests"
 GOLDEN_FILE = "assets.extra/golden_canary.json"
@@ -47,6 +77,8 @@ def default_row(prompt: str, max_new_tokens: int = 32) -> dict[str, object]:
         "top_k": 0,
         "top_p": 1.0,
         "seed": 0,
+        "stop": stop_slots(),
+        "ignore_eos": 0,
     }
 
 
@@ -69,12 +101,17 @@ CONTINUE_INPUTS: dict[str, str] = {
     "top_k": "int32",
     "top_p": "float32",
     "seed": "int64",
+    "stop": "string",  # as in serving_default; `generated`'s tail counts, so a stop sequence
+    # split between chunks ends the row when its last byte is generated
+    "ignore_eos": "int32",  # as in serving_default
 }
 
 CONTINUE_OUTPUTS: dict[str, str] = {
     "tokens": "int32",  # [B, K'] the chunk's byte tokens, 0-padded past `n_tokens`
     "n_tokens": "int32",  # tokens in this chunk (the end-of-text token is not counted)
     "finish_reason": "string",  # "" while the row may go on, else FINISH_STOP / FINISH_LENGTH
+    "stop_index": "int32",  # as in serving_default; `tokens` keeps the stop sequence's bytes
+    # (its first ones may have come in an earlier chunk): the caller cuts them
     "nll_sum": "float32",  # summed negative log-likelihood of the tokens scored in this chunk
     "n_scored": "int32",  # tokens scored in this chunk (emitted ones plus a final end-of-text)
     "prompt_tokens": "int32",  # as in serving_default

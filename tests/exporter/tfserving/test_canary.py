@@ -235,3 +235,20 @@ def test_malformed_golden_files(tmp_path, doc):
     path.write_text(doc)
     with pytest.raises(GoldenError):
         load_golden(path)
+
+
+def test_rows_carry_the_stop_inputs_only_for_exports_that_recorded_them():
+    """An export from before the in-graph stop has no `stop`/`ignore_eos` inputs and refuses a
+    row that carries them; a newer export records both in its golden request."""
+    from exporter.tfserving.canary import Golden, GoldenPrompt
+    from tokenpulse.tfserving.signature import STOP_INPUTS, stop_slots
+
+    prompts = (GoldenPrompt("hi", "there", 1.0),)
+    old = Golden(max_new_tokens=4, request={"temperature": 0.0, "seed": 0}, prompts=prompts)
+    new = Golden(
+        max_new_tokens=4,
+        request={"temperature": 0.0, "seed": 0, "stop": stop_slots(), "ignore_eos": 0},
+        prompts=prompts,
+    )
+    assert not set(STOP_INPUTS) & set(old.row("hi"))
+    assert new.row("hi")["stop"] == stop_slots() and new.row("hi")["ignore_eos"] == 0

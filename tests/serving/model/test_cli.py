@@ -37,6 +37,17 @@ def test_generate_prints_text_and_signals(model_base: Path) -> None:
     out = json.loads(proc.stdout)
     assert out["version"] == 1 and out["prompt_tokens"] == len("Return the")
     assert out["finish_reason"] in ("stop", "length") and out["mean_nll"] >= 0
+    assert out["stop_index"] == -1
+    assert len(out["text"]) >= 3 and "\ufffd" not in out["text"][:3]
+    stop = out["text"][:3]  # the first 3 bytes: they end there first
+    flags = ["--base-path", str(model_base), "--temperature", "0", "--max-new-tokens", "8"]
+    proc = run(
+        "model", "generate", *flags, "--ignore-eos", "--stop", "\x01", stop, "--json", "Return the"
+    )
+    assert proc.returncode == 0, proc.stderr
+    stopped = json.loads(proc.stdout)
+    assert (stopped["text"], stopped["output_tokens"], stopped["finish_reason"]) == ("", 3, "stop")
+    assert stopped["stop_index"] == 1
 
 
 def test_bad_arguments_give_a_clear_error_not_a_traceback(tmp_path: Path) -> None:

@@ -9,11 +9,13 @@ import pytest
 import tensorflow as tf
 from tensorflow_serving.apis import prediction_log_pb2
 
-from devtools import opcheck
 from serving.model.config import get_preset
 from serving.model.export import CANARY_PROMPTS, ExportError, export_version, write_warmup
 from serving.model.transformer import GPT
+from tests.support import opcheck
 from tokenpulse.tfserving import signature as sig
+
+DTYPES = {"string": tf.string, "int32": tf.int32, "float32": tf.float32, "int64": tf.int64}
 
 
 def test_export_uses_only_ops_the_stock_server_runs(tiny_export: Path) -> None:
@@ -90,14 +92,13 @@ def test_golden_canary_matches_the_exported_model(tiny_export: Path) -> None:
     assert [p["prompt"] for p in golden["prompts"]] == list(CANARY_PROMPTS)
     fn = tf.saved_model.load(str(tiny_export)).signatures[sig.SIGNATURE_NAME]
     first = golden["prompts"][0]
-    out = fn(
-        prompt=tf.constant([first["prompt"]]),
-        max_new_tokens=tf.constant([golden["max_new_tokens"]]),
-        temperature=tf.constant([0.0]),
-        top_k=tf.constant([0]),
-        top_p=tf.constant([1.0]),
-        seed=tf.constant([0], tf.int64),
-    )
+    assert set(golden["request"]) == set(sig.INPUTS) - {"prompt", "max_new_tokens"}
+    assert golden["request"]["stop"] == sig.stop_slots() and golden["request"]["ignore_eos"] == 0
+    row = golden["request"] | {
+        "prompt": first["prompt"],
+        "max_new_tokens": golden["max_new_tokens"],
+    }
+    out = fn(**{k: tf.constant([v], DTYPES[sig.INPUTS[k]]) for k, v in row.items()})
     assert out["text"].numpy()[0].decode() == first["text"]
     assert float(out["mean_nll"][0]) == pytest.approx(first["mean_nll"], abs=1e-4)
 

@@ -44,8 +44,8 @@ def row(prompt, max_new_tokens=16, **kw) -> dict:
 def test_every_input_and_output_is_batched(serve) -> None:
     _, kwargs = serve.structured_input_signature
     assert set(kwargs) == set(sig.INPUTS)
-    for spec in kwargs.values():
-        assert spec.shape.rank == 1 and spec.shape[0] is None
+    for name, spec in kwargs.items():
+        assert spec.shape.rank == (2 if name == "stop" else 1) and spec.shape[0] is None
     assert set(serve.structured_outputs) == set(sig.OUTPUTS)
 
 

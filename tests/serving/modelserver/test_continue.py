@@ -96,6 +96,20 @@ def test_rest_streams_with_b64_bytes_as_unary(server: ModelServerProcess) -> Non
     assert answers[0]["prompt_tokens"] == whole["prompt_tokens"]
 
 
+def test_rest_rows_carry_stop_sequences_and_ignore_eos(server: ModelServerProcess) -> None:
+    req = request("Return the number of", 30, temperature=1.0, seed=8, ignore_eos=1)
+    generated, _ = rest_stream(server, req, 8)
+    assert len(generated) == 30  # ignore_eos: only the length ends it
+    stop = generated[:4].decode()  # its first bytes end there first
+    rows = [req | {"stop": sig.stop_slots(["\x01", stop])}, req]
+    stopped, whole = rest_predict(server, rows, sig.SIGNATURE_NAME)
+    assert (stopped["text"], stopped["output_tokens"], stopped["stop_index"]) == ("", 4, 1)
+    assert stopped["finish_reason"] == sig.FINISH_STOP
+    assert (whole["stop_index"], whole["finish_reason"]) == (sig.NO_STOP, sig.FINISH_LENGTH)
+    at_stop, _ = rest_stream(server, rows[0], 3)
+    assert at_stop == generated[:4]  # streamed: the stop's bytes come, split over two chunks
+
+
 def test_grpc_streams_raw_bytes_as_unary(server: ModelServerProcess, channel: grpc.Channel) -> None:
     req = request("Return the number of", 20, temperature=1.0, seed=8)
     (whole,) = rest_predict(server, [req], sig.SIGNATURE_NAME)
@@ -113,6 +127,8 @@ def test_concurrent_continue_calls_are_batched_and_answer_as_alone(
     server: ModelServerProcess, channel: grpc.Channel
 ) -> None:
     reqs = [request(f"prompt {i} of the batch", 40, temperature=1.0, seed=i) for i in range(24)]
+    stops = [[], ["e"], [" ", "\n"], ["é", "t"]]  # rows of one batch stop where each would alone
+    reqs = [r | {"stop": sig.stop_slots(stops[i % 4])} for i, r in enumerate(reqs)]
     rows = [(r, b"abc"[: i % 4], 16 - i % 3) for i, r in enumerate(reqs)]
     alone = [grpc_continue(channel, [row]) for row in rows]
     before = histogram(server, PROCESSED)
@@ -142,4 +158,5 @@ def test_concurrent_continue_calls_are_batched_and_answer_as_alone(
         assert int(got["n_tokens"][0]) == n
         assert list(got["tokens"][0][:n]) == list(solo["tokens"][0][:n])
         assert got["finish_reason"][0] == solo["finish_reason"][0]
+        assert int(got["stop_index"][0]) == int(solo["stop_index"][0])
         assert float(got["nll_sum"][0]) == pytest.approx(float(solo["nll_sum"][0]), abs=1e-4)

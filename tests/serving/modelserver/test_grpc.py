@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from tests.support.modelserver import ModelServerProcess
+from tokenpulse.tfserving import signature as sig
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +37,8 @@ def predict_request(model: str = "gen", prompts: tuple[str, ...] = ("hi",), **sp
         ("top_k", [0] * n, tf.int32),
         ("top_p", [1.0] * n, tf.float32),
         ("seed", [0] * n, tf.int64),
+        ("stop", [sig.stop_slots(["\n"])] * n, tf.string),
+        ("ignore_eos", [0] * n, tf.int32),
     ]:
         req.inputs[name].CopyFrom(tf.make_tensor_proto(values, dtype=dtype))
     return req
