@@ -9,12 +9,12 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
-from devtools.memory_sink import MemorySink
 from devtools.standins.tfserving import TfServingStandin
 from serving.gateway.app import Gateway
 from serving.gateway.settings import GatewaySettings
 from serving.gateway.sink import NullSink, SampleDispatcher, load_sink
 from tests.serving.gateway.helpers import auth
+from tests.support.memory_sink import MemorySink
 from tokenpulse.samples import Feedback, NonBlockingSink, RequestStats, Sample, SampleSink
 
 
@@ -33,7 +33,7 @@ class BlockedSink:
 def test_protocol_and_loader() -> None:
     assert isinstance(MemorySink(), SampleSink) and isinstance(NullSink(), SampleSink)
     assert isinstance(load_sink(""), NullSink)
-    assert isinstance(load_sink("devtools.memory_sink:MemorySink"), MemorySink)
+    assert isinstance(load_sink("tests.support.memory_sink:MemorySink"), MemorySink)
     with pytest.raises(ValueError, match="module:factory"):
         load_sink("serving.gateway.sink")
     with pytest.raises(ValueError, match="SampleSink"):
