@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import tempfile
 from pathlib import Path
 
 from aiohttp import web
 
 from serving.gateway.routing import Router
 from serving.gateway.settings import GatewaySettings
+from tokenpulse.atomic import atomic_write
 from tokenpulse.logging import get_logger
 
 log = get_logger(__name__)
@@ -47,12 +46,8 @@ def write_canary_weight(path: Path, weight: float) -> None:
     if not 0 <= weight <= 1:
         raise CanaryWeightFileError(f"canary weight {weight} is outside 0..1")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump({"canary_weight": weight}, f)
-        f.write("\n")
-    os.chmod(tmp, 0o644)  # the gateway may run as another user (a container)
-    os.replace(tmp, path)
+    # 0644: the gateway may run as another user (a container)
+    atomic_write(path, json.dumps({"canary_weight": weight}) + "\n", 0o644)
 
 
 class CanaryWeightFile:

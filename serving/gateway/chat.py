@@ -10,38 +10,35 @@ of the window, as in vLLM. Fields the model cannot honour follow `serving.gatewa
 from __future__ import annotations
 
 import re
-import secrets
 import time
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
-from serving.gateway.errors import BadRequest
+from serving.gateway.errors import BadRequest, openai_body
 from serving.gateway.fields import MESSAGE_INERT, check_inert, refusal
 from serving.gateway.jobs import (
-    TRUNCATE_DESCRIPTION,
     Job,
     Limits,
     PositiveInt,
-    SeedInt,
-    TopK,
-    TruncateTokens,
     check_max_new_tokens,
     check_prompts,
     fit_window,
     stream_options,
     validate_body,
 )
-from serving.gateway.native import signals, timings
-from serving.gateway.openai_compat import (
-    TOP_K_DESCRIPTION,
+from serving.gateway.protocol import (
+    ChunkStream,
     CompletionUsage,
+    Endpoint,
     Extension,
-    stops,
-    top_k,
+    OpenAIChunk,
+    OpenAIRequest,
+    extension,
+    fingerprint,
+    openai_job,
     usage,
 )
-from serving.gateway.sse import Progress
 from serving.gateway.streaming import Piece
 from tokenpulse.samples import RequestStats
 
@@ -64,13 +61,9 @@ TEMPLATE_STOPS = tuple(
 _ROLE_LINE = re.compile(r"^(system|developer|user|assistant)(:| \()", re.IGNORECASE | re.MULTILINE)
 
 
-class ChatRequest(BaseModel):
-    """OpenAI `chat.completions.create` parameters the model honours; any other field is checked
-    by the one rule of `serving.gateway.fields` (off values accepted, the rest a 400 naming it)."""
+class ChatRequest(OpenAIRequest):
+    """OpenAI `chat.completions.create` parameters the model honours (and `OpenAIRequest`'s)."""
 
-    model_config = ConfigDict(strict=True, extra="allow")
-
-    model: str = Field(min_length=1, max_length=128)
     messages: list[dict[str, Any]] = Field(
         min_length=1, description=f"system, developer, user and assistant messages. {CHAT_TEMPLATE}"
     )
@@ -80,15 +73,6 @@ class ChatRequest(BaseModel):
         "up to the deployment's cap; prompt tokens + max_tokens must fit the window.",
     )
     max_completion_tokens: PositiveInt | None = Field(None, description="Same as max_tokens.")
-    temperature: float | None = Field(None, ge=0.0, le=2.0)
-    top_p: float | None = Field(None, gt=0.0, le=1.0)
-    top_k: TopK | None = Field(None, description=TOP_K_DESCRIPTION)
-    seed: SeedInt | None = None
-    stop: str | list[str] | None = None
-    user: str | None = Field(None, max_length=256)
-    stream: bool | None = None
-    stream_options: dict[str, Any] | None = None
-    truncate_prompt_tokens: TruncateTokens | None = Field(None, description=TRUNCATE_DESCRIPTION)
 
 
 def _content(message: dict[str, Any], i: int) -> str:
@@ -177,21 +161,7 @@ def parse(raw: bytes, limits: Limits) -> Job:
     prompts, max_tokens = fit_window(
         [prompt], asked, limits, req.truncate_prompt_tokens, where="messages"
     )
-    return Job(
-        model=req.model,
-        prompts=prompts,
-        max_new_tokens=max_tokens,
-        temperature=1.0 if req.temperature is None else req.temperature,
-        top_k=top_k(req.top_k),
-        top_p=1.0 if req.top_p is None else req.top_p,
-        seed=req.seed if req.seed is not None else secrets.randbits(31),
-        user=req.user,
-        stop=stops(req.stop) + TEMPLATE_STOPS,
-        truncate_prompt_tokens=req.truncate_prompt_tokens,
-        stream=bool(req.stream),
-        include_usage=options.include_usage,
-        continuous_usage=options.continuous_usage_stats,
-    )
+    return openai_job(req, prompts, max_tokens, options, TEMPLATE_STOPS)
 
 
 class ChatMessage(BaseModel):
@@ -231,7 +201,7 @@ def respond(job: Job, texts: list[str], stats: RequestStats) -> ChatCompletion:
         object="chat.completion",
         created=int(time.time()),
         model=stats.model,
-        system_fingerprint=f"{stats.model}:v{stats.version}",
+        system_fingerprint=fingerprint(stats),
         choices=[
             ChatChoice.model_construct(
                 index=0,
@@ -240,12 +210,7 @@ def respond(job: Job, texts: list[str], stats: RequestStats) -> ChatCompletion:
             )
         ],
         usage=usage(stats),
-        tokenpulse=Extension.model_construct(
-            version=stats.version,
-            version_label=stats.version_label or None,
-            signals=[signals(o) for o in stats.outputs],
-            timings=timings(stats),
-        ),
+        tokenpulse=extension(stats),
     )
 
 
@@ -265,40 +230,25 @@ class ChunkChoice(BaseModel):
     logprobs: None = None
 
 
-class ChatCompletionChunk(BaseModel):
+class ChatCompletionChunk(OpenAIChunk):
     """One `chat.completion.chunk` event of a stream."""
 
-    id: str
     object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
-    created: int
-    model: str
-    system_fingerprint: str
     choices: list[ChunkChoice]
-    usage: CompletionUsage | None = None
 
 
-class ChatStream:
-    """The events of one streamed chat completion: the role, the content, then the usage; with
-    vLLM's `stream_options.continuous_usage_stats`, each event carries the usage so far."""
+class ChatStream(ChunkStream):
+    """The events of one streamed chat completion: the role, the content, then the usage."""
 
-    def __init__(self, job: Job, stats: RequestStats, progress: Progress | None = None) -> None:
-        self.job, self.stats = job, stats
-        self.created = int(time.time())
-        self._progress = progress if job.continuous_usage else None
+    event = ChatCompletionChunk
+    object_name = "chat.completion.chunk"
+    id_prefix = "chatcmpl-"
 
-    def _so_far(self) -> CompletionUsage | None:
-        return usage(self.stats, self._progress) if self._progress else None
-
-    def _chunk(self, choices: list[ChunkChoice], usage: CompletionUsage | None) -> BaseModel:
-        s = self.stats
-        return ChatCompletionChunk.model_construct(
-            id=f"chatcmpl-{s.request_id}",
-            object="chat.completion.chunk",
-            created=self.created,
-            model=s.model,
-            system_fingerprint=f"{s.model}:v{s.version}",
-            choices=choices,
-            usage=usage,
+    def choice(self, piece: Piece) -> BaseModel:
+        """The message's new content; its finish reason on its last piece."""
+        delta = Delta.model_construct(role=None, content=piece.text)
+        return ChunkChoice.model_construct(
+            index=piece.index, delta=delta, finish_reason=piece.finish_reason
         )
 
     def begin(self) -> list[BaseModel]:
@@ -310,25 +260,8 @@ class ChatStream:
             nothing = CompletionUsage.model_construct(
                 prompt_tokens=prompt_tokens, completion_tokens=0, total_tokens=prompt_tokens
             )
-            return [self._chunk([choice], nothing)]
-        return [self._chunk([choice], None)]
+            return [self.chunk([choice], nothing)]
+        return [self.chunk([choice], None)]
 
-    def pieces(self, pieces: list[Piece]) -> list[BaseModel]:
-        """One event per piece of content."""
-        return [
-            self._chunk(
-                [
-                    ChunkChoice.model_construct(
-                        index=p.index,
-                        delta=Delta.model_construct(role=None, content=p.text),
-                        finish_reason=p.finish_reason,
-                    )
-                ],
-                self._so_far(),
-            )
-            for p in pieces
-        ]
 
-    def end(self) -> list[BaseModel]:
-        """The usage event, when asked for."""
-        return [self._chunk([], usage(self.stats))] if self.job.include_usage else []
+ENDPOINT = Endpoint("chat", parse, respond, ChatStream, openai_body)

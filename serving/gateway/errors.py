@@ -122,6 +122,19 @@ class Overloaded(GatewayError):
     openai_type = "server_error"
 
 
+class ShuttingDown(GatewayError):
+    """The gateway is draining before it exits (SIGTERM): another replica takes the request.
+    The connection is closed after the answer, so a client's next request goes elsewhere."""
+
+    status = 503
+    code = "shutting_down"
+    openai_type = "server_error"
+
+    def headers(self) -> dict[str, str]:
+        """`Connection: close`: a keep-alive connection to a draining gateway is of no use."""
+        return {"Connection": "close"}
+
+
 class CircuitOpen(GatewayError):
     """The upstream breaker is open: failing fast without calling the upstream."""
 

@@ -18,14 +18,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
-from serving.gateway.errors import BadRequest, NotFound
+from serving.gateway.errors import BadRequest, NotFound, native_body
+from serving.gateway.handler import Call, Handler, json_response, request_id
 from serving.gateway.jobs import validate_body
+from serving.gateway.metrics import GatewayMetrics
+from serving.gateway.sink import SampleDispatcher
 from tokenpulse.samples import FEEDBACK_CLASSES, Feedback
 
 RESPONSE_PREFIXES = ("chatcmpl-", "cmpl-", "gen-")
-# a response id is a prefix and the gateway's request id (serving.gateway.app._REQUEST_ID)
+# a response id is a prefix and the gateway's request id (serving.gateway.handler._REQUEST_ID)
 RESPONSE_ID_PATTERN = r"^(chatcmpl|cmpl|gen)-[A-Za-z0-9._:-]{1,64}$"
 THUMBS = (-1.0, 0.0, 1.0)
 
@@ -153,3 +157,33 @@ def accept(
     )
     assert feedback.score_class in FEEDBACK_CLASSES
     return feedback, served is not None
+
+
+@dataclass
+class FeedbackEndpoint:
+    """`POST /v1/feedback` on the shared handler: spends the key's request budget too."""
+
+    handler: Handler
+    recent: RecentResponses
+    metrics: GatewayMetrics
+    samples: SampleDispatcher
+    max_comment_chars: int
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        """Accept a score (202), in the native error shape otherwise."""
+        call = Call(request, "feedback", request_id(request))
+        return await self.handler.answer(call, native_body, self._accept)
+
+    async def _accept(self, call: Call) -> web.Response:
+        key = self.handler.authenticate(call)
+        self.handler.pipeline.take_request(key)  # a key cannot write samples without limit
+        req = parse(await self.handler.read(call.request), self.max_comment_chars)
+        fb, matched = accept(req, key.id, self.recent, call.arrival)
+        self.metrics.observe_feedback(fb.model, fb.version, fb.score_class)
+        self.samples.offer(fb)
+        body = FeedbackResponse(
+            response_id=fb.response_id,
+            score_class=fb.score_class,  # type: ignore[arg-type]
+            matched=matched,
+        )
+        return json_response(body, 202, self.handler.headers(call))

@@ -15,12 +15,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 import secrets
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tokenpulse.atomic import atomic_write
 
 KEY_PREFIX = "tp-"
 
@@ -155,11 +155,6 @@ def add_key(
     entries.append(entry)
     _parse_entry(entry, "new key")
     path.parent.mkdir(parents=True, exist_ok=True)
-    # write-then-rename so a running gateway never reads half a file
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump({"keys": entries}, fh, indent=2)
-        fh.write("\n")
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
+    # a running gateway never reads half a file; hashes only, but still private
+    atomic_write(path, json.dumps({"keys": entries}, indent=2) + "\n", 0o600)
     return key

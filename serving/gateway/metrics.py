@@ -153,6 +153,13 @@ class GatewayMetrics:
         self.queued = Gauge(
             f"{PFX}queued_requests", "Requests waiting for a concurrency slot.", registry=r
         )
+        self.saturation = Gauge(
+            f"{PFX}saturation_ratio", "This gateway's own saturation, 0 to 1: requests holding "
+            "an upstream slot plus requests queued for one, over the slots plus the queue "
+            "(max_concurrency + max_queue); at 1 every new request is shed with 503. The "
+            "gateway's autoscaling signal: it rises with this replica's load, not with the "
+            "upstream's in-flight work.", registry=r,
+        )  # fmt: skip
         self.breaker_state = Gauge(
             f"{PFX}circuit_breaker_state",
             "Upstream circuit breaker: 0 closed, 1 half-open, 2 open.", registry=r,

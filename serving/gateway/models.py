@@ -12,8 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from aiohttp import web
 from pydantic import BaseModel, Field
 
+from serving.gateway.errors import openai_body
+from serving.gateway.handler import Call, Handler, json_response, request_id
 from serving.gateway.keys import ApiKey
 from serving.gateway.routing import Router
 from tokenpulse.tfserving.signature import CONTINUE_SIGNATURE_NAME, SIGNATURE_NAME
@@ -103,3 +106,23 @@ def listing(
             )
         )
     return ModelList(data=cards)
+
+
+@dataclass
+class ModelsEndpoint:
+    """`GET /v1/models` on the shared handler."""
+
+    handler: Handler
+    router: Router
+    window: int  # the context window every card states
+    caps: dict[tuple[str, int], VersionCaps]  # filled in place by the status poll
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        """The models this key may use, with versions and labels."""
+        call = Call(request, "models", request_id(request))
+        return await self.handler.answer(call, openai_body, self._list)
+
+    async def _list(self, call: Call) -> web.Response:
+        key = self.handler.authenticate(call)
+        body = listing(self.router, key, self.window, self.caps)
+        return json_response(body, headers=self.handler.headers(call))

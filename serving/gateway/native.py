@@ -6,7 +6,7 @@ import secrets
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from serving.gateway.errors import InvalidParameter
+from serving.gateway.errors import InvalidParameter, native_body
 from serving.gateway.jobs import (
     TRUNCATE_DESCRIPTION,
     Job,
@@ -20,7 +20,15 @@ from serving.gateway.jobs import (
     fit_prompts,
     validate_body,
 )
-from serving.gateway.sse import Progress
+from serving.gateway.protocol import (
+    ChunkStream,
+    CompletionUsage,
+    Endpoint,
+    Signals,
+    Timings,
+    signals,
+    timings,
+)
 from serving.gateway.streaming import Piece
 from tokenpulse.samples import OutputSignals, RequestStats
 
@@ -67,24 +75,6 @@ class GenerateUsage(BaseModel):
     total_tokens: int
 
 
-class Signals(BaseModel):
-    """Quality signals of the output."""
-
-    empty_output: bool
-    repetition_ratio: float
-    mean_nll: float
-    truncated_prompt_tokens: int
-
-
-class Timings(BaseModel):
-    """Where the time went, in seconds."""
-
-    queue_wait_s: float
-    upstream_s: float
-    total_s: float
-    time_per_output_token_s: float | None
-
-
 class GenerateResponse(BaseModel):
     """Native generation response."""
 
@@ -118,28 +108,17 @@ def parse(raw: bytes, limits: Limits) -> Job:
     )
 
 
-# Responses are built with `model_construct`: the gateway fills every field from values it has
-# already checked, so validating each response again only costs time. The tests validate what
-# `respond` builds against the same models, once (tests/serving/gateway/test_native.py).
-
-
-def timings(stats: RequestStats) -> Timings:
-    """The timings block shared by both endpoints."""
-    return Timings.model_construct(
-        queue_wait_s=round(stats.queue_wait_s, 6),
-        upstream_s=round(stats.upstream_s, 6),
-        total_s=round(stats.total_s, 6),
-        time_per_output_token_s=stats.time_per_output_token_s,
+def _model_ref(stats: RequestStats) -> ModelRef:
+    return ModelRef.model_construct(
+        name=stats.model, version=stats.version, version_label=stats.version_label or None
     )
 
 
-def signals(out: OutputSignals) -> Signals:
-    """The quality signals of one output, shared by both endpoints."""
-    return Signals.model_construct(
-        empty_output=out.empty,
-        repetition_ratio=round(out.repetition_ratio, 6),
-        mean_nll=out.mean_nll,
-        truncated_prompt_tokens=out.truncated_prompt_tokens,
+def _usage(out: OutputSignals) -> GenerateUsage:
+    return GenerateUsage.model_construct(
+        prompt_tokens=out.prompt_tokens,
+        output_tokens=out.output_tokens,
+        total_tokens=out.prompt_tokens + out.output_tokens,
     )
 
 
@@ -149,15 +128,9 @@ def respond(job: Job, texts: list[str], stats: RequestStats) -> GenerateResponse
     return GenerateResponse.model_construct(
         id=f"gen-{stats.request_id}",
         text=texts[0],
-        model=ModelRef.model_construct(
-            name=stats.model, version=stats.version, version_label=stats.version_label or None
-        ),
+        model=_model_ref(stats),
         finish_reason=out.finish_reason,
-        usage=GenerateUsage.model_construct(
-            prompt_tokens=out.prompt_tokens,
-            output_tokens=out.output_tokens,
-            total_tokens=out.prompt_tokens + out.output_tokens,
-        ),
+        usage=_usage(out),
         signals=signals(out),
         timings=timings(stats),
     )
@@ -174,41 +147,39 @@ class GenerateChunk(BaseModel):
     usage: GenerateUsage | None = None
 
 
-class NativeStream:
-    """The events of one streamed native generation."""
+class NativeStream(ChunkStream):
+    """The events of one streamed native generation: text, then the finish reason and the
+    usage in one last event."""
 
-    def __init__(self, job: Job, stats: RequestStats, progress: Progress | None = None) -> None:
-        self.job, self.stats = job, stats
-        del progress  # the native stream sends its usage once, at the end
+    def chunk(self, choices: list[BaseModel], usage: CompletionUsage | None) -> BaseModel:
+        """The native event has no choices: `choice` built the whole event already, and its
+        usage comes once, at the end."""
+        (event,) = choices
+        return event
 
-    def _chunk(self, text: str, finish: str | None, usage: GenerateUsage | None) -> BaseModel:
-        s = self.stats
-        return GenerateChunk.model_construct(
-            id=f"gen-{s.request_id}",
-            text=text,
-            finish_reason=finish,
-            model=ModelRef.model_construct(
-                name=s.model, version=s.version, version_label=s.version_label or None
-            ),
-            usage=usage,
-        )
-
-    def begin(self) -> list[BaseModel]:
-        """Nothing before the first text."""
-        return []
+    def choice(self, piece: Piece) -> BaseModel:
+        """An event with new text (the finish reason waits for the last event)."""
+        return self._event(piece.text, None, None)
 
     def pieces(self, pieces: list[Piece]) -> list[BaseModel]:
-        """One event per piece of text (the finish reason waits for the last event)."""
-        return [self._chunk(p.text, None, None) for p in pieces if p.text]
+        """One event per piece of text; empty pieces send nothing."""
+        return super().pieces([p for p in pieces if p.text])
 
     def end(self) -> list[BaseModel]:
         """The finish reason and the usage."""
         if not self.stats.outputs:
             return []
         out = self.stats.outputs[0]
-        usage = GenerateUsage.model_construct(
-            prompt_tokens=out.prompt_tokens,
-            output_tokens=out.output_tokens,
-            total_tokens=out.prompt_tokens + out.output_tokens,
+        return [self._event("", out.finish_reason, _usage(out))]
+
+    def _event(self, text: str, finish: str | None, usage: GenerateUsage | None) -> BaseModel:
+        return GenerateChunk.model_construct(
+            id=f"gen-{self.stats.request_id}",
+            text=text,
+            finish_reason=finish,
+            model=_model_ref(self.stats),
+            usage=usage,
         )
-        return [self._chunk("", out.finish_reason, usage)]
+
+
+ENDPOINT = Endpoint("generate", parse, respond, NativeStream, native_body)

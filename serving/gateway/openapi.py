@@ -14,12 +14,12 @@ from serving.gateway.chat import (
     ChatCompletionChunk,
     ChatRequest,
 )
+from serving.gateway.completions import CompletionChunk, CompletionRequest, CompletionResponse
 from serving.gateway.errors import NativeError, OpenAIError
 from serving.gateway.feedback import FeedbackRequest, FeedbackResponse
 from serving.gateway.fields import INERT, MESSAGE_INERT
 from serving.gateway.models import ModelList
 from serving.gateway.native import GenerateChunk, GenerateRequest, GenerateResponse
-from serving.gateway.openai_compat import CompletionChunk, CompletionRequest, CompletionResponse
 from serving.gateway.pipeline import MIN_REQUEST_TIMEOUT_S
 from serving.gateway.probes import Health, Readiness
 from serving.gateway.settings import GatewaySettings
@@ -41,8 +41,9 @@ _ERRORS = {
     "read; `upstream_rejected`: it refused a request the gateway had validated (4xx, e.g. "
     "TF Serving's FAILED_PRECONDITION or INVALID_ARGUMENT): the server's fault, not the "
     "request's.",
-    "503": "`overloaded` (load shed), `circuit_open`, or `upstream_unavailable` (no model "
-    "server or version to call, or it is busy); see Retry-After.",
+    "503": "`overloaded` (load shed), `circuit_open`, `upstream_unavailable` (no model "
+    "server or version to call, or it is busy), or `shutting_down` (this gateway is draining "
+    "before it exits: retry, the connection is closed); see Retry-After.",
     "504": "`deadline_exceeded`: the deadline passed (X-Request-Timeout or the gateway default).",
 }
 _TIMEOUT_HEADER: dict[str, Any] = {
@@ -346,7 +347,11 @@ def build_openapi(settings: GatewaySettings) -> dict[str, Any]:
             "/v1/feedback": _feedback_op(),
             "/healthz": _get("Process alive.", "Health"),
             "/health": _get("vLLM's liveness probe: 200 with an empty body.", None),
-            "/readyz": _get("Upstream reachable and a version AVAILABLE.", "Readiness", True),
+            "/readyz": _get(
+                "This gateway started and not draining; the upstream's state in the body.",
+                "Readiness",
+                True,
+            ),
             "/metrics": _get("Prometheus metrics.", None),
         },
         "components": {

@@ -1,4 +1,4 @@
-"""`run(settings)`: start the gateway and serve until SIGINT/SIGTERM."""
+"""`run(settings)`: start the gateway and serve until SIGINT/SIGTERM, then drain and exit 0."""
 
 from __future__ import annotations
 
@@ -37,8 +37,14 @@ async def serve(settings: GatewaySettings, sink: SampleSink | None = None) -> No
     freeze_startup_heap()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+
+    def on_signal() -> None:
+        if stop.is_set():
+            gateway.drain.cut()  # a second signal: stop waiting for the requests in flight
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, on_signal)
     log.info(
         "gateway listening",
         url=f"http://{settings.host}:{settings.port}",
@@ -48,6 +54,8 @@ async def serve(settings: GatewaySettings, sink: SampleSink | None = None) -> No
     )
     try:
         await stop.wait()
+        # new requests get 503 shutting_down and /readyz says draining; those in flight finish
+        await gateway.drain.drain(settings.drain_timeout_s)
     finally:
         log.info("gateway stopping")
         await runner.cleanup()

@@ -111,6 +111,15 @@ class GatewaySettings(BaseSettings):
         300.0, gt=0, description="largest deadline a client may ask for, seconds"
     )
 
+    drain_timeout_s: float = Field(
+        310.0,
+        gt=0,
+        description="on SIGTERM: seconds the requests in flight (streams included) may take to "
+        "finish while new ones get 503 shutting_down; then the rest are ended and the process "
+        "exits 0. The default covers max_request_timeout_s (300) plus the last writes; a pod's "
+        "terminationGracePeriodSeconds must be larger",
+    )
+
     breaker_failure_threshold: int = Field(
         5, ge=1, description="consecutive upstream failures that open the breaker"
     )

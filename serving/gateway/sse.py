@@ -8,12 +8,10 @@ A stream that fails after its first byte cannot change its status any more: it s
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
 
 from pydantic import BaseModel
 
 from serving.gateway.errors import GatewayError, openai_body
-from serving.gateway.streaming import Piece
 
 CONTENT_TYPE = "text/event-stream"
 HEADERS = {
@@ -34,16 +32,3 @@ def event(body: BaseModel) -> bytes:
 def error_event(err: GatewayError, request_id: str) -> bytes:
     """The event that ends a stream failed after its first byte."""
     return event(openai_body(err, request_id))
-
-
-class StreamEvents(Protocol):
-    """The events of one stream in an API's format (one class per endpoint)."""
-
-    def begin(self) -> list[BaseModel]:
-        """Events before the first text (chat: the role)."""
-
-    def pieces(self, pieces: list[Piece]) -> list[BaseModel]:
-        """Events for the text of one chunk."""
-
-    def end(self) -> list[BaseModel]:
-        """Events after the last text (the usage), once the outputs are recorded."""

@@ -13,10 +13,11 @@ the model server closed) and no further chunk is asked for.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from serving.gateway.admission import Shed
 from serving.gateway.chunkbatch import ContinueCall
@@ -45,11 +46,30 @@ from tokenpulse.tfserving.signature import CONTINUE_SIGNATURE_NAME, FINISH_NONE,
 _NO_CONTINUE = f'signature key "{CONTINUE_SIGNATURE_NAME}" not found'
 
 
+T = TypeVar("T")
 DISCONNECT_POLL_S = 0.05  # how soon a chunk in flight notices that its client went away
 
 
 class ClientGone(Exception):
     """The client closed the connection mid-stream."""
+
+
+async def unless_gone(call: Awaitable[T], gone: Callable[[], bool]) -> T:
+    """Await `call`, cancelling it (and with it the upstream call) when `gone()` says the client
+    hung up; raises ClientGone then."""
+    task = asyncio.ensure_future(call)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
+            if done:
+                return task.result()
+            if gone():
+                raise ClientGone("client disconnected")
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
 
 
 @dataclass
@@ -239,8 +259,8 @@ class StreamRun:
             raise UpstreamUnavailable("stream has no route", retry_after=1)
         started = time.perf_counter()
         try:
-            chunks, _seconds = await self._watch(
-                self._continue(route.model, route.version, self._rows(), remaining)
+            chunks, _seconds = await unless_gone(
+                self._continue(route.model, route.version, self._rows(), remaining), self._gone
             )
         except UpstreamError as exc:
             self.stats.upstream_s += time.perf_counter() - started
@@ -257,24 +277,6 @@ class StreamRun:
         self.stats.upstream_s += time.perf_counter() - started
         self.stats.chunks += 1
         return chunks
-
-    async def _watch(self, call: Awaitable[tuple[list[Chunk], float]]) -> Any:
-        """Await `call`, cancelling it when the client goes away."""
-        task = asyncio.ensure_future(call)
-        try:
-            while True:
-                done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
-                if done:
-                    return task.result()
-                if self._gone():
-                    raise ClientGone("client disconnected")
-        finally:
-            if not task.done():
-                task.cancel()
-                try:
-                    await task
-                except (asyncio.CancelledError, Exception):  # noqa: BLE001 - cancelled on purpose
-                    pass
 
     def _absorb(self, chunks: list[Chunk], first: bool) -> list[Piece]:
         now = time.perf_counter()

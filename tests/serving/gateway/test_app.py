@@ -155,11 +155,19 @@ def test_health_ready_and_openapi(served: tuple[GatewayProcess, str]) -> None:
     assert "GenerateRequest" in spec["components"]["schemas"]
 
 
-def test_readyz_is_503_without_an_available_version(keys_file: Path, keys: dict[str, str]) -> None:
+def test_readyz_is_the_pods_own_state_not_the_upstreams(
+    keys_file: Path, keys: dict[str, str]
+) -> None:
+    """No AVAILABLE version upstream: the gateway stays in its Service (200) and answers with its
+    typed errors; the body says the upstream is not ready, and says it again once it is."""
     with TfServingStandin() as up:
         up.state.versions["gen"] = {1: "LOADING"}
         with running_gateway(up.url, keys_file) as gw:
-            assert httpx.get(f"{gw.url}/readyz").status_code == 503
+            ready = httpx.get(f"{gw.url}/readyz")
+            assert ready.status_code == 200
+            assert ready.json()["status"] == "ready" and ready.json()["draining"] is False
+            assert ready.json()["upstream_ready"] is False
+            assert ready.json()["upstream_reachable"] is True
             resp = httpx.post(
                 f"{gw.url}/v1/generate", json={"prompt": "a"}, headers=auth(keys["demo"])
             )
@@ -167,7 +175,8 @@ def test_readyz_is_503_without_an_available_version(keys_file: Path, keys: dict[
                 resp.status_code == 503 and resp.json()["error"]["code"] == "upstream_unavailable"
             )
             up.state.versions["gen"] = {1: "AVAILABLE"}
-            assert httpx.get(f"{gw.url}/readyz").status_code == 200
+            ready = httpx.get(f"{gw.url}/readyz")
+            assert ready.status_code == 200 and ready.json()["upstream_ready"] is True
 
 
 def test_unknown_paths_and_wrong_methods_get_json_errors(
@@ -237,8 +246,6 @@ def test_every_503_and_429_carries_retry_after(keys_file: Path, keys: dict[str, 
                 headers=auth(keys["demo"]),
             )  # fmt: skip
             assert resp.status_code == 503 and int(resp.headers["Retry-After"]) >= 1
-            ready = httpx.get(f"{gw.url}/readyz")
-            assert ready.status_code == 503 and ready.headers["Retry-After"] == "1"
             up.state.versions["gen"] = {1: "AVAILABLE"}
             limited = [
                 httpx.post(

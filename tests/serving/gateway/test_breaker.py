@@ -101,10 +101,15 @@ def test_killed_model_server_opens_and_its_return_closes(
         assert [r.json()["error"]["code"] for r in down] == ["upstream_unavailable"] * 2
         assert _generate(gw.url, keys["demo"]).json()["error"]["code"] == "circuit_open"
         assert metric_value(gw.url, STATE) == BreakerState.OPEN
-        assert httpx.get(f"{gw.url}/readyz").status_code == 503
+        # the gateway itself stays ready (its typed errors beat a load balancer's bare 503);
+        # the body says what it sees upstream
+        ready = httpx.get(f"{gw.url}/readyz")
+        assert ready.status_code == 200 and ready.json()["circuit_breaker"] == "open"
+        assert ready.json()["upstream_reachable"] is False
+        assert ready.json()["upstream_ready"] is False
         standin.start()  # same port
         time.sleep(1.1)  # the cool-down: the next request is the half-open probe
         assert metric_value(gw.url, STATE) == BreakerState.HALF_OPEN
         assert _generate(gw.url, keys["demo"]).status_code == 200
         assert metric_value(gw.url, STATE) == BreakerState.CLOSED
-        assert httpx.get(f"{gw.url}/readyz").status_code == 200
+        assert httpx.get(f"{gw.url}/readyz").json()["upstream_ready"] is True

@@ -9,9 +9,9 @@ import re
 import pytest
 
 from serving.gateway.chat import ChatCompletion, flatten, parse, respond
+from serving.gateway.completions import parse as completions_parse
 from serving.gateway.errors import BadRequest
 from serving.gateway.jobs import Limits
-from serving.gateway.openai_compat import parse as completions_parse
 from serving.gateway.textstream import apply_stop
 from tokenpulse.samples import OutputSignals, RequestStats
 

@@ -194,12 +194,13 @@ def test_breaker_opens_when_the_model_server_dies_and_closes_when_it_returns(
         codes = [generate(gw.url).json()["error"]["code"] for _ in range(3)]
         assert codes == ["upstream_unavailable", "upstream_unavailable", "circuit_open"]
         assert metric_value(gw.url, "tokenpulse_gateway_circuit_breaker_state") == 2
-        assert httpx.get(f"{gw.url}/readyz").status_code == 503
+        ready = httpx.get(f"{gw.url}/readyz")  # the pod stays in its Service: its own state
+        assert ready.status_code == 200 and ready.json()["upstream_ready"] is False
         with _modelserver_on(base, rest, grpc):
             time.sleep(1.0)  # past the cool-down: the next request is the half-open probe
             assert generate(gw.url).status_code == 200
             assert metric_value(gw.url, "tokenpulse_gateway_circuit_breaker_state") == 0
-            assert httpx.get(f"{gw.url}/readyz").status_code == 200
+            assert httpx.get(f"{gw.url}/readyz").json()["upstream_ready"] is True
 
 
 def test_a_prompt_longer_than_the_window_is_a_400_unless_truncation_is_asked(

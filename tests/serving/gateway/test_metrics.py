@@ -29,6 +29,7 @@ EXPECTED = {
     "tokenpulse_gateway_mean_nll_nats": "histogram",
     "tokenpulse_gateway_in_flight_requests": "gauge",
     "tokenpulse_gateway_queued_requests": "gauge",
+    "tokenpulse_gateway_saturation_ratio": "gauge",
     "tokenpulse_gateway_circuit_breaker_state": "gauge",
     "tokenpulse_gateway_circuit_breaker_rejected": "counter",
     "tokenpulse_gateway_rate_limited": "counter",

@@ -96,7 +96,7 @@ def test_with_no_sink_nothing_is_built_queued_or_drained(
     standin: TfServingStandin, keys_file: Path, keys: dict[str, str], monkeypatch
 ) -> None:
     built: list[object] = []
-    monkeypatch.setattr("serving.gateway.app.Sample", lambda **kw: built.append(kw))
+    monkeypatch.setattr("serving.gateway.outcome.Sample", lambda **kw: built.append(kw))
     settings = GatewaySettings(keys_file=keys_file, upstream_url=standin.url, access_log=False)
 
     async def scenario() -> None:

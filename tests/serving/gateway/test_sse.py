@@ -7,14 +7,14 @@ import json
 import pytest
 from pydantic import BaseModel
 
-from serving.gateway import chat, native, openai_compat, sse
+from serving.gateway import chat, completions, native, sse
 from serving.gateway.errors import DeadlineExceeded
 from serving.gateway.jobs import Job
 from serving.gateway.streaming import Piece
 from tokenpulse.samples import OutputSignals, RequestStats
 
 STREAMS: list[tuple[type, type[BaseModel]]] = [
-    (openai_compat.CompletionStream, openai_compat.CompletionChunk),
+    (completions.CompletionStream, completions.CompletionChunk),
     (chat.ChatStream, chat.ChatCompletionChunk),
     (native.NativeStream, native.GenerateChunk),
 ]

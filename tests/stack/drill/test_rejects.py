@@ -76,7 +76,8 @@ def test_the_fault_refuses_every_predict_which_the_gateway_answers_502(
         assert {r.json()["error"]["code"] for r in refused} == {"upstream_rejected"}
         assert all(REFUSAL in r.json()["error"]["message"] for r in refused)
         # the version still looks healthy: the status poll is not refused
-        assert httpx.get(target.state.url("gateway_port", "/readyz")).status_code == 200
+        ready = httpx.get(target.state.url("gateway_port", "/readyz"))
+        assert ready.status_code == 200 and ready.json()["upstream_ready"] is True
     assert _generate(target).status_code == 200  # the fault is removed on leaving
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from serving.gateway import openai_compat
+from serving.gateway import completions
 from serving.gateway.errors import dump
 from serving.gateway.jobs import Job
 from tokenpulse.samples import OutputSignals, RequestStats
@@ -17,8 +17,8 @@ def test_the_constructed_response_is_one_its_model_validates_to_the_same_json() 
         OutputSignals(1, 4, "length", False, 0.0, 1.5, 0),
         OutputSignals(1, 0, "stop", True, 0.0, 0.0, 0),
     ]
-    built = dump(openai_compat.respond(job, ["x", ""], stats))
-    checked = openai_compat.CompletionResponse.model_validate_json(built)
+    built = dump(completions.respond(job, ["x", ""], stats))
+    checked = completions.CompletionResponse.model_validate_json(built)
     assert dump(checked) == built
     doc = json.loads(built)
     assert doc["object"] == "text_completion"
