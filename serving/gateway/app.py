@@ -84,7 +84,7 @@ class Gateway:
         self.admission = Admission(s.max_concurrency, s.max_queue, s.max_queue_wait_s)
         self.pipeline = Pipeline(
             s, self.router, self.upstreams, self.breaker, self.admission, RateLimiter(),
-            self.upkeep.refresh,
+            self.upkeep.refresh, self.upkeep.caps,
         )  # fmt: skip
         self.chunks = (
             ChunkBatcher(

@@ -76,11 +76,6 @@ INERT: dict[str, Inert] = {
     "prediction": Inert("the model takes no predicted output"),
     "web_search_options": Inert("the model cannot search the web"),
     "reasoning_effort": Inert("the model does not reason in a separate channel"),
-    "ignore_eos": Inert(
-        "the model stops at its end-of-text token and the exported graph has no input to decode "
-        "past it",
-        (None, False),
-    ),
     "min_tokens": Inert("the model cannot be kept from stopping early", (None, 0)),
     "stop_token_ids": Inert("stop sequences are text (`stop`)", (None, [])),
     "include_stop_str_in_output": Inert("the stop sequence is never sent", (None, False)),

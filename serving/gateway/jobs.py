@@ -9,6 +9,7 @@ from annotated_types import Ge, Le
 from pydantic import BaseModel, BeforeValidator, ValidationError
 
 from serving.gateway.errors import BadRequest, ContextLengthExceeded, GatewayError, PayloadTooLarge
+from tokenpulse.tfserving.signature import stop_slots
 
 INT64 = 2**63 - 1
 
@@ -61,6 +62,7 @@ class Job:
     version_label: str | None = None
     user: str | None = None
     stop: tuple[str, ...] = ()
+    ignore_eos: bool = False  # vLLM's: decode past end-of-text (a model input)
     truncate_prompt_tokens: int | None = None
     stream: bool = False  # answer with server-sent events, chunk by chunk
     include_usage: bool = False  # streams: a last event with the usage (stream_options)
@@ -71,7 +73,7 @@ class Job:
         """Tokens to reserve against the key's token limit."""
         return self.max_new_tokens * len(self.prompts)
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self, in_graph: bool = False) -> list[dict[str, Any]]:
         """REST `instances`, one per prompt, per the serving_default contract."""
         return [
             {
@@ -81,9 +83,23 @@ class Job:
                 "top_k": self.top_k,
                 "top_p": float(self.top_p),
                 "seed": self.seed,
+                **self.ending(in_graph),
             }
             for p in self.prompts
         ]
+
+    def ending(self, in_graph: bool) -> dict[str, Any]:
+        """The `stop` and `ignore_eos` inputs for a version that takes them (`in_graph`); an
+        older export gets neither (the gateway cuts its text at the stop sequences)."""
+        if in_graph:
+            return {"stop": stop_slots(self.stop), "ignore_eos": int(self.ignore_eos)}
+        if self.ignore_eos:
+            raise BadRequest(
+                "ignore_eos: this model version was exported without the input to decode past "
+                "its end-of-text token; leave it out or route to a newer version",
+                param="ignore_eos",
+            )
+        return {}
 
     def params(self) -> dict[str, Any]:
         """Sampling parameters and stop sequences, for samples (the sink redacts the strings)."""

@@ -15,30 +15,13 @@ from typing import Literal
 from aiohttp import web
 from pydantic import BaseModel, Field
 
+from serving.gateway.caps import VersionCaps
 from serving.gateway.errors import openai_body
 from serving.gateway.handler import Call, Handler, json_response, request_id
 from serving.gateway.keys import ApiKey
 from serving.gateway.routing import Router
-from tokenpulse.tfserving.signature import CONTINUE_SIGNATURE_NAME, SIGNATURE_NAME
 
 OWNER = "tokenpulse"
-STOP_INPUT = "stop"  # a `stop` input on serving_default: the model itself stops at a sequence
-
-
-@dataclass(frozen=True)
-class VersionCaps:
-    """What one version's signatures let it do."""
-
-    streams: bool  # it exports `continue`
-    stop_in_graph: bool  # its serving_default takes the stop sequences
-
-    @classmethod
-    def from_signatures(cls, signatures: dict[str, set[str]]) -> VersionCaps:
-        """Read from the signature names and their inputs."""
-        return cls(
-            streams=CONTINUE_SIGNATURE_NAME in signatures,
-            stop_in_graph=STOP_INPUT in signatures.get(SIGNATURE_NAME, set()),
-        )
 
 
 class ModelVersions(BaseModel):

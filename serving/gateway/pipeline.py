@@ -11,6 +11,7 @@ from typing import Any
 
 from serving.gateway.admission import Admission, Shed
 from serving.gateway.breaker import CircuitBreaker
+from serving.gateway.caps import VersionCaps
 from serving.gateway.errors import (
     BadRequest,
     CircuitOpen,
@@ -126,6 +127,7 @@ class Pipeline:
         admission: Admission,
         limiter: RateLimiter,
         refresh: Callable[[str], Any],
+        caps: dict[tuple[str, int], VersionCaps] | None = None,
     ) -> None:
         self.settings = settings
         self.router = router
@@ -134,9 +136,28 @@ class Pipeline:
         self.admission = admission
         self.limiter = limiter
         self._refresh = refresh  # async (model) -> None: re-read the model's versions
+        self.caps = caps if caps is not None else {}  # what each version's signatures take
+        self._no_metadata: set[tuple[str, int]] = set()  # versions whose server has no metadata
         # failures already on the breaker: the streams of one shared `continue` call all get its
         # one exception, and one failed call is one failure
         self._recorded: weakref.WeakSet[UpstreamError] = weakref.WeakSet()
+
+    async def in_graph(self, route: Route, timeout_s: float) -> bool:
+        """Whether the version takes `stop` and `ignore_eos` (read now if the poll has not)."""
+        version = (route.model, route.version)
+        caps = self.caps.get(version)
+        if caps is None:
+            if version in self._no_metadata:
+                return False
+            try:
+                signatures = await self.client.signatures(route.model, route.version, timeout_s)
+            except UpstreamHTTPError:
+                self._no_metadata.add(version)  # asked once: a server without metadata
+                return False
+            except UpstreamError:
+                return False  # the call itself will say what is wrong with the upstream
+            caps = self.caps[version] = VersionCaps.from_signatures(signatures)
+        return caps.stop_in_graph
 
     async def refresh(self, model: str) -> None:
         """Re-read the model's AVAILABLE versions (a version vanished between poll and call)."""
@@ -261,8 +282,9 @@ class Pipeline:
             raise DeadlineExceeded("deadline passed while waiting for a slot")
         started = time.perf_counter()
         try:
+            rows = job.rows(await self.in_graph(route, min(remaining, 1.0)))
             preds, seconds = await self.client.predict(
-                route.model, route.version, job.rows(), remaining
+                route.model, route.version, rows, deadline.remaining()
             )
         except UpstreamError as exc:
             if isinstance(exc, (UpstreamTimeout, UpstreamHTTPError)):

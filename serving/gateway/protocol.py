@@ -35,6 +35,10 @@ TOP_K_DESCRIPTION = (
     "vLLM's extension (the openai SDK sends it through extra_body): sample from the k most "
     "likely tokens; 0 or -1: no cut."
 )
+IGNORE_EOS_DESCRIPTION = (
+    "vLLM's extension: decode past the end-of-text token, to max_tokens or a stop sequence "
+    "(benchmarks use it for fixed output lengths)."
+)
 
 
 class OpenAIRequest(BaseModel):
@@ -49,6 +53,7 @@ class OpenAIRequest(BaseModel):
     top_k: TopK | None = Field(None, description=TOP_K_DESCRIPTION)
     seed: SeedInt | None = None
     stop: str | list[str] | None = None
+    ignore_eos: bool | None = Field(None, description=IGNORE_EOS_DESCRIPTION)
     user: str | None = Field(None, max_length=256)
     stream: bool | None = None
     stream_options: dict[str, Any] | None = None
@@ -75,6 +80,7 @@ def openai_job(
         seed=req.seed if req.seed is not None else secrets.randbits(31),
         user=req.user,
         stop=stops(req.stop) + extra_stops,
+        ignore_eos=bool(req.ignore_eos),
         truncate_prompt_tokens=req.truncate_prompt_tokens,
         stream=bool(req.stream),
         include_usage=options.include_usage,

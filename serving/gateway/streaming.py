@@ -231,8 +231,9 @@ class StreamRun:
             self._unsettled = False
             self.p.breaker.record_neutral()
 
-    def _rows(self) -> list[dict[str, Any]]:
+    def _rows(self, in_graph: bool) -> list[dict[str, Any]]:
         job = self.job
+        ending = job.ending(in_graph)
         return [
             {
                 "prompt": r.prompt,
@@ -244,6 +245,7 @@ class StreamRun:
                 "top_k": job.top_k,
                 "top_p": float(job.top_p),
                 "seed": job.seed,
+                **ending,
             }
             for r in self.rows
             if not r.done
@@ -257,10 +259,12 @@ class StreamRun:
         route = self._route
         if route is None:  # start() routes first; kept for type narrowing
             raise UpstreamUnavailable("stream has no route", retry_after=1)
+        rows = self._rows(await self.p.in_graph(route, min(remaining, 1.0)))
         started = time.perf_counter()
         try:
             chunks, _seconds = await unless_gone(
-                self._continue(route.model, route.version, self._rows(), remaining), self._gone
+                self._continue(route.model, route.version, rows, self.deadline.remaining()),
+                self._gone,
             )
         except UpstreamError as exc:
             self.stats.upstream_s += time.perf_counter() - started

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from serving.gateway import models
+from serving.gateway.caps import VersionCaps
 from serving.gateway.keys import KeysFileError, KeyStore
 from serving.gateway.metrics import GatewayMetrics
 from serving.gateway.replicas import Replicas
@@ -41,7 +41,7 @@ class Upkeep:
         self.keys = KeyStore.from_file(settings.keys_file)
         self._keys_stamp: tuple[int, int, int] | None = _stamp(settings.keys_file)
         self.upstream_ok = False
-        self.caps: dict[tuple[str, int], models.VersionCaps] = {}  # read once per version
+        self.caps: dict[tuple[str, int], VersionCaps] = {}  # read once per version
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
@@ -82,7 +82,7 @@ class Upkeep:
             except UpstreamError as exc:
                 log.debug("cannot read signatures", model=model, version=version, error=str(exc))
                 continue
-            self.caps[model, version] = models.VersionCaps.from_signatures(signatures)
+            self.caps[model, version] = VersionCaps.from_signatures(signatures)
 
     def reload_keys(self) -> None:
         """Pick up a changed keys file (e.g. `keys add` while running); keep the old on error."""

@@ -23,6 +23,7 @@ from tokenpulse.tfserving.signature import (
     CONTINUE_SIGNATURE_NAME,
     OUTPUTS,
     SIGNATURE_NAME,
+    STOP_OUTPUTS,
 )
 from tokenpulse.tfserving.status import available_versions, parse_model_status, status_path
 
@@ -57,7 +58,7 @@ def parse_predictions(doc: Any, rows: int) -> list[Prediction]:
     """Check and convert a row-format `{"predictions": [...]}` answer."""
     out: list[Prediction] = []
     for row in parse_rows(doc, rows):
-        if not set(OUTPUTS) <= set(row):
+        if not set(OUTPUTS) - set(STOP_OUTPUTS) <= set(row):  # older exports: no stop_index
             raise UpstreamBadResponse("prediction row lacks signature outputs")
         try:
             out.append(
@@ -91,7 +92,7 @@ def parse_chunks(doc: Any, rows: int) -> list[Chunk]:
     """Check and convert a row-format `continue` answer."""
     out: list[Chunk] = []
     for row in parse_rows(doc, rows):
-        if not set(CONTINUE_OUTPUTS) <= set(row):
+        if not set(CONTINUE_OUTPUTS) - set(STOP_OUTPUTS) <= set(row):
             raise UpstreamBadResponse("continue row lacks signature outputs")
         try:
             n = int(row["n_tokens"])

@@ -235,7 +235,7 @@ def test_models_validate_and_say_the_window_and_streaming(served) -> None:
     model = strictly(Model, {k: v for k, v in card.items() if k not in ("max_model_len",)})
     assert model.id == "gen" and card["max_model_len"] == WINDOW
     assert card["tokenpulse"]["streams"] is True
-    assert card["tokenpulse"]["stop_in_graph"] is False
+    assert card["tokenpulse"]["stop_in_graph"] is True  # the export stops at `stop` itself
 
 
 CHAT_REFUSALS: list[tuple[dict[str, Any], str]] = [
@@ -254,11 +254,21 @@ CHAT_REFUSALS: list[tuple[dict[str, Any], str]] = [
     ({"temperature": 3}, "temperature"),
     ({"extra_body": {"min_p": 0.1}}, "min_p"),
     ({"extra_body": {"repetition_penalty": 1.2}}, "repetition_penalty"),
-    ({"extra_body": {"ignore_eos": True}}, "ignore_eos"),
     ({"extra_body": {"best_of_everything": 1}}, "best_of_everything"),
     ({"messages": [{"role": "tool", "content": "4", "tool_call_id": "c1"}]}, "messages"),
     ({"messages": [{"role": "user", "name": "a b\nSystem", "content": "x"}]}, "messages"),
 ]
+
+
+def test_ignore_eos_decodes_to_max_tokens(served) -> None:
+    """vLLM's `ignore_eos` (benchmarks send it for fixed output lengths) is a model input now:
+    every choice decodes its whole max_tokens, past the end-of-text token."""
+    done = _client(served).completions.create(
+        model="gen", prompt=["a", "The sky"], max_tokens=12, temperature=0, seed=3,
+        extra_body={"ignore_eos": True},
+    )  # fmt: skip
+    assert [c.finish_reason for c in done.choices] == ["length", "length"]
+    assert done.usage is not None and done.usage.completion_tokens == 24
 
 
 @pytest.mark.parametrize(("extra", "param"), CHAT_REFUSALS)

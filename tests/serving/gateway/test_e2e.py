@@ -18,6 +18,7 @@ from tests.serving.gateway.helpers import auth, metric_value
 from tests.support.gateway import GatewayProcess, free_port, make_keys_file, running_gateway
 from tests.support.models import install_version
 from tests.support.modelserver import ModelServerProcess, running_modelserver
+from tokenpulse.tfserving.signature import stop_slots
 
 pytestmark = pytest.mark.slow
 
@@ -77,6 +78,8 @@ def test_openai_sdk_completion(stack: tuple[ModelServerProcess, GatewayProcess, 
                     "top_k": 0,
                     "top_p": 1.0,
                     "seed": 1,
+                    "stop": stop_slots(),
+                    "ignore_eos": 0,
                 }
             ],
         },

@@ -17,7 +17,7 @@ from serving.gateway.fields import INERT, check_inert
         {"tools": None, "tool_choice": "none", "parallel_tool_calls": True},
         {"response_format": {"type": "text"}, "logit_bias": {}},
         {"logprobs": False, "top_logprobs": 0},
-        {"min_p": 0, "repetition_penalty": 1.0, "ignore_eos": False},
+        {"min_p": 0, "repetition_penalty": 1.0, "min_tokens": 0},
         {"metadata": {"a": "b"}, "store": True, "service_tier": "flex", "safety_identifier": "x"},
     ],
 )
@@ -33,7 +33,7 @@ def test_values_that_change_nothing_pass(extra: dict) -> None:
         ({"logprobs": 0}, "logprobs"),  # completions' 0 asks for the sampled token's logprob
         ({"logit_bias": None, "n": 2}, "n"),
         ({"response_format": {"type": "json_object"}}, "response_format"),
-        ({"ignore_eos": True}, "ignore_eos"),
+        ({"min_tokens": 5}, "min_tokens"),
         ({"tools": [{"type": "function"}]}, "tools"),
         ({"totally_new": 1}, "totally_new"),
     ],
@@ -48,9 +48,9 @@ def test_a_value_that_would_change_the_result_is_a_400_naming_the_field(
 
 
 def test_the_refusal_says_what_is_accepted() -> None:
-    with pytest.raises(BadRequest, match=r"ignore_eos: true is not supported: .*end-of-text.*"
-                       r"\(accepted: null, false, or leave it out\)"):  # fmt: skip
-        check_inert({"ignore_eos": True})
+    with pytest.raises(BadRequest, match=r"min_tokens: 5 is not supported: .*stopping early.*"
+                       r"\(accepted: null, 0, or leave it out\)"):  # fmt: skip
+        check_inert({"min_tokens": 5})
 
 
 def test_the_schema_lists_the_off_values() -> None:

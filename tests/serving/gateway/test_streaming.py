@@ -182,7 +182,7 @@ def test_models_list_has_versions_and_labels(served) -> None:
     extra = listed[0].model_extra or {}
     assert extra["max_model_len"] == 64
     assert extra["tokenpulse"] == {
-        "versions": ["1"], "labels": {}, "streams": True, "stop_in_graph": False,
+        "versions": ["1"], "labels": {}, "streams": True, "stop_in_graph": True,
     }  # fmt: skip
 
 

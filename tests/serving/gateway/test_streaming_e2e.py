@@ -110,7 +110,7 @@ def test_chat_streamed_and_unary_and_models_list(stack) -> None:
     extra = model.model_extra or {}
     assert extra["max_model_len"] == 64
     assert extra["tokenpulse"] == {
-        "versions": ["1"], "labels": {"stable": "1"}, "streams": True, "stop_in_graph": False,
+        "versions": ["1"], "labels": {"stable": "1"}, "streams": True, "stop_in_graph": True,
     }  # fmt: skip
 
 
