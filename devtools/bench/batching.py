@@ -155,6 +155,8 @@ class InProcess:
             top_k=tf.constant([row["top_k"]], tf.int32),
             top_p=tf.constant([row["top_p"]], tf.float32),
             seed=tf.constant([row["seed"]], tf.int64),
+            stop=tf.constant([row["stop"]], tf.string),
+            ignore_eos=tf.constant([row["ignore_eos"]], tf.int32),
         )
         _ = {k: v.numpy() for k, v in out.items()}
         return time.perf_counter() - start
