@@ -90,13 +90,18 @@ def test_requests_alternate_over_replicas_that_keep_pace(
 
     async def scenario(gateway: Gateway, send: Callable[[], Awaitable[int]]) -> None:
         assert [await send() for _ in range(20)] == [200] * 20
+        done = "tokenpulse_gateway_upstream_requests_total"
+        served = []
         for replica in ("0", "1"):
             assert _sample(gateway, "tokenpulse_gateway_upstream_healthy", replica=replica) == 1
-            done = "tokenpulse_gateway_upstream_requests_total"
-            assert _sample(gateway, done, replica=replica, outcome="success") == 10
+            served.append(_sample(gateway, done, replica=replica, outcome="success"))
+        # Alternation, give or take the odd call a starved machine lets one replica fall behind
+        # on (10/10 on a quiet machine, 11/9 seen under a loaded CI): never all on one replica.
+        assert sum(served) == 20 and all(8 <= n <= 12 for n in served), served
 
     _run(_settings(keys_file, a.url, b.url), keys["demo"], scenario)
-    assert a.predict_calls() == b.predict_calls() == 10
+    assert a.predict_calls() + b.predict_calls() == 20
+    assert 8 <= a.predict_calls() <= 12
 
 
 def test_a_replica_killed_mid_run_is_routed_around_and_back_after_its_poll(
