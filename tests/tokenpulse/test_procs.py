@@ -25,3 +25,11 @@ def test_stop_process_kills_what_ignores_sigterm() -> None:
     stop_process(proc, timeout_s=0.5)
     assert proc.returncode == -9
     stop_process(proc)  # already gone: a no-op
+
+
+def test_free_ports_stay_out_of_the_ephemeral_range_and_do_not_repeat() -> None:
+    """Outgoing connections take their source ports from the ephemeral range, so a listening
+    port picked there can be gone before the server binds it."""
+    ports = [free_port() for _ in range(50)]
+    assert len(set(ports)) == 50
+    assert all(20000 <= p < 32768 for p in ports)

@@ -11,7 +11,6 @@ import contextlib
 import datetime
 import json
 import shutil
-import socket
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ import pytest
 from monitoring.mixin import alertmanager
 from monitoring.mixin.config import DEFAULT as mixin
 from stack.launch import http_ok, running_process
+from tokenpulse.procs import free_port
 
 pytestmark = pytest.mark.skipif(
     shutil.which("prometheus-alertmanager") is None, reason="needs prometheus-alertmanager"
@@ -66,17 +66,12 @@ LATENCY_BURN = {
 EXHAUSTED = {"alertname": f"{P}TfServingResourceExhausted", "severity": "warning"}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 @contextlib.contextmanager
 def _alertmanager(tmp: Path) -> Iterator[str]:
     config = tmp / "alertmanager.yml"
     config.write_text(alertmanager.render_local(mixin, "http://127.0.0.1:9/"))
-    url = f"http://127.0.0.1:{_free_port()}"
+    url = f"http://127.0.0.1:{free_port()}"
     argv = [
         "prometheus-alertmanager", f"--config.file={config}", f"--storage.path={tmp}",
         f"--web.listen-address={url.removeprefix('http://')}", "--cluster.listen-address=",

@@ -8,7 +8,6 @@ import contextlib
 import datetime
 import json
 import shutil
-import socket
 import threading
 import time
 import urllib.request
@@ -23,6 +22,7 @@ from monitoring.mixin.config import DEFAULT as mixin
 from monitoring.oncall.deadman import ALERTNAME
 from monitoring.oncall.server import OncallServer, OncallSettings, serve
 from stack.launch import http_ok, running_process
+from tokenpulse.procs import free_port
 
 pytestmark = pytest.mark.skipif(
     shutil.which("prometheus-alertmanager") is None, reason="needs prometheus-alertmanager"
@@ -30,11 +30,6 @@ pytestmark = pytest.mark.skipif(
 
 INTERVAL_S = 2  # the Watchdog's route interval; the receiver pages after 3 of them
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextlib.contextmanager
@@ -110,7 +105,7 @@ def _pages(path: Path) -> list[tuple[str, float]]:
 
 
 def test_alertmanager_stopped_pages_from_the_receiver_and_resolves(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     with _receiver(tmp_path) as server:
         receiver_url = f"http://127.0.0.1:{server.server_address[1]}"
         log = server.receiver.settings.file
