@@ -183,6 +183,9 @@ def usage(stats: RequestStats, progress: Progress | None = None) -> CompletionUs
     )
 
 
+MAX_STOP_BYTES = 256  # a stop is matched against the generated tail at every decode step
+
+
 def stops(stop: str | list[str] | None) -> tuple[str, ...]:
     """OpenAI's `stop`: at most 4 non-empty sequences."""
     stops = [stop] if isinstance(stop, str) else list(stop or [])
@@ -190,6 +193,9 @@ def stops(stop: str | list[str] | None) -> tuple[str, ...]:
         raise BadRequest("stop takes at most 4 sequences", param="stop")
     if any(not s for s in stops):
         raise BadRequest("stop sequences must not be empty", param="stop")
+    if any(len(s.encode()) > MAX_STOP_BYTES for s in stops):
+        # each decode step compares every row's tail with its stops inside the model graph
+        raise BadRequest(f"stop sequences are at most {MAX_STOP_BYTES} bytes each", param="stop")
     return tuple(stops)
 
 

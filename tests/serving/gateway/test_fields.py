@@ -56,3 +56,14 @@ def test_the_refusal_says_what_is_accepted() -> None:
 def test_the_schema_lists_the_off_values() -> None:
     assert INERT["presence_penalty"].schema()["enum"] == [None, 0]
     assert "enum" not in INERT["metadata"].schema()
+
+
+def test_a_huge_stop_sequence_is_a_400_not_a_per_step_cost() -> None:
+    """Found probing from outside: a 100 000-character `stop` was accepted and would be compared
+    with every row's tail at every decode step inside the model."""
+    from serving.gateway.protocol import MAX_STOP_BYTES, stops
+
+    assert stops("x" * MAX_STOP_BYTES) == ("x" * MAX_STOP_BYTES,)
+    with pytest.raises(BadRequest) as caught:
+        stops(["\n", "好" * 100])  # 300 UTF-8 bytes
+    assert caught.value.param == "stop" and caught.value.status == 400
