@@ -57,19 +57,18 @@ up: $(STACK_STAMP)
 	@bash scripts/ensure-debs.sh stack
 	$(BIN)/tokenpulse up --preset $(PRESET)
 
-# Two workers on two cores. The lanes (two drill stacks, the e2e stacks, the shared alerting stack)
-# mostly wait on clocks, so more workers shorten the run where there are more cores: six on two
-# cores took 19-25 min and starved the timing-bound tests (a drill proxy's cut, a rollout's config
-# poll, the load-test and saturation figures), so CI keeps two. Each module stays on one worker
-# (tests/conftest.py); `make test PYTEST_WORKERS=6` where cores allow.
-PYTEST_WORKERS ?= 2
+# `-n auto`: a worker per core for the modules that compute, and a worker per lane beside them
+# (tests/support/scheduling.py). A lane (a drill shard's stack, the e2e stacks, the shared alerting
+# stack) mostly waits on clocks, so it runs alone on its worker instead of holding a core's worker
+# idle; every other module goes to the per-core workers, whole.
+PYTEST_WORKERS ?= auto
 test: venv debs
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
 # The inner loop: no running stack and no TensorFlow training (markers the collection applies from
-# what each test and its fixtures call: tests/support/markers.py), on two workers.
+# what each test and its fixtures call: tests/support/markers.py), a worker per core.
 test-fast: venv debs
-	$(BIN)/python -m pytest -n 2 --dist loadscope -m "not stack and not training" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $$(nproc) --dist loadscope -m "not stack and not training" $(PYTEST_ARGS)
 
 lint: venv
 	$(BIN)/ruff check .

@@ -16,34 +16,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from xdist.scheduler import LoadScopeScheduling
 
 from devtools.stack import Stack, running_stack
 from tests.support import markers
+from tests.support.scheduling import LaneScheduling, cores, niceness
 from tests.support.stack import LANES, SHARED_STACK, scope_of
 from tokenpulse import logging as tp_logging
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
-class LaneScheduling(LoadScopeScheduling):
-    """Whole modules to a worker, a lane's modules as one unit; more work only to a worker about
-    to run dry.
-
-    xdist tops a worker up while it has two tests or fewer left; a lane's last tests are its long
-    ones (a drill shard: ~7 min in one test), so a module queued behind them would wait that long
-    while other workers idle. A worker runs a test once it holds the next one too, so it gets
-    more work when one test is left, not before.
-    """
-
-    def _split_scope(self, nodeid: str) -> str:
-        return scope_of(nodeid)
-
-    def _reschedule(self, node: Any) -> None:
-        if self.workqueue and not node.shutting_down:
-            if self._pending_of(self.assigned_work[node]) > 1:
-                return
-        super()._reschedule(node)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto` (`make test`): a worker per core for the modules that compute, and one per lane
+    beside them, since a lane mostly waits on clocks."""
+    return cores() + len(LANES)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
@@ -54,6 +40,17 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         config.option.loadscopereorder = False
         return LaneScheduling(config, log)
     return None
+
+
+_priority_set = False
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """On a worker's first test: a computing worker beside the lanes yields them the CPU."""
+    global _priority_set
+    if not _priority_set and "PYTEST_XDIST_WORKER" in os.environ:
+        _priority_set = True
+        os.nice(niceness(item.nodeid, int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the markers it applies

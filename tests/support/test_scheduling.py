@@ -1,0 +1,102 @@
+"""The scheduler `make test` hands xdist (tests/support/scheduling.py), driven as xdist's
+DSession drives it, with workers that record what they are sent."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+from tests.support.scheduling import COMPUTING_NICENESS, LaneScheduling, cores, niceness
+from tests.support.stack import LANES
+
+DRILLS = "tests/stack/test_drill.py::test_drills_pass_against_a_running_up"
+COLLECTION = [
+    f"{DRILLS}[restarts]",
+    f"{DRILLS}[faults]",
+    "tests/e2e/test_ha.py::test_a",
+    "tests/e2e/test_replicas.py::test_b",
+    "tests/alerts/test_e2e.py::test_c",
+    *(f"tests/unit/test_m{m}.py::test_{i}" for m in range(4) for i in range(3)),
+]
+
+
+@dataclass(eq=False)
+class Worker:
+    """What xdist's scheduler sees of a worker: what it was sent, whether it was told to stop."""
+
+    collection: list[str]
+    sent: list[str] = field(default_factory=list)
+    shutting_down: bool = False
+    gateway: SimpleNamespace = field(default_factory=lambda: SimpleNamespace(id="gw"))
+
+    def send_runtest_some(self, indices: list[int]) -> None:
+        self.sent += [self.collection[i] for i in indices]
+
+    def shutdown(self) -> None:
+        self.shutting_down = True
+
+
+def scheduled(workers: int) -> tuple[LaneScheduling, list[Worker]]:
+    config = SimpleNamespace(
+        getvalue=lambda name: [f"{workers}*popen"], option=SimpleNamespace(loadscopereorder=False)
+    )
+    sched = LaneScheduling(config)  # type: ignore[arg-type]
+    nodes = [Worker(COLLECTION) for _ in range(workers)]
+    for node in nodes:
+        sched.add_node(node)  # type: ignore[arg-type]
+        sched.add_node_collection(node, COLLECTION)  # type: ignore[arg-type]
+    sched.schedule()
+    return sched, nodes
+
+
+def run_all(sched: LaneScheduling, nodes: list[Worker]) -> None:
+    """Complete every test each worker holds, as its reports come in, until none is left."""
+    done = {id(n): 0 for n in nodes}
+    while any(done[id(n)] < len(n.sent) for n in nodes):
+        for node in nodes:
+            if done[id(node)] < len(node.sent):
+                index = COLLECTION.index(node.sent[done[id(node)]])
+                done[id(node)] += 1
+                sched.mark_test_complete(node, index)  # type: ignore[arg-type]
+
+
+def lanes_of(node: Worker) -> set[str]:
+    return {t for t in node.sent if not t.startswith("tests/unit/")}
+
+
+def test_with_a_worker_per_lane_and_more_each_lane_runs_alone_beside_the_rest() -> None:
+    # the collection's four lanes (two drill shards, the e2e stacks, the shared stack) and two more
+    sched, nodes = scheduled(len(LANES) + 2)
+    run_all(sched, nodes)
+    assert sched.beside
+    assert [len(lanes_of(n)) for n in nodes[:4]] == [1, 1, 2, 1]
+    for node in nodes[:4]:  # each lane's worker ran that lane only, and was told to stop
+        assert node.shutting_down and all(not t.startswith("tests/unit/") for t in node.sent)
+    computing = [t for n in nodes[4:] for t in n.sent]
+    assert sorted(computing) == sorted(t for t in COLLECTION if t.startswith("tests/unit/"))
+    assert all(n.sent for n in nodes[4:])
+    assert not sched.workqueue and sched.tests_finished
+
+
+def test_with_fewer_workers_a_lane_is_one_unit_and_its_worker_takes_more() -> None:
+    sched, nodes = scheduled(2)
+    run_all(sched, nodes)
+    assert sched.beside is False
+    assert sorted(t for n in nodes for t in n.sent) == sorted(COLLECTION)
+    assert any(lanes_of(n) and len(lanes_of(n)) < len(n.sent) for n in nodes)
+
+
+def test_auto_counts_a_worker_per_core_and_one_per_lane() -> None:
+    from tests.conftest import pytest_xdist_auto_num_workers
+
+    assert cores() >= 1
+    assert pytest_xdist_auto_num_workers(None) == cores() + len(LANES)  # type: ignore[arg-type]
+
+
+def test_a_computing_worker_beside_the_lanes_yields_them_the_cpu() -> None:
+    beside = len(LANES) + 2
+    assert niceness("tests/unit/test_m0.py::test_0", beside) == COMPUTING_NICENESS > 0
+    assert niceness(f"{DRILLS}[restarts]", beside) == 0
+    assert niceness("tests/alerts/test_e2e.py::test_c", beside) == 0
+    # too few workers for lanes of their own: every worker runs everything, at one priority
+    assert niceness("tests/unit/test_m0.py::test_0", 2) == 0
