@@ -74,7 +74,8 @@ def rollout(running: Running, capsys: pytest.CaptureFixture[str], *argv: str) ->
     where = [f"--run-dir={running.config.run_dir}", f"--gateway-url={running.gateway_url}"]
     if argv[0] == "progressive":
         where.append(f"--prometheus-url={running.config.url('prometheus_port')}")
-    code = main(["rollout", *argv, *where, "--wait-s=10"])
+    # waits end once the condition holds; a starved machine loads a version in tens of seconds
+    code = main(["rollout", *argv, *where, "--wait-s=60"])
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -248,7 +249,10 @@ def traffic(running: Running) -> Iterator[None]:
             n = 0
             while not stop.is_set():
                 body = {"prompt": "steady traffic", "max_new_tokens": 2, "user": f"u{n % 50}"}
-                client.post(f"{running.gateway_url}/v1/generate", json=body)
+                try:
+                    client.post(f"{running.gateway_url}/v1/generate", json=body)
+                except httpx.HTTPError:
+                    pass  # one slow or refused call must not end the traffic for the module
                 n += 1
                 stop.wait(0.05)
 

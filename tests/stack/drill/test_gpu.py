@@ -56,8 +56,9 @@ def test_a_stack_without_fake_gpus_is_refused_with_what_to_do(tmp_path: Path) ->
 
 def test_a_page_naming_another_gpu_is_a_problem(tmp_path: Path) -> None:
     target = _target(tmp_path)
-    log = Log(started=time.time() - 1)
-    now = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
+    # fixed instants: the page 5 s after the drill started (no clock read, so none can disagree)
+    log = Log(started=1_796_000_000.0)
+    now = "2026-11-30T00:53:25+00:00"  # 1_796_000_005
     alerts = [
         {"status": "firing", "labels": {"alertname": "TokenPulseGpuCriticalXid", "gpu": "1",
                                         "xid": str(XID)}},
