@@ -174,8 +174,9 @@ class RestartNoAvailableVersion(Scenario):
     # 60 times, its 1h tier's 5 s short window and 2 s `for` race TfServingDown's scrape, and
     # lose when an earlier drill left the 1-minute long window full (at real speed
     # TfServingDown's 1m `for` wins by a minute). From the config change on, though, every
-    # request fails while no version serves, and the burn must not page (`check`): while
-    # NoAvailableVersion fires it inhibits the burn, and once its page was sent
+    # request fails while no version serves, and the burn must not page (`check`): failures while
+    # NoAvailableVersion is pending are not fresh, so TfServingDown's hold lasts; while it fires it
+    # inhibits the burn, and once its page was sent
     # TfServingRecentlyUnavailable holds the burn's tiers (their windows still full of the 503s)
     # for the recovery window: one incident, one page
     burn = "TokenPulseGatewayAvailabilityBudgetBurn"

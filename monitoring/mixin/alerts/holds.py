@@ -50,14 +50,22 @@ def down_delivered(cfg: MixinConfig, t: Timing) -> str:
 
 def fresh_failures(cfg: MixinConfig, t: Timing) -> str:
     """Per model: over cfg.fresh_window, 5xx at the fast page tier's rate, and at least
-    cfg.fresh_min_failed of them."""
+    cfg.fresh_min_failed of them, while no TfServingNoAvailableVersion is pending or firing for
+    that model. Failures with no version to serve are that cause's, which pages as itself (a
+    state alert, never held): a model server back from a restart with no AVAILABLE version fails
+    every request while that alert's `for` runs, and those failures must not end the restart's
+    hold and page the burn beside it."""
     slo = cfg.slo("availability")
     threshold = number(cfg.burn_tiers[0].factor * (1 - slo.objective))
     w = t(cfg.fresh_window)
     errors = cfg.sel("gateway", f'code=~"{cfg.error_codes}"')
     count = f"sum by (model) (increase({GATEWAY_PREFIX}requests_total{errors}[{w}]))"
     share = error_ratio(cfg, slo, w, cfg.jobs.selector("gateway"))
-    return f"({share} > {threshold}\nand on (model) {count} >= {cfg.fresh_min_failed})"
+    no_version = f'ALERTS{{alertname="{cfg.alertname("TfServingNoAvailableVersion")}"}}'
+    return (
+        f"(({share} > {threshold}\nand on (model) {count} >= {cfg.fresh_min_failed})\n"
+        f"unless on (model) {no_version})"
+    )
 
 
 def _since_recovery(cfg: MixinConfig, t: Timing) -> str:
