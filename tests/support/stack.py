@@ -45,8 +45,24 @@ E2E_STACK_MODULES = (
     "tests/e2e/test_replicas.py",
 )
 
+# Modules that judge how real processes keep time (a dead man's switch's bound, a rollout's config
+# polls, a drain's deadline, a proxy's cut, a load test's pacing): one lane, so they run beside the
+# computing workers at the lanes' priority (tests/support/scheduling.py), not starved by them.
+CLOCKS = "clocks"
+CLOCK_MODULES = (
+    "tests/stack/test_rollout.py",
+    "tests/monitoring/oncall/test_deadman.py",
+    "tests/monitoring/oncall/test_watchdog_alertmanager.py",
+    "tests/stack/loadtest/test_findmax_standin.py",
+    "tests/serving/gateway/test_drain.py",
+    "tests/serving/gateway/test_probes.py",
+    "tests/stack/drill/test_proxy.py",
+)
+
 # The lanes, longest first: xdist hands units out in this order, so every lane starts at once.
-LANES = (DRILL_STACK.format("restarts"), DRILL_STACK.format("faults"), E2E_STACKS, SHARED_STACK)
+LANES = (
+    DRILL_STACK.format("restarts"), DRILL_STACK.format("faults"), E2E_STACKS, SHARED_STACK, CLOCKS,
+)  # fmt: skip
 
 
 def drill_shard(nodeid: str) -> str | None:
@@ -75,4 +91,6 @@ def scope_of(nodeid: str) -> str:
         return DRILL_LANES[module]
     if module in E2E_STACK_MODULES:
         return E2E_STACKS
+    if module in CLOCK_MODULES:
+        return CLOCKS
     return SHARED_STACK if module in SHARED_STACK_MODULES else module
