@@ -1,9 +1,10 @@
 """Shared fixtures: exported tiny models (built once, cached by model-code revision), and the one
 alerting test stack that the modules which only watch a stack share.
 
-Under pytest-xdist (`make test` runs `-n 6 --dist loadscope`), tests.support.stack's lanes lay the
-suite out: each stack's lane (the drill shards, the shared alerting stack, the e2e stacks) is one
-unit of work on a worker of its own, started first, while the other workers take whole modules.
+Under pytest-xdist (`make test` runs `-n auto --dist loadscope`), tests.support.stack's lanes lay
+the suite out: each lane (the drill shards, the e2e stacks, the shared alerting stack, the clock
+modules) runs alone on a worker of its own, started first, while a worker per core takes whole
+modules at a lower CPU priority (tests.support.scheduling).
 Collection marks every test `stack` or `training` from what it and its fixtures call
 (tests.support.markers), which `make test-fast` deselects.
 """
