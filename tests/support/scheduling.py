@@ -16,13 +16,18 @@ from tests.support.stack import LANES, scope_of
 
 
 def cores() -> int:
-    """The cores this process may run on: its CPU affinity, capped by a cgroup v2 quota."""
+    """The cores this process may run on: its CPU affinity, capped by a cgroup CPU quota (v2's
+    cpu.max, or v1's cfs quota and period), since a container may see every core of its host."""
     n = len(os.sched_getaffinity(0))
-    try:
-        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()
-    except (OSError, ValueError):
-        return n
-    return n if quota == "max" else max(1, min(n, int(quota) // int(period)))
+    for files in (("cpu.max",), ("cpu/cpu.cfs_quota_us", "cpu/cpu.cfs_period_us")):
+        try:
+            text = " ".join(Path("/sys/fs/cgroup", f).read_text() for f in files).split()
+            quota, period = int(text[0]), int(text[1])
+        except (OSError, ValueError, IndexError):
+            continue  # absent, or "max" (no quota)
+        if quota > 0:
+            return max(1, min(n, quota // period))
+    return n
 
 
 class LaneScheduling(LoadScopeScheduling):
