@@ -43,9 +43,9 @@ class VersionRejectsAll(Scenario):
     def check(self, target: Target, log: Log) -> None:
         """The refusals reached the SLI as server errors (502), none as a client's 422."""
         end = log.fault_removed_at or time.time()
-        window = f"{max(int(end - log.started), 1)}s"
+        seconds = max(int(end - log.started), 1)
         counted = {
-            code: _increase(target, f'{REQUESTS}{{code="{code}"}}', window, end)
+            code: target_query_value(target, grown(f'{REQUESTS}{{code="{code}"}}', seconds, end))
             for code in ("502", "503", "422")
         }
         if counted["502"] <= 0:
@@ -62,7 +62,19 @@ class VersionRejectsAll(Scenario):
         )
 
 
-def _increase(target: Target, selector: str, window: str, at: float) -> float:
-    """How much `selector` (summed) grew over `window` before `at`, per Prometheus."""
-    result = target.query(f"sum(increase({selector}[{window}] @ {at:.3f}))")
+def grown(selector: str, seconds: int, at: float) -> str:
+    """PromQL: how much `selector` (summed) grew in the `seconds` before `at`: its highest value
+    in that range less its value at the range's start (none: 0). increase() needs two samples of
+    a series, so a code's series born in the fault (the gateway's first 502) would count nothing
+    if the breaker opened before its second scrape."""
+    start = at - seconds
+    return (
+        f"sum(max_over_time({selector}[{seconds}s] @ {at:.3f}))\n"
+        f"- (sum({selector} @ {start:.3f}) or vector(0))"
+    )
+
+
+def target_query_value(target: Target, expr: str) -> float:
+    """The one value of `expr` per Prometheus (none: 0)."""
+    result = target.query(expr)
     return float(result[0]["value"][1]) if result else 0.0

@@ -4,7 +4,9 @@ The drill itself runs in tests/stack/test_drill.py."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,10 +20,11 @@ from devtools.standins.tfserving import TfServingStandin
 from stack import drill
 from stack.config import Ports, StackConfig
 from stack.drill import proxy as fault_proxy
-from stack.drill.rejects import REFUSAL, VersionRejectsAll
+from stack.drill.rejects import REFUSAL, VersionRejectsAll, grown
 from stack.drill.scenario import Log
 from stack.drill.target import Target
 from stack.up.state import StackState, write_state
+from tests.support.binaries import needs_prometheus
 from tests.support.gateway import make_keys_file, running_gateway
 from tokenpulse.paths import ROOT
 from tokenpulse.procs import free_port
@@ -115,6 +118,44 @@ def test_check_reads_the_refusals_as_the_sli_counts_them(
     ]
     # over the fault's window, ending when it was removed
     assert all("[75s] @ " in expr and f"{log.fault_removed_at:.3f}" in expr for expr in asked)
+
+
+@needs_prometheus
+def test_growth_counts_a_series_born_in_the_window_as_prometheus_evaluates_it(
+    tmp_path: Path,
+) -> None:
+    """The gateway's first 502 creates its series; increase() needs two samples of it, so a
+    breaker that opened before the second scrape left the check counting none (CI saw that)."""
+    requests = "tokenpulse_gateway_requests_total"
+    case = {
+        "rule_files": [],
+        "evaluation_interval": "15s",
+        "tests": [{
+            "interval": "15s",
+            "input_series": [
+                # born at 90 s with 7 (the first scrape after the first 502s), then 9
+                {"series": f'{requests}{{code="502",instance="a"}}', "values": "_x5 7 9 9 9"},
+                # there before the window: 100 at its start, 130 at its end
+                {"series": f'{requests}{{code="503",instance="a"}}',
+                 "values": "100 100 100 100 100 110 130 130 130"},
+            ],
+            "promql_expr_test": [
+                {"expr": grown(f'{requests}{{code="{code}"}}', 60, 120.0), "eval_time": "2m",
+                 "exp_samples": [{"labels": "{}", "value": value}]}
+                for code, value in (("502", 9), ("503", 30))
+            ] + [
+                # what increase() made of the same window: 7 to 9, extrapolated; the first 7 lost
+                {"expr": f'sum(increase({requests}{{code="502"}}[60s] @ 120))', "eval_time": "2m",
+                 "exp_samples": [{"labels": "{}", "value": 8 / 3}]},
+            ],
+        }],
+    }  # fmt: skip
+    (tmp_path / "grown.test.yml").write_text(json.dumps(case))
+    done = subprocess.run(
+        ["promtool", "test", "rules", "grown.test.yml"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_it_is_registered_and_expects_a_page_the_compressed_rules_define() -> None:
