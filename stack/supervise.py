@@ -109,8 +109,13 @@ class Supervisor:
         """Component name -> pid of its current process."""
         return {r.component.name: r.child.pid for r in self.running}
 
-    def watch_once(self) -> None:
-        """Notice exits; restart a component once it has been down for restart_delay_s."""
+    def watch_once(self) -> str | None:
+        """Notice exits; restart a component once it has been down for restart_delay_s.
+
+        At most one restart per call, returned by name: `up` records each new pid in
+        `stack.json` before the next component's start (a Prometheus replaying its WAL) can
+        hold it back, so a drill sees the model server back when it is back.
+        """
         for i, r in enumerate(self.running):
             code = r.child.process.poll()
             if code is None:
@@ -132,6 +137,8 @@ class Supervisor:
                 r.died_at = time.monotonic()
                 continue
             self.say(f"{r.component.name} restarted (pid {self.running[i].child.pid})")
+            return r.component.name
+        return None
 
     def stop_all(self) -> int:
         """Stop every component, newest first; returns how many were stopped."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import signal
+import time
 import urllib.request
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -135,6 +136,7 @@ class HaMonitoringFailover(Scenario):
         )
         yield  # the runner waits for the page, which only the survivors can deliver
         target.wait_restarted(MODELSERVER, model_pid, restart_bound(target))
+        log.fault_removed_at = time.time()  # the outage ends here; the page may resolve now
         log.mark("modelserver_restarted")
         for name, pid in killed.items():
             target.wait_restarted(name, pid, target.state.config.restart_delay_s + 60.0)

@@ -37,7 +37,7 @@ class Log:
     problems: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     remarks: list[str] = field(default_factory=list)
-    fault_removed_at: float | None = None
+    fault_removed_at: float | None = None  # set by a scenario whose fault `up` undoes itself
 
     def mark(self, name: str) -> float:
         """Record how many seconds after the start `name` happened."""

@@ -338,6 +338,30 @@ def test_a_component_that_exits_is_restarted_after_the_delay_and_all_stop(tmp_pa
         os.kill(second, 0)
 
 
+def test_two_dead_components_are_restarted_one_per_watch_so_each_pid_is_recorded(tmp_path) -> None:
+    """`up` writes stack.json between calls: the model server's new pid must not wait for a
+    Prometheus that replays its WAL behind it (the HA drill timed its resolution from that)."""
+
+    def sleeper(c: StackConfig) -> contextlib.AbstractContextManager[Launched]:
+        return running_process(["sleep", "600"], lambda: True, what="sleeper")
+
+    comps = tuple(components.Component(n, sleeper, lambda c: "", lambda c: "") for n in "ab")
+    stack = Supervisor(StackConfig(run_dir=tmp_path, restart_delay_s=0), components=comps)
+    try:
+        stack.start_all()
+        first = stack.pids()
+        for r in stack.running:
+            os.kill(r.child.pid, signal.SIGKILL)
+            r.child.process.wait()
+        assert stack.watch_once() == "a"
+        assert stack.pids()["a"] != first["a"] and stack.pids()["b"] == first["b"]
+        assert stack.watch_once() == "b"
+        assert stack.pids()["b"] != first["b"]
+        assert stack.watch_once() is None
+    finally:
+        assert stack.stop_all() == 2
+
+
 @pytest.mark.parametrize(("nvml", "wanted"), [(True, "real"), (False, "off")])
 def test_gpu_auto_runs_the_nvml_collector_only_where_nvml_works(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, nvml: bool, wanted: str

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
 
-from stack.drill.runner import Outcome, _wait_all
-from stack.drill.scenario import Expect
+from stack.drill.runner import Outcome, _wait_all, run_one
+from stack.drill.scenario import Expect, Log, Scenario
 from stack.drill.target import Note
 
 
@@ -41,3 +45,44 @@ def test_only_the_alert_that_fired_resolves_its_expectation() -> None:
     notes.append(_note(t0 + 3, "resolved", "90"))
     _wait_all(target, [(outcome, e)], "resolved", t0, bound=1.0)  # type: ignore[arg-type]
     assert outcome.resolved_after_s == 3.0
+
+
+class _Stack(_Receiver):
+    """A stand-in for Target that run_one can drive: one rule, no alerts pending, no traffic."""
+
+    def alert_rules(self) -> set[str]:
+        return {"TokenPulseTfServingDown"}
+
+    def firing(self, pending: bool = False) -> list[dict[str, str]]:
+        return []
+
+    @contextlib.contextmanager
+    def traffic(self, rps: float, label: str | None = None) -> Iterator[Any]:
+        yield SimpleNamespace(codes=[], failures=lambda: 0)
+
+
+class _UpUndoesIt(Scenario):
+    """`up` restarts the model server, the page resolves, and the exit still waits on slower
+    restarts (a Prometheus replaying its WAL), as the HA drill's does."""
+
+    name, summary = "up-undoes-it", "test"
+    expect = (Expect("TokenPulseTfServingDown"),)
+    fire_within_s = resolve_within_s = 1.0
+    settle_s = 0.0
+
+    @contextlib.contextmanager
+    def fault(self, target: Any, log: Log) -> Iterator[None]:
+        notes, labels = target.notes(), {"alertname": "TokenPulseTfServingDown"}
+        notes.append(Note(time.time() + 0.05, "pager", "firing", labels["alertname"], labels))
+        yield
+        log.fault_removed_at = time.time()  # the model server is back
+        notes.append(Note(time.time() + 0.05, "pager", "resolved", labels["alertname"], labels))
+        time.sleep(1.5)  # longer than resolve_within_s: the prometheus restart behind it
+
+
+def test_a_resolution_before_the_scenarios_exit_counts_from_when_the_fault_was_removed() -> None:
+    result = run_one(_Stack([]), _UpUndoesIt(), lambda line: None)  # type: ignore[arg-type]
+    assert result.passed, result.problems
+    (outcome,) = result.expected
+    assert outcome.resolved_after_s is not None and outcome.resolved_after_s < 1.0
+    assert result.timings["fault_off"] < 1.0  # the removal, not the exit 1.5 s later
