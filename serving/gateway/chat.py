@@ -241,7 +241,6 @@ class ChatStream(ChunkStream):
     """The events of one streamed chat completion: the role, the content, then the usage."""
 
     event = ChatCompletionChunk
-    object_name = "chat.completion.chunk"
     id_prefix = "chatcmpl-"
 
     def choice(self, piece: Piece) -> BaseModel:

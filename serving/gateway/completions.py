@@ -120,7 +120,6 @@ class CompletionStream(ChunkStream):
     """The events of one streamed completion."""
 
     event = CompletionChunk
-    object_name = "text_completion"
     id_prefix = "cmpl-"
 
     def choice(self, piece: Piece) -> BaseModel:

@@ -215,8 +215,7 @@ class ChunkStream:
         self.created = int(time.time())
         self._progress = progress if job.continuous_usage else None
 
-    event: ClassVar[type[OpenAIChunk]]  # the endpoint's event model
-    object_name: ClassVar[str]  # its `object`
+    event: ClassVar[type[OpenAIChunk]]  # the endpoint's event model; its `object` by default
     id_prefix: ClassVar[str]  # before the request id, in `id`
 
     def chunk(self, choices: list[BaseModel], usage: CompletionUsage | None) -> BaseModel:
@@ -224,7 +223,6 @@ class ChunkStream:
         s = self.stats
         return self.event.model_construct(
             id=f"{self.id_prefix}{s.request_id}",
-            object=self.object_name,
             created=self.created,
             model=s.model,
             system_fingerprint=fingerprint(s),
