@@ -24,6 +24,7 @@ CALLS: dict[str, tuple[str, ...]] = {
     "training": (
         "train.train(",
         "run_build(",
+        "run_train(",
         "cached_export(",
         '"bench", "training"',
         '"bench", "model"',

@@ -1,0 +1,153 @@
+"""`--workers N`: start N worker processes on loopback, watch them, restart the job if one dies.
+
+Every attempt gets fresh loopback ports and a TF_CONFIG per worker; each worker's output is
+appended to `RUN/logs/worker-<i>.log` and the attempt's pids are in `RUN/workers.json`. A worker
+that exits non-zero (or is killed) takes the job down: MultiWorkerMirroredStrategy cannot lose a
+member, so the others are stopped and all N start again from the newest checkpoint (at most K
+steps lost, as Keras's BackupAndRestore), up to `max_restarts` times. A worker that refuses the
+run (`worker.EXIT_REFUSED`: another recipe's checkpoints...) ends it at once with its message.
+One line per event goes to `say`; with progress on, the chief's step lines are echoed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from serving.model.settings import TrainSettings
+from serving.model.worker import EXIT_REFUSED, tf_config
+from tokenpulse.procs import free_port, stop_process
+
+POLL_S = 0.1
+_NEWEST = re.compile(r'^model_checkpoint_path: "(.*)"$', re.M)
+
+
+class TrainingError(RuntimeError):
+    """The run could not finish: a worker refused it, or died more often than allowed."""
+
+
+@dataclass
+class WorkerProcess:
+    """One started worker."""
+
+    index: int
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+
+def newest_checkpoint(directory: Path) -> str | None:
+    """The newest checkpoint's name from the manager's state file (no TensorFlow import)."""
+    try:
+        found = _NEWEST.search((directory / "checkpoint").read_text())
+    except OSError:
+        return None
+    return Path(found.group(1)).name if found else None
+
+
+def _start(settings: TrainSettings, run_dir: Path, attempt: int) -> list[WorkerProcess]:
+    hosts = [f"127.0.0.1:{free_port()}" for _ in range(settings.workers)]
+    (run_dir / "logs").mkdir(parents=True, exist_ok=True)
+    workers = []
+    for index in range(settings.workers):
+        path = run_dir / "logs" / f"worker-{index}.log"
+        env = dict(os.environ, TF_CONFIG=tf_config(hosts, index), PYTHONUNBUFFERED="1")
+        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        argv = [sys.executable, "-m", "serving.model.worker", settings.model_dump_json()]
+        with open(path, "ab") as out:
+            proc = subprocess.Popen(argv, stdout=out, stderr=out, env=env, start_new_session=True)
+        workers.append(WorkerProcess(index, proc, path))
+    pids = {str(w.index): w.process.pid for w in workers}
+    (run_dir / "workers.json").write_text(json.dumps({"attempt": attempt, "pids": pids}))
+    return workers
+
+
+def _last_line(path: Path) -> str:
+    lines = path.read_text(errors="replace").strip().splitlines()
+    return lines[-1] if lines else ""
+
+
+def _death(code: int) -> str:
+    return f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
+
+
+class _ChiefEcho:
+    """Follows the chief's log and echoes its progress lines."""
+
+    def __init__(self, path: Path, say: Callable[[str], None]) -> None:
+        self.path, self.say, self.offset = path, say, path.stat().st_size if path.exists() else 0
+
+    def poll(self) -> None:
+        try:
+            with open(self.path, "rb") as log:
+                log.seek(self.offset)
+                chunk = log.read()
+        except OSError:
+            return
+        complete = chunk[: chunk.rfind(b"\n") + 1]
+        self.offset += len(complete)
+        for line in complete.decode(errors="replace").splitlines():
+            try:
+                event: dict[str, Any] = json.loads(line)
+            except ValueError:
+                continue
+            if event.get("message") == "step":
+                self.say(f"step {event['step']}/{event['steps']} loss {event['loss']:.4f}")
+
+
+def _watch(workers: list[WorkerProcess], echo: _ChiefEcho | None) -> WorkerProcess | None:
+    """Wait until every worker exits 0 (None) or one fails (that one)."""
+    while True:
+        if echo is not None:
+            echo.poll()
+        codes = [w.process.poll() for w in workers]
+        for worker, code in zip(workers, codes, strict=True):
+            if code not in (None, 0):
+                return worker
+        if all(code == 0 for code in codes):
+            return None
+        time.sleep(POLL_S)
+
+
+def supervise(settings: TrainSettings, say: Callable[[str], None] | None = None) -> int:
+    """Run the job to the end, restarting it after a death; how many restarts it took."""
+    say = say or _stderr
+    run_dir = settings.run_path()
+    checkpoints = run_dir / "checkpoints"
+    for attempt in range(settings.max_restarts + 1):
+        newest = newest_checkpoint(checkpoints)
+        workers = _start(settings, run_dir, attempt)
+        pids = " ".join(f"{w.index}:{w.process.pid}" for w in workers)
+        say(f"started {len(workers)} workers (pids {pids}) from {newest or 'the start'}; "
+            f"logs in {run_dir / 'logs'}")  # fmt: skip
+        echo = _ChiefEcho(workers[0].log_path, say) if settings.progress else None
+        try:
+            failed = _watch(workers, echo)
+        finally:
+            for worker in workers:  # the survivors of a death wait on it forever
+                stop_process(worker.process, timeout_s=5.0)
+        if failed is None:
+            return attempt
+        code = failed.process.returncode
+        if code == EXIT_REFUSED:
+            raise TrainingError(_last_line(failed.log_path).removeprefix("error: "))
+        say(f"worker {failed.index} (pid {failed.process.pid}) {_death(code)}; stopped the others")
+        if attempt < settings.max_restarts:
+            say(f"restart {attempt + 1}/{settings.max_restarts} from "
+                f"{newest_checkpoint(checkpoints) or 'the start'}")  # fmt: skip
+    raise TrainingError(
+        f"workers died {settings.max_restarts + 1} times; gave up (logs in {run_dir / 'logs'})"
+    )
+
+
+def _stderr(line: str, stream: IO[str] | None = None) -> None:
+    out = stream or sys.stderr
+    out.write(line + "\n")
+    out.flush()
