@@ -48,9 +48,12 @@ def run_train(settings: TrainSettings) -> dict[str, object]:
     `--workers` processes that a supervisor restarts from the newest checkpoint; the report."""
     if settings.workers == 1:
         from serving.model.loop import train_process
+        from serving.model.metrics import TrainingMetrics
 
-        report = train_process(settings)
-        return dict(report or {})
+        metrics = TrainingMetrics()
+        if settings.metrics_port:
+            metrics.serve(settings.metrics_port)
+        return dict(train_process(settings, metrics=metrics) or {})
     from serving.model.loop import report_of
     from serving.model.supervisor import supervise
 

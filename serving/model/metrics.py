@@ -52,7 +52,7 @@ class TrainingMetrics:
                                registry=r)  # fmt: skip
         self.learning_rate = Gauge(PFX + "learning_rate", "Learning rate of the last step.",
                                    registry=r)  # fmt: skip
-        since = Gauge(PFX + "seconds_since_checkpoint_seconds",
+        since = Gauge(PFX + "checkpoint_age_seconds",
                       "Seconds since the last checkpoint (or the start).", registry=r)  # fmt: skip
         since.set_function(lambda: self._clock() - self._checkpointed)
         info = Gauge(PFX + "worker_info", "This worker's index and role.", ("worker", "role"),
