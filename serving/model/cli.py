@@ -5,8 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from tokenpulse.settings_cli import KEBAB, add_settings_arguments, settings_from_args
+
+if TYPE_CHECKING:
+    from pydantic_settings import BaseSettings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,19 +44,23 @@ def main(args: argparse.Namespace) -> int:
     from serving.model import settings as models
     from tokenpulse.logging import configure_logging
 
-    kind = {
+    kinds: dict[str, type[BaseSettings]] = {
         "build": models.BuildSettings,
         "train": models.TrainSettings,
         "export": models.ExportSettings,
         "generate": models.GenerateSettings,
-    }[args.model_command]
-    settings = settings_from_args(kind, args)
+    }
+    settings = settings_from_args(kinds[args.model_command], args)
     configure_logging("model")
     try:
         if args.model_command != "generate":
             from serving.model import build
 
-            run = {"build": build.run_build, "train": build.run_train, "export": build.run_export}
+            run: dict[str, Callable[[Any], dict[str, object]]] = {
+                "build": build.run_build,
+                "train": build.run_train,
+                "export": build.run_export,
+            }
             report = run[args.model_command](settings)
             print(json.dumps(report, indent=2))
             return 0
