@@ -81,11 +81,7 @@ class _Run:
             self.trainer = Trainer(self.model, cfg.weight_decay, HISTOGRAM_EVERY)
         else:
             self.trainer = replicas.ReplicatedTrainer(self.strategy, self.model, cfg.weight_decay)
-            if cfg.batch_size % self.trainer.replicas:
-                raise replicas.ReplicaError(
-                    f"the batch of {cfg.batch_size} does not split over "
-                    f"{self.trainer.replicas} replicas"
-                )
+            self.trainer.trace(cfg.batch_size, preset.model.context + 1)
         self.state = checkpoints.TrainState(preset.name, preset.fingerprint())
         self.ckpt = checkpoints.checkpoint(self.model, self.trainer.optimizer, self.state)
         run = settings.run_path()

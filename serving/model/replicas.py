@@ -87,6 +87,14 @@ class ReplicatedTrainer:
 
         self.update = step
 
+    def trace(self, batch_size: int, width: int) -> None:
+        """Trace the step for global batches of this shape, before a checkpoint is restored:
+        restoring traces functions of its own, which would rename this one's graph, and the
+        persistent XLA cache (keyed by the graph) would then miss on every restart."""
+        self.update.get_concrete_function(
+            self.shares(np.zeros([batch_size, width], np.int32)), tf.constant(0.0)
+        )
+
     def shares(self, batch: np.ndarray) -> tf.distribute.DistributedValues:
         """Each local replica's contiguous share of the global batch."""
         if len(batch) % self.replicas:
