@@ -92,7 +92,7 @@ def _refusal(path: Path) -> str:
     return found[-1] if found else f"a worker refused the run (see {path})"
 
 
-def _death(code: int) -> str:
+def _death(code: int | None) -> str:
     return f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
 
 
@@ -120,17 +120,18 @@ class _ChiefEcho:
                 self.say(f"step {event['step']}/{event['steps']} loss {event['loss']:.4f}")
 
 
-def _watch(workers: list[WorkerProcess], echo: _ChiefEcho | None) -> WorkerProcess | None:
-    """Wait until every worker exits 0 (None) or one fails (that one)."""
+def _watch(workers: list[WorkerProcess], echo: _ChiefEcho | None) -> list[WorkerProcess]:
+    """Wait until every worker exits 0 (none failed) or one fails; the failed ones, a killed
+    one first (its peers' collectives then fail too, and may exit as it is noticed)."""
     while True:
         if echo is not None:
             echo.poll()
         codes = [w.process.poll() for w in workers]
-        for worker, code in zip(workers, codes, strict=True):
-            if code not in (None, 0):
-                return worker
+        failed = [w for w, code in zip(workers, codes, strict=True) if code not in (None, 0)]
+        if failed:
+            return sorted(failed, key=lambda w: (w.process.returncode or 0) >= 0)
         if all(code == 0 for code in codes):
-            return None
+            return []
         time.sleep(POLL_S)
 
 
@@ -156,12 +157,15 @@ def supervise(
         finally:
             for worker in workers:  # the survivors of a death wait on it forever
                 stop_process(worker.process, timeout_s=5.0)
-        if failed is None:
+        if not failed:
             return attempt
-        code = failed.process.returncode
-        if code == EXIT_REFUSED:
-            raise TrainingError(_refusal(failed.log_path))
-        say(f"worker {failed.index} (pid {failed.process.pid}) {_death(code)}; stopped the others")
+        for worker in failed:
+            if worker.process.returncode == EXIT_REFUSED:
+                raise TrainingError(_refusal(worker.log_path))
+        deaths = "; ".join(
+            f"worker {w.index} (pid {w.process.pid}) {_death(w.process.returncode)}" for w in failed
+        )
+        say(f"{deaths}; stopped the others")
         if attempt < settings.max_restarts:
             say(f"restart {attempt + 1}/{settings.max_restarts} from "
                 f"{newest_checkpoint(checkpoints) or 'the start'}")  # fmt: skip
