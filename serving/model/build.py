@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -43,9 +44,12 @@ def run_build(settings: BuildSettings) -> dict[str, object]:
     return {"path": str(path), "degrade_noise": settings.degrade_noise, **asdict(report)}
 
 
-def run_train(settings: TrainSettings) -> dict[str, object]:
+def run_train(
+    settings: TrainSettings, say: Callable[[str], None] | None = None
+) -> dict[str, object]:
     """Train with checkpoints: in this process (one worker, or `--strategy mirrored`), or over
-    `--workers` processes that a supervisor restarts from the newest checkpoint; the report."""
+    `--workers` processes that a supervisor restarts from the newest checkpoint; the report.
+    `say` gets the supervisor's event lines (default: stderr)."""
     if settings.workers == 1:
         from serving.model.loop import train_process
         from serving.model.metrics import TrainingMetrics
@@ -57,7 +61,7 @@ def run_train(settings: TrainSettings) -> dict[str, object]:
     from serving.model.loop import report_of
     from serving.model.supervisor import supervise
 
-    restarts = supervise(settings)
+    restarts = supervise(settings, say)
     return {**report_of(settings.run_path()), "restarts": restarts}
 
 
