@@ -22,15 +22,28 @@ def _known_preset(value: str) -> str:
 PresetName = Annotated[str, AfterValidator(_known_preset)]
 
 
-class BuildSettings(BaseSettings):
-    """`tokenpulse model build`: train (or reuse the cached checkpoint) and export one version."""
+class VersionSettings(BaseSettings):
+    """Where an exported version goes and the warmup records it carries."""
 
     model_config = SettingsConfigDict(env_prefix="TOKENPULSE_MODEL_", extra="ignore")
 
-    preset: PresetName = Field("default", description=f"model size: {' | '.join(PRESETS)}")
     base_path: Path = Field(description="model base path; the version goes to BASE/<version>")
     version: int = Field(gt=0, description="version number to export")
     model_name: str = Field(DEFAULT_MODEL_NAME, description="name written into warmup records")
+    warmup_batch_sizes: list[int] | None = Field(
+        default=None,
+        description="batch sizes of the warmup records; default: what the batching file allows",
+    )
+    batching_parameters_file: Path | None = Field(
+        default=SERVING_BATCHING_FILE,
+        description="serving BatchingParameters; warmup records never exceed its max_batch_size",
+    )
+
+
+class BuildSettings(VersionSettings):
+    """`tokenpulse model build`: train (or reuse the cached checkpoint) and export one version."""
+
+    preset: PresetName = Field("default", description=f"model size: {' | '.join(PRESETS)}")
     degrade_noise: float = Field(
         default=0.0,
         ge=0.0,
@@ -44,14 +57,6 @@ class BuildSettings(BaseSettings):
         False,
         description="an existing version directory is a complete one (exports are renamed into "
         "place whole): keep it and exit 0, so a retried or re-applied build is a no-op",
-    )
-    warmup_batch_sizes: list[int] | None = Field(
-        default=None,
-        description="batch sizes of the warmup records; default: what the batching file allows",
-    )
-    batching_parameters_file: Path | None = Field(
-        default=SERVING_BATCHING_FILE,
-        description="serving BatchingParameters; warmup records never exceed its max_batch_size",
     )
 
     @model_validator(mode="after")
@@ -145,22 +150,11 @@ class TrainSettings(RunSettings):
         return self
 
 
-class ExportSettings(RunSettings):
+class ExportSettings(RunSettings, VersionSettings):
     """`tokenpulse model export`: export a training checkpoint as a new SavedModel version
     (`--preset` and `--run-dir` say where `latest` looks)."""
 
     checkpoint: str = Field(
         description="a checkpoint (its path prefix, or a directory: its newest), or `latest`: "
         "the newest of the run directory"
-    )
-    base_path: Path = Field(description="model base path; the version goes to BASE/<version>")
-    version: int = Field(gt=0, description="version number to export (a new one)")
-    model_name: str = Field(DEFAULT_MODEL_NAME, description="name written into warmup records")
-    warmup_batch_sizes: list[int] | None = Field(
-        default=None,
-        description="batch sizes of the warmup records; default: what the batching file allows",
-    )
-    batching_parameters_file: Path | None = Field(
-        default=SERVING_BATCHING_FILE,
-        description="serving BatchingParameters; warmup records never exceed its max_batch_size",
     )
