@@ -92,7 +92,8 @@ def _refusal(path: Path) -> str:
     return found[-1] if found else f"a worker refused the run (see {path})"
 
 
-def _death(code: int | None) -> str:
+def _death(worker: WorkerProcess) -> str:
+    code = worker.process.returncode or 0
     return f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
 
 
@@ -162,9 +163,7 @@ def supervise(
         for worker in failed:
             if worker.process.returncode == EXIT_REFUSED:
                 raise TrainingError(_refusal(worker.log_path))
-        deaths = "; ".join(
-            f"worker {w.index} (pid {w.process.pid}) {_death(w.process.returncode)}" for w in failed
-        )
+        deaths = "; ".join(f"worker {w.index} (pid {w.process.pid}) {_death(w)}" for w in failed)
         say(f"{deaths}; stopped the others")
         if attempt < settings.max_restarts:
             say(f"restart {attempt + 1}/{settings.max_restarts} from "
