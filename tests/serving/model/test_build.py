@@ -38,7 +38,7 @@ from tests.support.modelserver import running_modelserver
 from tokenpulse.procs import free_port
 from tokenpulse.tfserving import signature as sig
 
-STEPS, EVERY = 30, 10
+STEPS, EVERY = 30, 5  # the kill comes at the first checkpoint: 25 steps before the end
 LOSS_TOLERANCE = 5e-4  # nats; measured 1.7e-5 at most
 WEIGHT_TOLERANCE = 1e-6  # measured 0.0: the same steps on the same data, bit for bit
 NLL_TOLERANCE = 1e-4
@@ -128,7 +128,7 @@ def test_one_process_trains_as_build_does_and_keeps_the_newest_checkpoints(
     one_process: Path, tmp_path: Path
 ) -> None:
     names = sorted(p.name for p in (one_process / "checkpoints").glob("ckpt-*.index"))
-    assert names == ["ckpt-20.index", "ckpt-30.index"]  # every 10 steps, the newest 2 kept
+    assert names == ["ckpt-25.index", "ckpt-30.index"]  # every 5 steps, the newest 2 kept
     preset = recipe(_settings(one_process))
     state = checkpoints.read_state(str(one_process / "checkpoints" / "ckpt-30"))
     assert state == {"step": STEPS, "preset": "tiny", "fingerprint": preset.fingerprint()}
