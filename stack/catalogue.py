@@ -1,9 +1,9 @@
 """The metric catalogue: every series name a component declares, gathered from the components.
 
-The gateway, model server and log pipeline declare their metrics in code (their metric classes);
-the exporter's table is its README (contract-tested against what it exposes). Prometheus adds a
-few series of its own to every target. `tokenpulse build --check` checks every rule, dashboard and
-runbook query against this catalogue.
+The gateway, model server, log pipeline and training workers declare their metrics in code (their
+metric classes); the exporter's table is its README (contract-tested against what it exposes).
+Prometheus adds a few series of its own to every target. `tokenpulse build --check` checks every
+rule, dashboard and runbook query against this catalogue.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry
 
 from log_pipeline.metrics import OUTPUTS, ShipperMetrics, SinkMetrics
 from serving.gateway.metrics import GatewayMetrics
+from serving.model.metrics import TrainingMetrics
 from serving.modelserver.metrics import ServingMetrics
 from tokenpulse import paths
 from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME
@@ -94,6 +95,11 @@ def modelserver() -> set[str]:
     return names
 
 
+def training() -> set[str]:
+    """A training worker's series (TrainingMetrics)."""
+    return _registry_names(TrainingMetrics().registry)
+
+
 def exporter() -> set[str]:
     """The exporter's series, from its metric table."""
     names: set[str] = set()
@@ -103,12 +109,13 @@ def exporter() -> set[str]:
 
 
 def declared_metrics() -> set[str]:
-    """Every series name the model server, gateway, exporter, log pipeline, Prometheus and
-    Alertmanager expose."""
+    """Every series name the model server, gateway, exporter, log pipeline, training workers,
+    Prometheus and Alertmanager expose."""
     return (
         set(PROMETHEUS_SERIES | MONITORING_SERIES)
         | gateway()
         | modelserver()
         | exporter()
         | log_pipeline()
+        | training()
     )

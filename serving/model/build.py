@@ -1,12 +1,13 @@
-"""Importable entry points behind `tokenpulse model build` and `tokenpulse model generate`."""
+"""Importable entry points behind `tokenpulse model build|train|export|generate`."""
 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
-from serving.model.settings import BuildSettings, GenerateSettings
+from serving.model.settings import BuildSettings, ExportSettings, GenerateSettings, TrainSettings
 from tokenpulse.tfserving import signature as sig
 
 
@@ -41,6 +42,57 @@ def run_build(settings: BuildSettings) -> dict[str, object]:
         warmup_batch_sizes=warmup_sizes,
     )
     return {"path": str(path), "degrade_noise": settings.degrade_noise, **asdict(report)}
+
+
+def run_train(
+    settings: TrainSettings, say: Callable[[str], None] | None = None
+) -> dict[str, object]:
+    """Train with checkpoints: in this process (one worker, or `--strategy mirrored`), or over
+    `--workers` processes that a supervisor restarts from the newest checkpoint; the report.
+    `say` gets the supervisor's event lines (default: stderr)."""
+    if settings.workers == 1:
+        from serving.model.loop import train_process
+        from serving.model.metrics import TrainingMetrics
+
+        metrics = TrainingMetrics()
+        if settings.metrics_port:
+            metrics.serve(settings.metrics_port)
+        return dict(train_process(settings, metrics=metrics) or {})
+    from serving.model.loop import report_of
+    from serving.model.supervisor import supervise
+
+    restarts = supervise(settings, say)
+    return {**report_of(settings.run_path()), "restarts": restarts}
+
+
+def run_export(settings: ExportSettings) -> dict[str, object]:
+    """Export one training checkpoint (a prefix, a directory's newest, or `latest`) as a new
+    version; `tokenpulse rollout` takes it from there."""
+    from serving.model import checkpoints
+    from serving.model.config import get_preset
+    from serving.model.export import export_version
+    from serving.model.transformer import GPT
+    from serving.model.warmup import choose_warmup_batch_sizes
+
+    warmup_sizes = choose_warmup_batch_sizes(
+        settings.warmup_batch_sizes, settings.batching_parameters_file
+    )
+    prefix = checkpoints.resolve(settings.checkpoint, settings.run_path())
+    state = checkpoints.read_state(prefix)
+    try:
+        preset = get_preset(str(state["preset"]))
+    except ValueError as exc:
+        raise checkpoints.CheckpointError(f"{prefix}: {exc}") from exc
+    model = GPT(preset.model)
+    checkpoints.load_weights(model, prefix)
+    path = export_version(
+        model,
+        settings.base_path,
+        settings.version,
+        model_name=settings.model_name,
+        warmup_batch_sizes=warmup_sizes,
+    )
+    return {"path": str(path), "checkpoint": prefix, **state}
 
 
 def latest_version(base_path: Path) -> int:

@@ -1,23 +1,39 @@
-"""`tokenpulse model build|generate`: flags map 1:1 onto the settings models."""
+"""`tokenpulse model build|train|export|generate`: flags map 1:1 onto the settings models."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from tokenpulse.settings_cli import KEBAB, add_settings_arguments, settings_from_args
 
+if TYPE_CHECKING:
+    from pydantic_settings import BaseSettings
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Register `build` and `generate`, their flags generated from the settings models."""
-    from serving.model.settings import BuildSettings, GenerateSettings
+    """Register the actions, their flags generated from the settings models."""
+    from serving.model.settings import (
+        BuildSettings,
+        ExportSettings,
+        GenerateSettings,
+        TrainSettings,
+    )
 
     sub = parser.add_subparsers(dest="model_command", required=True, metavar="ACTION")
     build = sub.add_parser(
         "build", help="train (or reuse a cached checkpoint) and export a version"
     )
     add_settings_arguments(build, BuildSettings, style=KEBAB)
+    train = sub.add_parser(
+        "train", help="train with checkpoints and resume, on one process or --workers N"
+    )
+    add_settings_arguments(train, TrainSettings, style=KEBAB)
+    export = sub.add_parser("export", help="export a training checkpoint as a new version")
+    add_settings_arguments(export, ExportSettings, style=KEBAB)
     gen = sub.add_parser("generate", help="load the SavedModel and print one generation")
     add_settings_arguments(gen, GenerateSettings, style=KEBAB, positional=("prompt",))
     gen.add_argument("--json", action="store_true", help="print the outputs as JSON")
@@ -25,17 +41,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Validate the settings, then call the importable run function."""
-    from serving.model.settings import BuildSettings, GenerateSettings
+    from serving.model import settings as models
     from tokenpulse.logging import configure_logging
 
-    model = BuildSettings if args.model_command == "build" else GenerateSettings
-    settings = settings_from_args(model, args)
+    kinds: dict[str, type[BaseSettings]] = {
+        "build": models.BuildSettings,
+        "train": models.TrainSettings,
+        "export": models.ExportSettings,
+        "generate": models.GenerateSettings,
+    }
+    settings = settings_from_args(kinds[args.model_command], args)
     configure_logging("model")
     try:
-        if args.model_command == "build":
-            from serving.model.build import run_build
+        if args.model_command != "generate":
+            from serving.model import build
 
-            report = run_build(settings)
+            run: dict[str, Callable[[Any], dict[str, object]]] = {
+                "build": build.run_build,
+                "train": build.run_train,
+                "export": build.run_export,
+            }
+            report = run[args.model_command](settings)
             print(json.dumps(report, indent=2))
             return 0
         from serving.model.build import run_generate

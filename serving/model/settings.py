@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from serving.model.config import PRESETS
@@ -12,15 +13,37 @@ from serving.model.warmup import SERVING_BATCHING_FILE
 from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME, STOP_SLOTS
 
 
-class BuildSettings(BaseSettings):
-    """`tokenpulse model build`: train (or reuse the cached checkpoint) and export one version."""
+def _known_preset(value: str) -> str:
+    if value not in PRESETS:
+        raise ValueError(f"unknown preset {value!r}; choose one of {sorted(PRESETS)}")
+    return value
+
+
+PresetName = Annotated[str, AfterValidator(_known_preset)]
+
+
+class VersionSettings(BaseSettings):
+    """Where an exported version goes and the warmup records it carries."""
 
     model_config = SettingsConfigDict(env_prefix="TOKENPULSE_MODEL_", extra="ignore")
 
-    preset: str = Field("default", description=f"model size: {' | '.join(PRESETS)}")
     base_path: Path = Field(description="model base path; the version goes to BASE/<version>")
     version: int = Field(gt=0, description="version number to export")
     model_name: str = Field(DEFAULT_MODEL_NAME, description="name written into warmup records")
+    warmup_batch_sizes: list[int] | None = Field(
+        default=None,
+        description="batch sizes of the warmup records; default: what the batching file allows",
+    )
+    batching_parameters_file: Path | None = Field(
+        default=SERVING_BATCHING_FILE,
+        description="serving BatchingParameters; warmup records never exceed its max_batch_size",
+    )
+
+
+class BuildSettings(VersionSettings):
+    """`tokenpulse model build`: train (or reuse the cached checkpoint) and export one version."""
+
+    preset: PresetName = Field("default", description=f"model size: {' | '.join(PRESETS)}")
     degrade_noise: float = Field(
         default=0.0,
         ge=0.0,
@@ -35,21 +58,6 @@ class BuildSettings(BaseSettings):
         description="an existing version directory is a complete one (exports are renamed into "
         "place whole): keep it and exit 0, so a retried or re-applied build is a no-op",
     )
-    warmup_batch_sizes: list[int] | None = Field(
-        default=None,
-        description="batch sizes of the warmup records; default: what the batching file allows",
-    )
-    batching_parameters_file: Path | None = Field(
-        default=SERVING_BATCHING_FILE,
-        description="serving BatchingParameters; warmup records never exceed its max_batch_size",
-    )
-
-    @field_validator("preset")
-    @classmethod
-    def _known_preset(cls, value: str) -> str:
-        if value not in PRESETS:
-            raise ValueError(f"unknown preset {value!r}; choose one of {sorted(PRESETS)}")
-        return value
 
     @model_validator(mode="after")
     def _one_way_for_an_existing_version(self) -> BuildSettings:
@@ -77,3 +85,76 @@ class GenerateSettings(BaseSettings):
         description="stop sequences: decoding ends when the text ends with one (left out)",
     )
     ignore_eos: bool = Field(False, description="decode past the end-of-text token")
+
+
+class RunSettings(BaseSettings):
+    """Where a training run lives: its preset's default directory, or one given."""
+
+    model_config = SettingsConfigDict(env_prefix="TOKENPULSE_MODEL_", extra="ignore")
+
+    preset: PresetName = Field("default", description=f"model size: {' | '.join(PRESETS)}")
+    run_dir: Path | None = Field(
+        default=None,
+        description="checkpoints, TensorBoard, worker logs, report; none: CACHE/runs/PRESET",
+    )
+    cache_dir: Path = Field(Path(".cache/tokenpulse"), description="where runs live by default")
+
+    def run_path(self) -> Path:
+        """The run directory, given or the preset's default."""
+        return self.run_dir or self.cache_dir / "runs" / self.preset
+
+
+class TrainSettings(RunSettings):
+    """`tokenpulse model train`: train a preset with checkpoints, on one process or several."""
+
+    steps: int | None = Field(
+        default=None, gt=0, description="training steps; none: the preset's (changes the recipe)"
+    )
+    workers: int = Field(
+        default=1,
+        ge=1,
+        description="worker processes (MultiWorkerMirroredStrategy on loopback); 1: in-process",
+    )
+    strategy: Literal["auto", "mirrored"] = Field(
+        "auto",
+        description="auto: one process as `build` trains, or several with --workers; mirrored: "
+        "MirroredStrategy over --devices in one process",
+    )
+    devices: int = Field(
+        default=0,
+        ge=0,
+        description="--strategy mirrored: replicas; 0: every GPU (or the CPU); N: N GPUs, or "
+        "the CPU split into N logical devices when there are fewer",
+    )
+    checkpoint_every: int = Field(
+        default=100, ge=1, description="steps between checkpoints (one is also written at the end)"
+    )
+    keep_checkpoints: int = Field(default=3, ge=1, description="checkpoints kept (the newest)")
+    max_restarts: int = Field(
+        default=3, ge=0, description="job restarts from the latest checkpoint after a worker dies"
+    )
+    metrics_port: int = Field(
+        default=0,
+        ge=0,
+        le=65535,
+        description="worker i serves /metrics on this port + i; 0: no metrics server",
+    )
+    progress: bool = Field(True, description="show training progress (the chief's)")
+
+    @model_validator(mode="after")
+    def _one_layout(self) -> TrainSettings:
+        if self.strategy == "mirrored" and self.workers > 1:
+            raise ValueError("--strategy mirrored runs in one process: leave --workers at 1")
+        if self.devices and self.strategy != "mirrored":
+            raise ValueError("--devices needs --strategy mirrored")
+        return self
+
+
+class ExportSettings(RunSettings, VersionSettings):
+    """`tokenpulse model export`: export a training checkpoint as a new SavedModel version
+    (`--preset` and `--run-dir` say where `latest` looks)."""
+
+    checkpoint: str = Field(
+        description="a checkpoint (its path prefix, or a directory: its newest), or `latest`: "
+        "the newest of the run directory"
+    )

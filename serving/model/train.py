@@ -170,6 +170,7 @@ class Trainer:
                 tf.summary.write(name, hist, step=step, metadata=HISTOGRAM_METADATA)
 
         self.update, self.peek, self.write_histograms = step, peek, histograms
+        self.last_norm = float("nan")  # the last step's gradient norm, before clipping
 
     def due(self, i: int) -> bool:
         """Whether step `i` writes histograms."""
@@ -182,7 +183,8 @@ class Trainer:
         loss = float(loss_t)
         tf.summary.scalar("train/loss", loss, step=i)
         tf.summary.scalar("train/learning_rate", lr, step=i)
-        tf.summary.scalar("train/grad_global_norm", float(norm), step=i)
+        self.last_norm = float(norm)
+        tf.summary.scalar("train/grad_global_norm", self.last_norm, step=i)
         if grads is not None:  # the weights after this step, the gradients it applied
             self.write_histograms(tf.constant(i, tf.int64), grads)
         return loss

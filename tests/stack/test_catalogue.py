@@ -16,6 +16,8 @@ def test_declared_metrics_come_from_every_component() -> None:
         "tokenpulse_canary_runs_total",
         "tokenpulse_shipper_records_shipped_total",  # log pipeline
         "tokenpulse_spool_records_written_total",
+        "tokenpulse_training_step_duration_seconds_bucket",  # training workers
+        "tokenpulse_training_worker_info",
         "up",  # Prometheus
         "ALERTS",
     ):
@@ -30,6 +32,7 @@ def test_each_component_contributes_only_its_own_names() -> None:
     prefixes = ("tokenpulse_sampler_", "tokenpulse_spool_", "tokenpulse_shipper_",
                 "tokenpulse_redaction_")  # fmt: skip
     assert all(n.startswith(prefixes) for n in catalogue.log_pipeline()), catalogue.log_pipeline()
+    assert all(n.startswith("tokenpulse_training_") for n in catalogue.training())
 
 
 def test_series_names_follow_the_family_type() -> None:

@@ -2,8 +2,9 @@
 
 A test is marked `stack` when it, or any fixture it uses (directly or through other fixtures),
 starts a running stack, and `training` when it or a fixture trains or builds a TensorFlow model: the
-exported test model (on a fresh clone, or after a change to serving/model, that trains it), or a
-bench's preset model. Only the function's own code is read, not the helpers it calls.
+exported test model (on a fresh clone, or after a change to serving/model, that trains it), a
+bench's preset model, or a `model train` run (in-process or through the CLI). Only the
+function's own code is read, not the helpers it calls.
 tests/conftest.py applies them at collection, so `make test-fast` (`-m "not stack and not
 training"`) needs nobody to remember a marker.
 """
@@ -24,6 +25,8 @@ CALLS: dict[str, tuple[str, ...]] = {
     "training": (
         "train.train(",
         "run_build(",
+        "run_train(",
+        '"model", "train"',
         "cached_export(",
         '"bench", "training"',
         '"bench", "model"',

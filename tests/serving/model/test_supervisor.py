@@ -1,0 +1,93 @@
+"""The supervisor with stand-in workers (plain Python, no TensorFlow): deaths, refusals, retries.
+
+The real workers' runs (equivalence, a SIGKILL and the resume) are in test_build.py.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from serving.model import supervisor
+from serving.model.settings import TrainSettings
+from serving.model.worker import EXIT_REFUSED, tf_config
+
+# A stand-in worker: reads its index from TF_CONFIG, then does what the test's script says.
+STAND_IN = """
+import json, os, sys
+index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
+{body}
+"""
+
+
+def _command(body: str) -> list[str]:
+    return [sys.executable, "-c", STAND_IN.format(body=body)]
+
+
+def _settings(tmp_path: Path, **kw: object) -> TrainSettings:
+    return TrainSettings(preset="tiny", workers=2, run_dir=tmp_path, cache_dir=tmp_path,
+                         progress=False, **kw)  # fmt: skip
+
+
+def test_workers_that_finish_need_no_restart_and_get_a_cluster_each(tmp_path: Path) -> None:
+    body = "open(os.environ['OUT'] + str(index), 'w').write(os.environ['TF_CONFIG'])"
+    lines: list[str] = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OUT", str(tmp_path / "config-"))
+        assert supervisor.supervise(_settings(tmp_path), lines.append, _command(body)) == 0
+    configs = [json.loads((tmp_path / f"config-{i}").read_text()) for i in (0, 1)]
+    assert [c["task"] for c in configs] == [{"type": "worker", "index": i} for i in (0, 1)]
+    hosts = configs[0]["cluster"]["worker"]
+    assert configs[1]["cluster"]["worker"] == hosts and len(set(hosts)) == 2
+    assert all(h.startswith("127.0.0.1:") for h in hosts)
+    assert len(lines) == 1 and lines[0].startswith("started 2 workers (pids 0:")
+
+
+def test_a_death_restarts_all_from_the_newest_checkpoint_until_the_retries_run_out(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "checkpoint").write_text(
+        f'model_checkpoint_path: "{tmp_path}/checkpoints/ckpt-20"\n'
+        'all_model_checkpoint_paths: "ckpt-10"\n'
+    )
+    body = (
+        "import signal, time\n"
+        "if index == 1:\n    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "time.sleep(60)"
+    )
+    lines: list[str] = []
+    with pytest.raises(supervisor.TrainingError, match="workers died 2 times; gave up"):
+        supervisor.supervise(_settings(tmp_path, max_restarts=1), lines.append, _command(body))
+    assert "from ckpt-20" in lines[0]
+    assert "worker 1 (pid" in lines[1] and "was killed by signal 9; stopped the others" in lines[1]
+    assert lines[2] == "restart 1/1 from ckpt-20"
+    assert json.loads((tmp_path / "workers.json").read_text())["attempt"] == 1
+
+
+def test_a_refusing_worker_ends_the_run_at_once_with_its_message(tmp_path: Path) -> None:
+    body = (
+        "print('error: not this recipe', file=sys.stderr)\n"
+        f"print('noise')\nsys.exit({EXIT_REFUSED})"
+    )
+    with pytest.raises(supervisor.TrainingError, match="^not this recipe$"):
+        supervisor.supervise(_settings(tmp_path), lambda line: None, _command(body))
+    assert json.loads((tmp_path / "workers.json").read_text())["attempt"] == 0
+
+
+def test_the_xla_cache_goes_under_the_cache_dir_unless_the_flags_name_one(tmp_path: Path) -> None:
+    flags = supervisor.xla_flags("--xla_foo=1", tmp_path)
+    assert flags == f"--xla_foo=1 --tf_xla_persistent_cache_directory={tmp_path / 'xla'}"
+    assert (tmp_path / "xla").is_dir()  # XLA writes nothing into a missing directory
+    given = "--tf_xla_persistent_cache_directory=/elsewhere"
+    assert supervisor.xla_flags(given, tmp_path) == given
+
+
+def test_tf_config_names_the_cluster_and_the_task() -> None:
+    assert json.loads(tf_config(["a:1", "b:2"], 1)) == {
+        "cluster": {"worker": ["a:1", "b:2"]},
+        "task": {"type": "worker", "index": 1},
+    }
