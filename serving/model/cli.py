@@ -1,17 +1,21 @@
-"""`tokenpulse model build|generate`: flags map 1:1 onto the settings models."""
+"""`tokenpulse model build|generate|check`: flags map 1:1 onto the settings models."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from tokenpulse.settings_cli import KEBAB, add_settings_arguments, settings_from_args
 
+if TYPE_CHECKING:
+    from serving.model.settings import CheckSettings
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Register `build` and `generate`, their flags generated from the settings models."""
-    from serving.model.settings import BuildSettings, GenerateSettings
+    """Register `build`, `generate` and `check`, their flags generated from the settings."""
+    from serving.model.settings import BuildSettings, CheckSettings, GenerateSettings
 
     sub = parser.add_subparsers(dest="model_command", required=True, metavar="ACTION")
     build = sub.add_parser(
@@ -21,13 +25,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     gen = sub.add_parser("generate", help="load the SavedModel and print one generation")
     add_settings_arguments(gen, GenerateSettings, style=KEBAB, positional=("prompt",))
     gen.add_argument("--json", action="store_true", help="print the outputs as JSON")
+    check = sub.add_parser(
+        "check",
+        help="validate a SavedModel against the serving contract: exit 0 servable (degraded "
+        "features allowed), 1 contract broken, 2 not a SavedModel",
+    )
+    add_settings_arguments(check, CheckSettings, style=KEBAB, positional=("path",))
+    check.add_argument("--json", action="store_true", help="print the findings as JSON")
 
 
 def main(args: argparse.Namespace) -> int:
     """Validate the settings, then call the importable run function."""
-    from serving.model.settings import BuildSettings, GenerateSettings
+    from serving.model.settings import BuildSettings, CheckSettings, GenerateSettings
     from tokenpulse.logging import configure_logging
 
+    if args.model_command == "check":
+        configure_logging("model")
+        return _check(settings_from_args(CheckSettings, args), args.json)
     model = BuildSettings if args.model_command == "build" else GenerateSettings
     settings = settings_from_args(model, args)
     configure_logging("model")
@@ -51,3 +65,16 @@ def main(args: argparse.Namespace) -> int:
         signals = {k: v for k, v in result.items() if k != "text"}
         print("--", " ".join(f"{k}={v}" for k, v in signals.items()), file=sys.stderr)
     return 0
+
+
+def _check(settings: CheckSettings, as_json: bool) -> int:
+    """Print the report; the exit code says whether the gateway can serve the model."""
+    from serving.model.check import NotASavedModel, run
+
+    try:
+        report = run(settings)
+    except NotASavedModel as exc:
+        print(f"tokenpulse model check: error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(report.to_json(), indent=2) if as_json else report.table())
+    return report.exit_code

@@ -77,3 +77,17 @@ class GenerateSettings(BaseSettings):
         description="stop sequences: decoding ends when the text ends with one (left out)",
     )
     ignore_eos: bool = Field(False, description="decode past the end-of-text token")
+
+
+class CheckSettings(BaseSettings):
+    """`tokenpulse model check`: validate a SavedModel against the serving contract."""
+
+    model_config = SettingsConfigDict(env_prefix="TOKENPULSE_MODEL_", extra="ignore")
+
+    path: Path = Field(description="the SavedModel directory (one version, e.g. models/gen/1)")
+    prompt: str = Field("The assert statement", description="prompt of the smoke predict")
+    max_new_tokens: int = Field(
+        default=24, gt=0, description="tokens the smoke predict and the streamed run generate"
+    )
+    chunk: int = Field(default=5, gt=0, description="tokens per `continue` call when streaming")
+    seed: int = Field(0, description="sampling seed of the greedy runs")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from serving.gateway.caps import VersionCaps
+from tokenpulse.paths import ROOT
 from tokenpulse.tfserving import signature as sig
 from tokenpulse.tfserving.contract import (
     ERROR,
@@ -17,6 +18,7 @@ from tokenpulse.tfserving.contract import (
     TensorSpec,
     check_signatures,
     enabled_features,
+    markdown_table,
     refusal,
 )
 
@@ -35,6 +37,10 @@ def full(**changes: TensorSpec | None) -> dict[str, SignatureSpec]:
 
 def errors(specs: dict[str, SignatureSpec]) -> dict[str, str]:
     return {f.subject: f.message for f in check_signatures(specs) if f.level == ERROR}
+
+
+def test_the_readme_shows_the_contract_as_the_code_defines_it() -> None:
+    assert markdown_table() in (ROOT / "README.md").read_text()
 
 
 def test_the_full_contract_supports_every_feature_and_loads() -> None:
