@@ -8,6 +8,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from tokenpulse.paths import ROOT
 
@@ -97,7 +98,7 @@ def contract_model(
         given = dtypes or {}
         return tf.as_dtype(given.get(f"{signature}.{name}", given.get(name, default)))
 
-    def answer(signature: str, outputs: dict[str, str]):  # type: ignore[no-untyped-def]
+    def answer(signature: str, outputs: dict[str, str]) -> Any:
         def fn(**inputs: tf.Tensor) -> dict[str, tf.Tensor]:
             batch = tf.shape(inputs["prompt"])[:1]
             out = {}

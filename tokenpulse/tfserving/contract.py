@@ -160,10 +160,10 @@ def _part_problem(part: Part, spec: TensorSpec | None) -> str:
     return ""
 
 
-def check_signatures(specs: Mapping[str, SignatureSpec]) -> list[Finding]:
-    """The contract's findings for a version's signatures: errors, then degraded, then ok."""
-    on = enabled_features(specs)
-    errors: list[Finding] = []
+def _wrong_parts(specs: Mapping[str, SignatureSpec], on: set[str]) -> list[Finding]:
+    """An error per part the version needs (required, or of a feature it turns on) but lacks or
+    declares wrongly."""
+    errors = []
     if SIGNATURE_NAME not in specs:
         errors.append(Finding(ERROR, "contract", SIGNATURE_NAME, "missing signature"))
     for part in PARTS:
@@ -174,14 +174,29 @@ def check_signatures(specs: Mapping[str, SignatureSpec]) -> list[Finding]:
         if problem := _part_problem(part, tensors.get(part.name)):
             subject = f"{part.signature}.{part.name}"
             errors.append(Finding(ERROR, "contract", subject, f"{part.kind} {problem}"))
-    for name, sig in specs.items():
-        known = {p.name: p for p in PARTS if p.signature == name and p.kind == "input"}
-        for alias in sig.inputs if name in (SIGNATURE_NAME, CONTINUE_SIGNATURE_NAME) else ():
-            part = known.get(alias)
-            if part is None or not set(part.features) <= on:
-                errors.append(
-                    Finding(ERROR, "contract", f"{name}.{alias}", "input the gateway never sends")
-                )
+    return errors
+
+
+def _unsent_inputs(specs: Mapping[str, SignatureSpec], on: set[str]) -> list[Finding]:
+    """An error per input the gateway never sends: TF Serving rejects a request lacking one."""
+    errors = []
+    for name in (SIGNATURE_NAME, CONTINUE_SIGNATURE_NAME):
+        sent = {
+            p.name
+            for p in PARTS
+            if p.signature == name and p.kind == "input" and set(p.features) <= on
+        }
+        for alias in specs[name].inputs if name in specs else ():
+            if alias not in sent:
+                subject = f"{name}.{alias}"
+                errors.append(Finding(ERROR, "contract", subject, "input the gateway never sends"))
+    return errors
+
+
+def check_signatures(specs: Mapping[str, SignatureSpec]) -> list[Finding]:
+    """The contract's findings for a version's signatures: errors, then degraded, then ok."""
+    on = enabled_features(specs)
+    errors = _wrong_parts(specs, on) + _unsent_inputs(specs, on)
     findings = list(errors)
     findings += [
         Finding(DEGRADED, "contract", f.name, f.without)
