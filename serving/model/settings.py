@@ -89,5 +89,10 @@ class CheckSettings(BaseSettings):
     max_new_tokens: int = Field(
         default=24, gt=0, description="tokens the smoke predict and the streamed run generate"
     )
-    chunk: int = Field(default=5, gt=0, description="tokens per `continue` call when streaming")
+    chunk: int = Field(
+        default=5,
+        gt=0,
+        description="tokens per `continue` call when streaming (5 does not divide the default "
+        "budget, so a short last chunk is checked too)",
+    )
     seed: int = Field(0, description="sampling seed of the greedy runs")

@@ -77,11 +77,13 @@ def contract_model(
     dtypes: dict[str, str] | None = None,
     py_function: bool = False,
     continue_tokens: int = 0,
+    answers: dict[str, object] | None = None,
 ) -> Path:
     """A SavedModel with the contract's signatures and trivial answers (empty text, 0 tokens),
     saved in well under a second: leave out tensors (`drop`, "signature.name" or a name in
     every signature), change dtypes (`dtypes`, same keys), run `text` through tf.py_function, or
-    have `continue` stream `continue_tokens` bytes the unary text lacks."""
+    have `continue` stream `continue_tokens` bytes the unary text lacks; `answers` sets an
+    output of `serving_default` to a value of its own."""
     import tensorflow as tf
 
     from tokenpulse.tfserving import signature as sig
@@ -104,6 +106,10 @@ def contract_model(
             out = {}
             for name, kind in outputs.items():
                 if not keep(signature, name):
+                    continue
+                if signature == sig.SIGNATURE_NAME and name in (answers or {}):
+                    value = tf.constant((answers or {})[name], dtype(signature, name, kind))
+                    out[name] = tf.fill(batch, value)
                     continue
                 if name == "tokens":
                     shape = tf.concat([batch, [max(continue_tokens, 1)]], 0)

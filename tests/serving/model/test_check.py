@@ -54,6 +54,22 @@ def test_a_contract_break_is_an_error_naming_it(
     assert subject in errors and message in errors[subject], errors
 
 
+@pytest.mark.parametrize(
+    ("answers", "message"),
+    [
+        ({"finish_reason": "done"}, "finish_reason b'done' is neither stop nor length"),
+        ({"output_tokens": 9}, "output_tokens 9 outside the budget"),
+        ({"text": b"\xff"}, "`text` is not valid UTF-8"),
+    ],
+)
+def test_a_smoke_predict_with_a_wrong_answer_is_an_error(
+    tmp_path: Path, answers: dict, message: str
+) -> None:
+    code, findings = check(contract_model(tmp_path / "m", answers=answers))
+    assert code == 1
+    assert levels(findings, ERROR) == {"serving_default": message}
+
+
 def test_a_model_without_continue_serves_without_streaming(tmp_path: Path) -> None:
     code, findings = check(contract_model(tmp_path / "m", signatures=("serving_default",)))
     assert code == 0, levels(findings, ERROR)
