@@ -1,4 +1,4 @@
-"""`tokenpulse model build|train|export|generate`: flags map 1:1 onto the settings models."""
+"""`tokenpulse model build|train|export|generate|check`: flags map 1:1 onto the settings models."""
 
 from __future__ import annotations
 
@@ -13,11 +13,14 @@ from tokenpulse.settings_cli import KEBAB, add_settings_arguments, settings_from
 if TYPE_CHECKING:
     from pydantic_settings import BaseSettings
 
+    from serving.model.settings import CheckSettings
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the actions, their flags generated from the settings models."""
     from serving.model.settings import (
         BuildSettings,
+        CheckSettings,
         ExportSettings,
         GenerateSettings,
         TrainSettings,
@@ -37,6 +40,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     gen = sub.add_parser("generate", help="load the SavedModel and print one generation")
     add_settings_arguments(gen, GenerateSettings, style=KEBAB, positional=("prompt",))
     gen.add_argument("--json", action="store_true", help="print the outputs as JSON")
+    check = sub.add_parser(
+        "check",
+        help="validate a SavedModel against the serving contract: exit 0 servable (degraded "
+        "features allowed), 1 contract broken, 2 not a SavedModel",
+    )
+    add_settings_arguments(check, CheckSettings, style=KEBAB, positional=("path",))
+    check.add_argument("--json", action="store_true", help="print the findings as JSON")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -44,6 +54,9 @@ def main(args: argparse.Namespace) -> int:
     from serving.model import settings as models
     from tokenpulse.logging import configure_logging
 
+    if args.model_command == "check":
+        configure_logging("model")
+        return _check(settings_from_args(models.CheckSettings, args), args.json)
     kinds: dict[str, type[BaseSettings]] = {
         "build": models.BuildSettings,
         "train": models.TrainSettings,
@@ -77,3 +90,16 @@ def main(args: argparse.Namespace) -> int:
         signals = {k: v for k, v in result.items() if k != "text"}
         print("--", " ".join(f"{k}={v}" for k, v in signals.items()), file=sys.stderr)
     return 0
+
+
+def _check(settings: CheckSettings, as_json: bool) -> int:
+    """Print the report; the exit code says whether the gateway can serve the model."""
+    from serving.model.check import NotASavedModel, run
+
+    try:
+        report = run(settings)
+    except NotASavedModel as exc:
+        print(f"tokenpulse model check: error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(report.to_json(), indent=2) if as_json else report.table())
+    return report.exit_code

@@ -158,3 +158,22 @@ class ExportSettings(RunSettings, VersionSettings):
         description="a checkpoint (its path prefix, or a directory: its newest), or `latest`: "
         "the newest of the run directory"
     )
+
+
+class CheckSettings(BaseSettings):
+    """`tokenpulse model check`: validate a SavedModel against the serving contract."""
+
+    model_config = SettingsConfigDict(env_prefix="TOKENPULSE_MODEL_", extra="ignore")
+
+    path: Path = Field(description="the SavedModel directory (one version, e.g. models/gen/1)")
+    prompt: str = Field("The assert statement", description="prompt of the smoke predict")
+    max_new_tokens: int = Field(
+        default=24, gt=0, description="tokens the smoke predict and the streamed run generate"
+    )
+    chunk: int = Field(
+        default=5,
+        gt=0,
+        description="tokens per `continue` call when streaming (5 does not divide the default "
+        "budget, so a short last chunk is checked too)",
+    )
+    seed: int = Field(0, description="sampling seed of the greedy runs")

@@ -25,7 +25,7 @@ from serving.modelserver.config_files import (
     validate_model_config_list,
 )
 from serving.modelserver.metrics import UNKNOWN_MODEL, ServingMetrics
-from serving.modelserver.servable import LoadError, Servable
+from serving.modelserver.servable import ContractError, LoadError, Servable
 from serving.modelserver.status import (
     ServingError,
     failed_precondition,
@@ -282,8 +282,8 @@ class ModelManager:
             failure = self._load_once(name, model, version, path)
             if failure is None:
                 return
-            code, message = failure
-            if attempt >= self._load_retries or self._stopping.is_set():
+            code, message, retryable = failure
+            if not retryable or attempt >= self._load_retries or self._stopping.is_set():
                 break
             attempt += 1
             log.warning(
@@ -302,8 +302,9 @@ class ModelManager:
 
     def _load_once(
         self, name: str, model: _Model, version: int, path: Path
-    ) -> tuple[str, str] | None:
-        """One load attempt (SavedModel, then warmup); the error code and message if it failed."""
+    ) -> tuple[str, str, bool] | None:
+        """One load attempt (SavedModel, then warmup); if it failed, the error code and message
+        and whether a retry could succeed (a contract refusal cannot: the files are complete)."""
         servable = Servable(name, version, path, self._metrics)
         try:
             servable.load()
@@ -316,7 +317,7 @@ class ModelManager:
             if self._on_unload is not None:
                 self._on_unload(servable)
             servable.unload()
-            return code, message
+            return code, message, not isinstance(exc, ContractError)
         with self._lock:
             model.ready[version] = servable
             model.states[version] = VersionState(AVAILABLE)

@@ -14,12 +14,17 @@ import numpy as np
 from serving.modelserver.metrics import ServingMetrics
 from serving.modelserver.status import ServingError, failed_precondition, invalid_argument
 from serving.modelserver.tensors import dtype_name
+from tokenpulse.tfserving.contract import refusal, signature_specs
 from tokenpulse.tfserving.predict import DEFAULT_SIGNATURE
 from tokenpulse.tfserving.signature import MAX_WARMUP_RECORDS, WARMUP_FILE
 
 
 class LoadError(Exception):
     """A version that could not be loaded (bad SavedModel, failed warmup)."""
+
+
+class ContractError(LoadError):
+    """A complete SavedModel the gateway could not serve: a retry would fail the same way."""
 
 
 @dataclass(frozen=True)
@@ -88,7 +93,8 @@ class Servable:
         self._cond = threading.Condition()
 
     def load(self) -> None:
-        """Load the SavedModel (TF's load metrics recorded under the version's path)."""
+        """Load the SavedModel (TF's load metrics recorded under the version's path), refusing
+        one that breaks the serving contract with one line naming what is missing."""
         import tensorflow as tf
 
         model_path = str(self.path)
@@ -96,8 +102,12 @@ class Servable:
         status = "fail"
         try:
             self.meta_graph = read_meta_graph(self.path)
+            if why := refusal(signature_specs(self.meta_graph)):
+                raise ContractError(why)  # refused before TF loads what the gateway cannot use
             self._model = tf.saved_model.load(model_path, tags=["serve"])
             status = "success"
+        except ContractError:
+            raise
         except Exception as exc:
             raise LoadError(str(exc).splitlines()[0] if str(exc) else repr(exc)) from exc
         finally:

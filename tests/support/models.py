@@ -8,6 +8,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from tokenpulse.paths import ROOT
 
@@ -66,3 +67,79 @@ def install_version(export_dir: Path, base_path: Path, version: int) -> Path:
     os.chmod(staging, 0o755)
     os.replace(staging, final)
     return final
+
+
+def contract_model(
+    path: Path,
+    *,
+    signatures: tuple[str, ...] = ("serving_default", "continue"),
+    drop: tuple[str, ...] = (),
+    dtypes: dict[str, str] | None = None,
+    py_function: bool = False,
+    continue_tokens: int = 0,
+    answers: dict[str, object] | None = None,
+) -> Path:
+    """A SavedModel with the contract's signatures and trivial answers (empty text, 0 tokens),
+    saved in well under a second: leave out tensors (`drop`, "signature.name" or a name in
+    every signature), change dtypes (`dtypes`, same keys), run `text` through tf.py_function, or
+    have `continue` stream `continue_tokens` bytes the unary text lacks; `answers` sets an
+    output of `serving_default` to a value of its own."""
+    import tensorflow as tf
+
+    from tokenpulse.tfserving import signature as sig
+
+    tables = {
+        sig.SIGNATURE_NAME: (sig.INPUTS, sig.OUTPUTS),
+        sig.CONTINUE_SIGNATURE_NAME: (sig.CONTINUE_INPUTS, sig.CONTINUE_OUTPUTS),
+    }
+
+    def keep(signature: str, name: str) -> bool:
+        return name not in drop and f"{signature}.{name}" not in drop
+
+    def dtype(signature: str, name: str, default: str) -> tf.DType:
+        given = dtypes or {}
+        return tf.as_dtype(given.get(f"{signature}.{name}", given.get(name, default)))
+
+    def answer(signature: str, outputs: dict[str, str]) -> Any:
+        def fn(**inputs: tf.Tensor) -> dict[str, tf.Tensor]:
+            batch = tf.shape(inputs["prompt"])[:1]
+            out = {}
+            for name, kind in outputs.items():
+                if not keep(signature, name):
+                    continue
+                if signature == sig.SIGNATURE_NAME and name in (answers or {}):
+                    value = tf.constant((answers or {})[name], dtype(signature, name, kind))
+                    out[name] = tf.fill(batch, value)
+                    continue
+                if name == "tokens":
+                    shape = tf.concat([batch, [max(continue_tokens, 1)]], 0)
+                    out[name] = tf.fill(shape, tf.constant(ord("a"), dtype(signature, name, kind)))
+                elif name == "n_tokens":
+                    out[name] = tf.fill(batch, tf.constant(continue_tokens, tf.int32))
+                elif kind == "string":
+                    value = sig.FINISH_STOP if name == "finish_reason" else ""
+                    out[name] = tf.fill(batch, value)
+                else:
+                    out[name] = tf.zeros(batch, dtype(signature, name, kind))
+            if py_function and "text" in out:
+                out["text"] = tf.py_function(lambda t: t, [out["text"]], tf.string)
+            return out
+
+        return fn
+
+    module = tf.Module()
+    concrete = {}
+    for signature in signatures:
+        inputs, outputs = tables[signature]
+        specs = {
+            name: tf.TensorSpec(
+                [None, None] if name == "stop" else [None], dtype(signature, name, kind), name
+            )
+            for name, kind in inputs.items()
+            if keep(signature, name)
+        }
+        fn = tf.function(answer(signature, outputs))
+        setattr(module, signature, fn)
+        concrete[signature] = fn.get_concrete_function(**specs)
+    tf.saved_model.save(module, str(path), signatures=concrete)
+    return path

@@ -11,6 +11,7 @@ import pytest
 
 from serving.model.settings import BuildSettings
 from stack.cli import build_parser
+from tests.support.models import contract_model
 from tokenpulse.settings_cli import settings_from_args
 
 TOKENPULSE = [sys.executable, "-m", "stack.cli"]
@@ -124,3 +125,29 @@ def test_help_shows_descriptions_and_defaults() -> None:
     assert "--preset PRESET model size: tiny | default (default: default; env" in text
     assert "--no-progress show training progress (default: true; env" in text
     assert "(default: required; env TOKENPULSE_MODEL_BASE_PATH)" in text
+
+
+def test_the_command_exits_2_with_one_line_for_no_saved_model(tmp_path: Path) -> None:
+    proc = run("model", "check", str(tmp_path / "nothing"))
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.splitlines() == [
+        f"tokenpulse model check: error: {tmp_path / 'nothing'} is not a directory"
+    ]
+
+
+def test_the_command_prints_json_and_exits_1_on_a_break(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from serving.model.cli import main
+
+    path = contract_model(tmp_path / "m", drop=("serving_default.text",))
+    args = build_parser().parse_args(["model", "check", str(path), "--json"])
+    assert main(args) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["servable"] is False and doc["degraded"] == []
+    assert {
+        "level": "error",
+        "check": "contract",
+        "subject": "serving_default.text",
+        "message": "output missing",
+    } in doc["findings"]

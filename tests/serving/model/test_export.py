@@ -9,10 +9,10 @@ import pytest
 import tensorflow as tf
 from tensorflow_serving.apis import prediction_log_pb2
 
+from serving.model import opcheck
 from serving.model.config import get_preset
 from serving.model.export import CANARY_PROMPTS, ExportError, export_version, write_warmup
 from serving.model.transformer import GPT
-from tests.support import opcheck
 from tokenpulse.tfserving import signature as sig
 
 DTYPES = {"string": tf.string, "int32": tf.int32, "float32": tf.float32, "int64": tf.int64}

@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 from google.protobuf import text_format
+from structlog.testing import capture_logs
 
 from serving.modelserver.manager import ModelManager, aspired_versions, list_versions
 from serving.modelserver.metrics import ServingMetrics
 from serving.modelserver.predict import Predictor
 from serving.modelserver.servable import read_warmup_records
 from serving.modelserver.status import ServingError
-from tests.support.models import install_version
+from tests.support.models import contract_model, install_version
 from tokenpulse.tfserving.signature import WARMUP_FILE
 
 
@@ -121,6 +122,23 @@ def test_a_failing_new_version_leaves_the_old_ones_serving(
     manager.apply_config(config(base, "model_version_policy { specific { versions: 3 } }"))
     assert states(manager) == {1: "AVAILABLE", 3: "END"}
     assert manager.version_states("gen")[3].error_code != "OK"
+    manager.shutdown()
+
+
+def test_a_version_the_gateway_could_not_serve_is_refused_in_one_line(tmp_path: Path) -> None:
+    # a complete SavedModel: retrying it could not help, so the one refusal is the last word
+    manager = ModelManager(ServingMetrics(), load_retries=2, load_retry_interval_s=0.01)
+    contract_model(tmp_path / "gen" / "1", drop=("serving_default.text",))
+    with capture_logs() as logs:
+        manager.apply_config(config(tmp_path / "gen"))
+    state = manager.version_states("gen")[1]
+    assert state.state == "END" and state.error_code != "OK"
+    assert state.error_message == (
+        "the gateway could not serve this version: serving_default.text output missing"
+    )
+    assert [(e["log_level"], e["event"], e["error"]) for e in logs if "error" in e] == [
+        ("error", "loading servable failed", state.error_message)
+    ]
     manager.shutdown()
 
 

@@ -11,6 +11,7 @@ def test_importing_the_package_loads_no_heavy_module() -> None:
         "import sys\n"
         "import tokenpulse.tfserving.config, tokenpulse.tfserving.status\n"
         "import tokenpulse.tfserving.predict, tokenpulse.tfserving.errors\n"
+        "import tokenpulse.tfserving.contract\n"
         "heavy = ('tensorflow', 'tensorflow_serving', 'grpc', 'google.protobuf')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m in heavy))\n"
     )

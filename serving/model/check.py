@@ -1,0 +1,213 @@
+"""`tokenpulse model check PATH`: whether the gateway can serve a SavedModel, and how well.
+
+The signatures are judged by the contract (`tokenpulse/tfserving/contract.py`, which the model
+server's load path also applies), the ops by what the stock `tensorflow_model_server` runs; then
+a greedy smoke predict, and the same generation streamed through `continue` chunk by chunk must
+equal the unary one, text and token count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from serving.model import opcheck
+from serving.model.settings import CheckSettings
+from tokenpulse.tfserving import contract
+from tokenpulse.tfserving import signature as sig
+from tokenpulse.tfserving.contract import DEGRADED, ERROR, OK, Finding
+
+_NUMPY = {"string": object, "int32": np.int32, "float32": np.float32, "int64": np.int64}
+_MAX_CALLS = 256  # `continue` calls before a stream that never finishes counts as broken
+
+
+class NotASavedModel(ValueError):
+    """The path is no SavedModel directory at all."""
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """Every finding about one SavedModel."""
+
+    path: str
+    findings: list[Finding]
+
+    @property
+    def exit_code(self) -> int:
+        """0: the gateway can serve it (degradations allowed); 1: a contract break."""
+        return 1 if any(f.level == ERROR for f in self.findings) else 0
+
+    def to_json(self) -> dict[str, Any]:
+        """The report for machines (`--json`)."""
+        return {
+            "path": self.path,
+            "servable": self.exit_code == 0,
+            "supported": [
+                f.subject for f in self.findings if f.check == "contract" and f.level == OK
+            ],
+            "degraded": [f.subject for f in self.findings if f.level == DEGRADED],
+            "findings": [asdict(f) for f in self.findings],
+        }
+
+    def table(self) -> str:
+        """The report for people: one finding a line, then the verdict."""
+        rows = [("LEVEL", "CHECK", "SUBJECT", "DETAIL")]
+        rows += [(f.level.upper(), f.check, f.subject, f.message) for f in self.findings]
+        widths = [max(len(r[i]) for r in rows) for i in range(3)]
+        lines = [
+            "  ".join(c.ljust(w) for c, w in zip(r[:3], widths, strict=True)) + "  " + r[3]
+            for r in rows
+        ]
+        degraded = [f.subject for f in self.findings if f.level == DEGRADED]
+        if self.exit_code:
+            verdict = "contract broken: the gateway cannot serve this model"
+        elif degraded:
+            verdict = f"servable, degraded: {', '.join(degraded)}"
+        else:
+            verdict = "servable, every feature supported"
+        return "\n".join([*lines, "", f"{self.path}: {verdict}"])
+
+
+def read_specs(path: Path) -> tuple[Any, dict[str, contract.SignatureSpec]]:
+    """The `serve` meta graph and its signatures, or NotASavedModel."""
+    if not path.is_dir():
+        raise NotASavedModel(f"{path} is not a directory")
+    pb = path / "saved_model.pb"
+    if not pb.is_file():
+        versions = sorted(int(p.name) for p in path.iterdir() if p.name.isdigit())
+        hint = f" (a base path? check a version: {path / str(versions[-1])})" if versions else ""
+        raise NotASavedModel(f"{path} is not a SavedModel: no saved_model.pb{hint}")
+    from google.protobuf.message import DecodeError  # heavy: after the cheap refusals
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    try:
+        proto = saved_model_pb2.SavedModel.FromString(pb.read_bytes())
+    except DecodeError as exc:
+        raise NotASavedModel(f"{pb} does not parse as a SavedModel: {exc}") from exc
+    for meta in proto.meta_graphs:
+        if "serve" in meta.meta_info_def.tags:
+            return meta, contract.signature_specs(meta)
+    return None, {}
+
+
+def run(settings: CheckSettings) -> CheckReport:
+    """Check one SavedModel; raises NotASavedModel for a path that is none."""
+    meta, specs = read_specs(settings.path)
+    if meta is None:
+        return CheckReport(
+            str(settings.path),
+            [Finding(ERROR, "contract", "serve", "no meta graph tagged `serve`")],
+        )
+    findings = contract.check_signatures(specs)
+    findings += _ops(settings.path, specs)
+    if any(f.level == ERROR for f in findings):
+        return CheckReport(str(settings.path), findings)  # running it would only fail
+    import tensorflow as tf
+
+    signatures = tf.saved_model.load(str(settings.path), tags=["serve"]).signatures
+    unary = _smoke(signatures[sig.SIGNATURE_NAME], specs, settings)
+    findings += unary[0]
+    if sig.CONTINUE_SIGNATURE_NAME in specs and unary[1] is not None:
+        fn = signatures[sig.CONTINUE_SIGNATURE_NAME]
+        findings += _streamed(fn, specs, settings, unary[1])
+    return CheckReport(str(settings.path), findings)
+
+
+def _ops(path: Path, specs: dict[str, contract.SignatureSpec]) -> list[Finding]:
+    """An error per op the stock server cannot run, named by the signature that reaches it."""
+    by_signature = opcheck.signature_ops(path)
+    findings = []
+    for op, reason in opcheck.unservable_ops(path).items():
+        where = [name for name, ops in sorted(by_signature.items()) if op in ops]
+        findings.append(Finding(ERROR, "ops", "/".join(where) or "graph", f"{op}: {reason}"))
+    if not findings:
+        findings.append(Finding(OK, "ops", "graph", "every op runs in stock TF Serving"))
+    return findings
+
+
+def _row(settings: CheckSettings) -> dict[str, object]:
+    return sig.default_row(settings.prompt, settings.max_new_tokens) | {"seed": settings.seed}
+
+
+def _call(fn: Any, spec: contract.SignatureSpec, row: dict[str, object]) -> dict[str, Any]:
+    """One row through a signature, sending the inputs it takes; outputs of that row."""
+    import tensorflow as tf
+
+    inputs = {
+        name: tf.constant(np.array([row[name]], dtype=_NUMPY[t.dtype]))
+        for name, t in spec.inputs.items()
+    }
+    return {k: v.numpy()[0] for k, v in fn(**inputs).items()}
+
+
+def _smoke(
+    fn: Any, specs: dict[str, contract.SignatureSpec], settings: CheckSettings
+) -> tuple[list[Finding], dict[str, Any] | None]:
+    """A greedy `serving_default` call: its findings, and the row when it answered sanely."""
+    subject = sig.SIGNATURE_NAME
+    try:
+        out = _call(fn, specs[subject], _row(settings))
+    except Exception as exc:  # noqa: BLE001 - whatever the graph raises is the finding
+        return [Finding(ERROR, "predict", subject, _one_line(exc))], None
+    problems = []
+    try:
+        out["text"].decode("utf-8")
+    except UnicodeDecodeError:
+        problems.append("`text` is not valid UTF-8")
+    if not 0 <= int(out["output_tokens"]) <= settings.max_new_tokens:
+        problems.append(f"output_tokens {int(out['output_tokens'])} outside the budget")
+    if out["finish_reason"].decode() not in (sig.FINISH_STOP, sig.FINISH_LENGTH):
+        problems.append(f"finish_reason {out['finish_reason']!r} is neither stop nor length")
+    if "mean_nll" in out and not float(out["mean_nll"]) >= 0:
+        problems.append(f"mean_nll {float(out['mean_nll'])} is not >= 0")
+    if problems:
+        return [Finding(ERROR, "predict", subject, "; ".join(problems))], None
+    detail = f"{int(out['output_tokens'])} tokens, finish_reason {out['finish_reason'].decode()}"
+    return [Finding(OK, "predict", subject, f"greedy smoke predict: {detail}")], out
+
+
+def _streamed(
+    fn: Any, specs: dict[str, contract.SignatureSpec], settings: CheckSettings, unary: dict
+) -> list[Finding]:
+    """The unary generation again, `continue` chunk by chunk: the same bytes and token count."""
+    subject = sig.CONTINUE_SIGNATURE_NAME
+    generated, tokens, calls = b"", 0, 0
+    try:
+        while calls < _MAX_CALLS:
+            calls += 1
+            row = _row(settings) | {
+                "generated": generated,
+                "step": len(generated),
+                "chunk": settings.chunk,
+            }
+            out = _call(fn, specs[subject], row)
+            n = int(out["n_tokens"])
+            generated += bytes(int(t) for t in out["tokens"][:n])
+            tokens += n
+            if out["finish_reason"].decode():
+                break
+        else:
+            return [Finding(ERROR, "stream", subject, f"no finish_reason after {calls} calls")]
+    except Exception as exc:  # noqa: BLE001 - whatever the graph raises is the finding
+        return [Finding(ERROR, "stream", subject, _one_line(exc))]
+    want_tokens = int(unary["output_tokens"])
+    if generated != unary["text"] or tokens != want_tokens:
+        return [
+            Finding(
+                ERROR,
+                "stream",
+                subject,
+                f"streamed {tokens} tokens {generated[:40]!r} != unary {want_tokens} "
+                f"tokens {bytes(unary['text'][:40])!r}",
+            )
+        ]
+    detail = f"{calls} calls of {settings.chunk} tokens equal the unary {tokens} tokens"
+    return [Finding(OK, "stream", subject, detail)]
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:200]
