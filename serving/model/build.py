@@ -49,7 +49,12 @@ def run_train(
 ) -> dict[str, object]:
     """Train with checkpoints: in this process (one worker, or `--strategy mirrored`), or over
     `--workers` processes that a supervisor restarts from the newest checkpoint; the report.
-    `say` gets the supervisor's event lines (default: stderr)."""
+    `say` gets the supervisor's event lines (default: stderr). A worker of a cluster started
+    elsewhere (--worker-hosts, --tf-config) trains its part in this process."""
+    if settings.worker_hosts or settings.tf_config:
+        from serving.model.worker import join
+
+        return join(settings)
     if settings.workers == 1:
         from serving.model.loop import train_process
         from serving.model.metrics import TrainingMetrics

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from serving.model.config import PRESETS
@@ -140,11 +140,41 @@ class TrainSettings(RunSettings):
         description="worker i serves /metrics on this port + i; 0: no metrics server",
     )
     progress: bool = Field(True, description="show training progress (the chief's)")
+    worker_hosts: list[str] = Field(
+        default_factory=list,
+        description="join a cluster started elsewhere (an Indexed Job's pods) as worker "
+        "--worker-index of these host:port workers, instead of starting --workers here",
+    )
+    worker_index: int | None = Field(
+        default=None, ge=0, description="this process's index in --worker-hosts (worker 0 is chief)"
+    )
+    tf_config: bool = Field(
+        False,
+        description="join the cluster the TF_CONFIG environment variable names, as the Kubeflow "
+        "training operator's TFJob sets it",
+    )
+
+    @field_validator("worker_hosts", mode="after")
+    @classmethod
+    def _comma_separated_too(cls, hosts: list[str]) -> list[str]:
+        # `--worker-hosts a:1,b:1` as well as `--worker-hosts a:1 b:1`
+        return [host.strip() for item in hosts for host in item.split(",") if host.strip()]
 
     @model_validator(mode="after")
     def _one_layout(self) -> TrainSettings:
         if self.strategy == "mirrored" and self.workers > 1:
             raise ValueError("--strategy mirrored runs in one process: leave --workers at 1")
+        joins = bool(self.worker_hosts) or self.worker_index is not None or self.tf_config
+        if joins and (self.workers > 1 or self.strategy == "mirrored"):
+            raise ValueError("a worker that joins a cluster runs alone: leave --workers at 1")
+        if self.tf_config and (self.worker_hosts or self.worker_index is not None):
+            raise ValueError("--tf-config names the cluster: drop --worker-hosts/--worker-index")
+        if (self.worker_index is None) != (not self.worker_hosts):
+            raise ValueError("--worker-hosts and --worker-index go together")
+        if self.worker_index is not None and self.worker_index >= len(self.worker_hosts):
+            raise ValueError(
+                f"--worker-index {self.worker_index} is not one of {len(self.worker_hosts)} hosts"
+            )
         if self.devices and self.strategy != "mirrored":
             raise ValueError("--devices needs --strategy mirrored")
         return self
