@@ -17,4 +17,7 @@ PROMETHEUS_2 = 9091
 ALERTMANAGER_2 = 9097
 ALERTMANAGER_CLUSTER = 9094
 ALERTMANAGER_2_CLUSTER = 9098
+# `tokenpulse model train --metrics-port`: the training job's /metrics (compose's `training`
+# service, the Kubernetes training pods); the supervisor's local worker i serves it + i
+TRAINING_METRICS = 9412
 ELASTICSEARCH = 9200

@@ -26,11 +26,16 @@ def rendered() -> dict[str, list[Doc]]:
 
 
 def overlay_with(
-    tmp_path: Path, overlay: str, *, components: tuple[str, ...] = (), patches: tuple[str, ...] = ()
+    tmp_path: Path,
+    overlay: str,
+    *,
+    components: tuple[str, ...] = (),
+    patches: tuple[str, ...] = (),
+    images: tuple[Doc, ...] = (),
 ) -> Path:
     """A platform team's own overlay: a copy of `overlay`'s kustomization (its images block
-    included) with more components of deploy/k8s/components and more patches (YAML texts).
-    Returns its folder, for `kustomize.build` or `kubectl kustomize`."""
+    included, plus `images`) with more components of deploy/k8s/components and more patches
+    (YAML texts). Returns its folder, for `kustomize.build` or `kubectl kustomize`."""
     source = K8S / "overlays" / overlay
     folder = tmp_path / f"{overlay}-{'-'.join(components) or 'copy'}"
     folder.mkdir()
@@ -38,6 +43,7 @@ def overlay_with(
     k["resources"] = [os.path.relpath(source / r, folder) for r in k.get("resources", [])]
     k["components"] = [os.path.relpath(source / c, folder) for c in k.get("components", [])]
     k["components"] += [os.path.relpath(K8S / "components" / c, folder) for c in components]
+    k["images"] = [*k.get("images", []), *images]
     for entry in k.get("patches", []):  # patch files must lie under the kustomization root
         shutil.copy(source / entry["path"], folder / entry["path"])
     for i, text in enumerate(patches):

@@ -27,7 +27,7 @@ KUBERNETES_VERSION = KUBERNETES_VERSIONS[0]
 SCHEMAS = K8S / "schemas"
 CRD_GROUPS = (
     "monitoring.coreos.com", "elasticsearch.k8s.elastic.co", "kibana.k8s.elastic.co",
-    "gateway.networking.k8s.io",
+    "gateway.networking.k8s.io", "kubeflow.org",
 )  # fmt: skip
 
 

@@ -72,6 +72,9 @@ def pod_templates(doc: Doc) -> Iterator[tuple[str, Doc]]:
                     yield mode, spec[mode].get("podTemplate", {}).get("spec", {})
         else:
             yield "podTemplate", spec.get("podTemplate", {}).get("spec", {})
+    elif kind in {"TFJob", "PyTorchJob", "MPIJob"}:  # Kubeflow's training jobs
+        for name, replica in spec.get(f"{kind[:-3].lower()}ReplicaSpecs", {}).items():
+            yield f"replicaSpecs[{name}]", replica.get("template", {}).get("spec", {})
     elif kind in {"Prometheus", "Alertmanager", "ThanosRuler", "PrometheusAgent"}:
         # the operator builds the pod from these fields
         yield "spec", spec
