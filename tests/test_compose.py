@@ -15,10 +15,11 @@ from pydantic_settings import BaseSettings
 
 from monitoring.mixin.config import DEFAULT as mixin_config
 from stack.cli import build_parser
+from tokenpulse import ports
 from tokenpulse.paths import ROOT
 from tokenpulse.tfserving import config as tfs_config
 
-ONE_SHOTS = {"model-build", "setup", "es-users", "alertmanager-check", "links"}
+ONE_SHOTS = {"model-build", "setup", "es-users", "alertmanager-check", "links", "training"}
 PROJECT_SERVICES = {
     "model-build", "gateway", "exporter", "shipper", "setup", "oncall-receiver",
     "alertmanager-check", "links",
@@ -49,12 +50,16 @@ def _env_file(tmp_path: Path) -> Path:
     return path
 
 
-def _config(*files: str, env_file: Path | None) -> subprocess.CompletedProcess[str]:
+def _config(
+    *files: str, env_file: Path | None, profiles: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
     if shutil.which("docker-compose") is None:
         pytest.fail("docker-compose is not installed (make test installs it)")
     argv = ["docker-compose"]
     if env_file is not None:
         argv += ["--env-file", str(env_file)]
+    for profile in profiles:
+        argv += ["--profile", profile]
     for name in files:
         argv += ["-f", name]
     return subprocess.run([*argv, "config"], cwd=ROOT, capture_output=True, text=True)
@@ -416,3 +421,26 @@ def test_the_shipper_and_grafana_sign_in_with_least_privilege(raw: dict) -> None
         env = service.get("environment", {})
         uses_elastic = "elastic" in env.values() or "ELASTIC_PASSWORD" in env
         assert not uses_elastic or name in {"setup", "es-users", "elasticsearch"}, name
+
+
+def test_training_is_opt_in_and_serves_its_metrics_where_prometheus_can_reach_it(
+    tmp_path: Path, raw: dict
+) -> None:
+    """`up` leaves it out (a profile, and nothing depends on it); in its profile it trains
+    with checkpoints into its own volume, its metrics on tokenpulse.ports' training port on
+    the internal network."""
+    assert raw["services"]["training"]["profiles"] == ["training"]
+    for name, service in raw["services"].items():
+        assert "training" not in service.get("depends_on", {}), name
+    out = _config("docker-compose.yml", env_file=_env_file(tmp_path), profiles=("training",))
+    assert out.returncode == 0, out.stderr
+    training = yaml.safe_load(out.stdout)["services"]["training"]
+    command = training["command"]
+    args = build_parser(command).parse_args(command)
+    assert command[:2] == ["model", "train"] and not args.progress
+    assert _listen_port(command, "--metrics-port") == ports.TRAINING_METRICS
+    assert set(training["networks"]) == {"internal"} and "ports" not in training
+    assert training["restart"] == "no" and training["image"].startswith("tokenpulse-model:")
+    mounts = {m["target"]: m for m in _mounts(training)}
+    run_dir = Path(_listen_flag(command, "--run-dir"))
+    assert mounts["/training"]["type"] == "volume" and run_dir.is_relative_to("/training")
