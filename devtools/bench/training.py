@@ -10,6 +10,9 @@ Wall time and the process's CPU time (every thread) are both reported, as the me
 fastest block of each mode: on a shared machine the wall clock follows the neighbours' load
 (the fastest block is the least disturbed), CPU time much less. The step is the same compiled
 function in both modes, so the event's own cost is the steadiest figure.
+
+`--workers N` measures something else: one worker against N on this machine
+(`training_workers.py`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import os
 import statistics
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from serving.model.config import HISTOGRAM_EVERY
@@ -37,6 +41,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument("--pairs", type=int, default=3, help="off/on block pairs timed (3)")
     parser.add_argument("--events", type=int, default=5, help="histogram events timed alone (5)")
+    parser.add_argument(
+        "--workers", type=int, default=1,
+        help="N > 1: time per step and tokens/s of 1 worker against N (MultiWorkerMirrored"
+        "Strategy on loopback) and the share of collectives, instead of histograms (1)",
+    )  # fmt: skip
+    parser.add_argument("--steps", type=int, default=20, help="--workers: steps timed (20)")
+    parser.add_argument(
+        "--warmup", type=int, default=3, help="--workers: steps before timing (3; compiles)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -152,11 +165,19 @@ def _report(r: dict[str, Any]) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Time the step both ways and print the figures."""
+    """Time the step both ways (or over 1 and N workers) and print the figures."""
+    from devtools.bench import training_workers
+
     with tempfile.TemporaryDirectory(prefix="tp-bench-training-") as tmp:
-        result = _measure(args, tmp)
+        if args.workers > 1:
+            result = training_workers.measure(args.preset, args.workers, max(1, args.steps),
+                                              max(1, args.warmup), Path(tmp))  # fmt: skip
+        else:
+            result = _measure(args, tmp)
     if args.json:
         print(json.dumps(result, indent=2))
+    elif args.workers > 1:
+        training_workers.report(result)
     else:
         _report(result)
     return 0

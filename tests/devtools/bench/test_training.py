@@ -25,3 +25,25 @@ def test_bench_times_the_step_with_and_without_histograms() -> None:
     assert result["histograms_per_event"] == 2 * 28  # tiny: 2 blocks of 12 weights, and 4 more
     assert set(result["overhead_from_event"]) == {"10", "25", "50", "100", "200"}
     assert result["budget"] == 0.05
+
+
+@pytest.mark.slow
+def test_bench_compares_one_worker_with_two_and_times_the_collectives() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "stack.cli", "bench", "training", "--preset", "tiny",
+         "--workers", "2", "--steps", "2", "--warmup", "1", "--json"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert (result["preset"], result["workers"], result["steps"]) == ("tiny", 2, 2)
+    one, many = result["one_worker"], result["n_workers"]
+    assert set(one) == {"step_ms", "tokens_per_s"}
+    assert {"step_ms", "tokens_per_s", "all_reduce_ms", "collective_share"} <= set(many)
+    for figures in (one, many):
+        assert figures["step_ms"] > 0
+        assert figures["tokens_per_s"] == pytest.approx(
+            result["tokens_per_step"] / figures["step_ms"] * 1e3)  # fmt: skip
+    assert result["speedup"] == pytest.approx(one["step_ms"] / many["step_ms"])
+    assert 0 < many["collective_share"] <= 1 and many["replicas"] == 2
+    assert many["gradient_bytes"] > 0 and "all-reduce" in result["collective_method"]
