@@ -105,10 +105,12 @@ VALID_ITEMS = {
     "outputs": ("sqlite", "elasticsearch"),  # with TOKENPULSE_SHIPPER_ES_URL below
     "metrics_url": ("http://127.0.0.1:9/metrics", "http://127.0.0.1:10/metrics"),
     "count_by": ("model", "route"),
+    "worker_hosts": ("127.0.0.1:2222", "127.0.0.1:2223"),  # with TOKENPULSE_MODEL_WORKER_INDEX
 }
 ALSO = {  # what those commands need besides
     "outputs": {"es_url": "http://127.0.0.1:9"},
     "tags": {"token_file": __file__},  # any file that exists: only its presence is checked here
+    "worker_hosts": {"worker_index": "0"},
 }
 GENERIC_ITEMS: dict[Any, tuple[str, str]] = {
     str: ("alpha", "beta"),
