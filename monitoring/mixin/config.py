@@ -29,6 +29,9 @@ class Jobs:
     shipper: str = "tokenpulse-shipper"
     alertmanager: str = "alertmanager"
     prometheus: str = "prometheus"
+    # training workers (`tokenpulse model train --metrics-port`): file_sd locally, the compose
+    # `training` service, a PodMonitor on Kubernetes (its pods' port named `metrics`)
+    training: str = "tokenpulse-training"
 
     def selector(self, component: str) -> str:
         """`job="<name>"` for a component field name, e.g. selector("gateway")."""
