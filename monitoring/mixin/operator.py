@@ -200,7 +200,31 @@ def monitors(cfg: MixinConfig) -> list[Doc]:
         else:
             kind, spec["endpoints"] = "ServiceMonitor", [endpoint]
         out.append({"apiVersion": API, "kind": kind, "metadata": _meta(name), "spec": spec})
-    return out
+    return [*out, training_monitor(cfg)]
+
+
+# Training pods (a Job's workers): the pod label that selects them and their metrics port's name.
+TRAINING_POD_LABELS = {"app.kubernetes.io/name": "tokenpulse-training"}
+TRAINING_PORT = "metrics"
+
+
+def training_monitor(cfg: MixinConfig) -> Doc:
+    """The PodMonitor of training workers: no compose job to translate (locally the runs register
+    themselves through file_sd), so its job name comes from the config directly. A pod that ends
+    takes its target with it: a finished Job alerts nobody, a failed pod is up == 0 meanwhile."""
+    endpoint: Doc = {
+        "port": TRAINING_PORT,
+        "path": "/metrics",
+        "interval": cfg.scrape_interval,
+        "scrapeTimeout": cfg.scrape_interval,
+        "relabelings": [
+            {"action": "replace", "targetLabel": "job", "replacement": cfg.jobs.training}
+        ],
+    }
+    spec: Doc = {"selector": {"matchLabels": dict(TRAINING_POD_LABELS)},
+                 "podMetricsEndpoints": [endpoint]}  # fmt: skip
+    return {"apiVersion": API, "kind": "PodMonitor", "metadata": _meta(cfg.jobs.training),
+            "spec": spec}  # fmt: skip
 
 
 # --- AlertmanagerConfig ---------------------------------------------------------------------
