@@ -56,6 +56,11 @@ class LinksSettings(BaseSettings):
     kibana_url: str = Field(
         description="Kibana as the on-call engineer's browser reaches it (no trailing slash)"
     )
+    tensorboard_url: str = Field(
+        "",
+        description="TensorBoard over the training runs' RUN/tensorboard, as the browser reaches "
+        "it (no trailing slash); empty: the training dashboard links no TensorBoard",
+    )
     allow_loopback: bool = Field(
         False, description="accept loopback links: a stack used on this machine only"
     )
@@ -66,6 +71,7 @@ class LinksSettings(BaseSettings):
             self.runbook_url_pattern.strip(),
             self.grafana_url.strip().rstrip("/"),
             self.kibana_url.strip().rstrip("/"),
+            self.tensorboard_url.strip().rstrip("/"),
         )
         return check(links, deployment, allow_loopback=self.allow_loopback)
 

@@ -29,6 +29,9 @@ class Jobs:
     shipper: str = "tokenpulse-shipper"
     alertmanager: str = "alertmanager"
     prometheus: str = "prometheus"
+    # training workers (`tokenpulse model train --metrics-port`): file_sd locally, the compose
+    # `training` service, a PodMonitor on Kubernetes (its pods' port named `metrics`)
+    training: str = "tokenpulse-training"
 
     def selector(self, component: str) -> str:
         """`job="<name>"` for a component field name, e.g. selector("gateway")."""
@@ -85,6 +88,9 @@ class Links:
     runbook_url_pattern: str  # ends with {alertname}, which is replaced
     grafana_url: str  # no trailing slash; + /d/<uid>/?viewPanel=<id>
     kibana_url: str  # no trailing slash; + /app/discover#...
+    # the training dashboard's link: TensorBoard over a run's `RUN/tensorboard` (`tensorboard
+    # --logdir RUN/tensorboard`); empty: the dashboard has no TensorBoard link
+    tensorboard_url: str = ""
 
     def runbook_url(self, alertname: str) -> str:
         """The runbook page of one alert."""
@@ -100,6 +106,7 @@ LOCAL_LINKS = Links(
     runbook_url_pattern=f"http://127.0.0.1:{ports.ONCALL}/runbooks/{{alertname}}",
     grafana_url="http://127.0.0.1:3000",
     kibana_url="http://127.0.0.1:5601",
+    tensorboard_url="http://127.0.0.1:6006",
 )
 
 
@@ -430,6 +437,45 @@ class MixinConfig:
     spool_full_share: float = 0.8
     spool_full_for: str = "10m"
 
+    # Training (`tokenpulse model train --metrics-port`, job jobs.training). Warnings: chat, not
+    # the serving pager; a training run serves no user, and a stalled run loses time, not
+    # requests (each runbook argues it). A worker that set tokenpulse_training_finished 1 (its
+    # last step done) is quiet in every training alert for training_finished_window after its
+    # last scrape: the run ended on purpose, and a run that ends on purpose also removes its
+    # targets (serving/model/targets.py).
+    training_finished_window: str = "1h"
+    # Stalled: the global step has not moved over this window. Longer than the slowest step plus
+    # a checkpoint write and a worker restart from the newest checkpoint (the supervisor's own
+    # recovery), so a restart that works is not an alert.
+    training_stall_window: str = "10m"
+    training_stall_for: str = "5m"
+    # A worker's metrics page unreachable (its process dead or hung): the run is not progressing
+    # or is about to restart; the supervisor restarts within seconds, so 2m rides that out.
+    training_down_for: str = "2m"
+    # Loss not finite (NaN, or above this: an overflow), held for a scrape or two.
+    training_loss_huge: float = 1e30
+    training_loss_nonfinite_for: str = "2m"
+    # Diverging: the mean loss over the current window above factor x its own mean over the
+    # baseline window just before it, and by at least min_delta nats (early in training the loss
+    # falls fast, then a noisy plateau: 1.5x and +0.5 nats is far outside that noise).
+    training_loss_window: str = "5m"
+    training_loss_baseline_window: str = "30m"
+    training_loss_factor: float = 1.5
+    training_loss_min_delta: float = 0.5
+    training_loss_for: str = "10m"
+    # Checkpoint stale: no checkpoint for more than factor x the cadence (checkpoint_interval_steps
+    # x the mean step time over training_step_window), and at least floor seconds (a fast
+    # run checkpoints every few seconds: a missed write or two is noise).
+    training_checkpoint_factor: float = 3.0
+    training_checkpoint_floor_s: int = 600
+    training_checkpoint_for: str = "5m"
+    # Step time regressed: the p50 step time over the window above factor x its own p50 over the
+    # baseline window before it (a slower input pipeline, a straggler worker, a throttled GPU).
+    training_step_window: str = "10m"
+    training_step_baseline_window: str = "1h"
+    training_step_factor: float = 1.5
+    training_step_for: str = "15m"
+
     # Traffic collapse: a model's request rate over traffic_window under this share of the same
     # window a day and a week earlier (both: a quiet Sunday is compared with last Sunday too), when
     # those had at least min_request_rate. Clients that cannot reach the gateway send no errors.
@@ -530,6 +576,11 @@ class MixinConfig:
             # what fills the spool: the shipper falling behind (no panel shows the spool's bytes)
             "PipelineSpoolNearlyFull": ("pipeline", "Backlog age"),
             "Pipeline": ("pipeline", "Dropped and dead-lettered"),
+            "Training": ("training", "Global step"),
+            "TrainingLossDiverging": ("training", "Loss"),
+            "TrainingCheckpointStale": ("training", "Checkpoint age"),
+            "TrainingWorkerDown": ("training", "Training workers up"),
+            "TrainingStepTimeRegressed": ("training", "Step time quantiles"),
         }
     )
     # Any other alert (the monitoring's own) links the scrape targets.
@@ -547,6 +598,7 @@ class MixinConfig:
             "quality": "tokenpulse-quality",
             "gpu": "tokenpulse-gpu",
             "pipeline": "tokenpulse-pipeline",
+            "training": "tokenpulse-training",
         }
     )
 

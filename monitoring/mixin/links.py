@@ -64,11 +64,14 @@ def loopback(url: str) -> bool:
 
 
 def _fields(links: Links) -> dict[str, str]:
-    return {
+    fields = {
         "runbook_url_pattern": links.runbook_url_pattern,
         "grafana_url": links.grafana_url,
         "kibana_url": links.kibana_url,
     }
+    if links.tensorboard_url:  # optional: without it the training dashboard links none
+        fields["tensorboard_url"] = links.tensorboard_url
+    return fields
 
 
 def _shape(name: str, url: str) -> str | None:

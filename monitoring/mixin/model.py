@@ -23,7 +23,7 @@ TFSERVING_PREFIX = ":tensorflow:serving:"
 # Component prefixes an alert name may start with (after TokenPulse); the Watchdog is its own.
 COMPONENTS = (
     "Gateway", "Quality", "Canary", "TfServing", "Exporter", "Gpu", "Shipper", "Pipeline",
-    "Prometheus", "Alertmanager",
+    "Training", "Prometheus", "Alertmanager",
 )  # fmt: skip
 
 

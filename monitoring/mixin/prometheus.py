@@ -35,6 +35,9 @@ class Targets:
     labels: dict[str, str] = field(default_factory=dict)  # added to every target
     # labels of single targets, by host:port: e.g. cfg.replica_label of each model server
     target_labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    # file_sd files (globs) listing training workers: the runs register themselves there
+    # (serving/model/targets.py); empty leaves the training job out
+    training_files: Sequence[str] = ()
 
 
 # The external label telling HA Prometheus replicas apart: prometheus-operator's default
@@ -87,6 +90,10 @@ def scrape_configs(cfg: MixinConfig, targets: Targets) -> list[dict[str, object]
             job["metrics_path"] = DEFAULT_METRICS_PATH
         job["static_configs"] = _groups(targets, hosts)
         out.append(job)
+    if targets.training_files:
+        # a run's workers come and go with it: found in the files, refreshed on change
+        sd = {"files": list(targets.training_files), "refresh_interval": "30s"}
+        out.append({"job_name": cfg.jobs.training, "file_sd_configs": [sd]})
     return out
 
 

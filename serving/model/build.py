@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
+from serving.model import targets
 from serving.model.settings import BuildSettings, ExportSettings, GenerateSettings, TrainSettings
 from tokenpulse.tfserving import signature as sig
 
@@ -49,12 +50,28 @@ def run_train(
 ) -> dict[str, object]:
     """Train with checkpoints: in this process (one worker, or `--strategy mirrored`), or over
     `--workers` processes that a supervisor restarts from the newest checkpoint; the report.
-    `say` gets the supervisor's event lines (default: stderr). A worker of a cluster started
-    elsewhere (--worker-hosts, --tf-config) trains its part in this process."""
+    `say` gets the supervisor's event lines (default: stderr). With `--metrics-port` the
+    workers are registered for Prometheus until the run ends on purpose (targets.py). A worker of
+    a cluster started elsewhere (--worker-hosts, --tf-config) trains its part in this process,
+    scraped where it runs (a PodMonitor), not registered here."""
     if settings.worker_hosts or settings.tf_config:
         from serving.model.worker import join
 
         return join(settings)
+    if not settings.metrics_port:
+        return _train(settings, say)
+    run_dir = settings.run_path()
+    targets.register(run_dir, settings.metrics_port, settings.workers)
+    try:
+        report = _train(settings, say)
+    except KeyboardInterrupt:
+        targets.unregister(run_dir)
+        raise
+    targets.unregister(run_dir)
+    return report
+
+
+def _train(settings: TrainSettings, say: Callable[[str], None] | None) -> dict[str, object]:
     if settings.workers == 1:
         from serving.model.loop import train_process
         from serving.model.metrics import TrainingMetrics

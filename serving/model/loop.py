@@ -125,6 +125,8 @@ def train_process(
         else tf.summary.create_noop_writer()
     )
     ctx, every = preset.model.context, max(1, cfg.steps // 20)
+    if metrics is not None:
+        metrics.checkpoint_interval.set(settings.checkpoint_every)
     bar = tqdm(range(start, cfg.steps), desc=f"train {preset.name}", unit="step",
                initial=start, total=cfg.steps,
                disable=not (settings.progress and role.chief and role.count == 1))  # fmt: skip
@@ -150,6 +152,8 @@ def train_process(
                     metrics.checkpointed()
                 if role.chief:
                     log.info("checkpoint", path=path, step=done)
+        if metrics is not None:
+            metrics.finish()
         if not role.chief:
             return None
         bpb = held_out_bits_per_byte(

@@ -3,8 +3,10 @@
 Each worker serves its own page (`--metrics-port` + its index): the global step, examples and
 tokens (counters, and the last step's rate), the step time, loss, gradient norm (before
 clipping), learning rate, the seconds since this run's last checkpoint (from the start until the
-first), and one `..._worker_info` series naming the worker's index and role (`chief` or
-`worker`, a closed set). All series exist from the start.
+first) and the checkpoint cadence in steps, whether the worker finished its last step (`finished`
+1: the alerts tell a run that ended on purpose from a dead or stalled one), and one
+`..._worker_info` series naming the worker's index and role (`chief` or `worker`, a closed
+set). All series exist from the start.
 """
 
 from __future__ import annotations
@@ -55,6 +57,12 @@ class TrainingMetrics:
         since = Gauge(PFX + "checkpoint_age_seconds",
                       "Seconds since the last checkpoint (or the start).", registry=r)  # fmt: skip
         since.set_function(lambda: self._clock() - self._checkpointed)
+        self.checkpoint_interval = Gauge(PFX + "checkpoint_interval_steps",
+                                         "Steps between checkpoints (--checkpoint-every).",
+                                         registry=r)  # fmt: skip
+        self.finished = Gauge(PFX + "finished",
+                              "1 once this worker has completed the run's last step, else 0.",
+                              registry=r)  # fmt: skip
         info = Gauge(PFX + "worker_info", "This worker's index and role.", ("worker", "role"),
                      registry=r)  # fmt: skip
         info.labels(worker=str(worker), role=role if role in ROLES else "worker").set(1)
@@ -76,6 +84,10 @@ class TrainingMetrics:
     def checkpointed(self) -> None:
         """A checkpoint was just written."""
         self._checkpointed = self._clock()
+
+    def finish(self) -> None:
+        """The run's last step is done: a worker that stops now stopped on purpose."""
+        self.finished.set(1)
 
     def serve(self, port: int) -> None:
         """Serve the page on 127.0.0.1:`port` (a daemon thread)."""

@@ -24,7 +24,7 @@ RUNBOOKS = ROOT / "alerts" / "runbooks"
 # raised outside Prometheus, with a runbook all the same: the on-call receiver's own page
 OWN_ALERTS = {deadman.ALERTNAME}
 NAME = re.compile(
-    r"^TokenPulse(Gateway|Quality|Canary|TfServing|Exporter|Gpu|Shipper|Pipeline|Prometheus"
+    r"^TokenPulse(Gateway|Quality|Canary|TfServing|Exporter|Gpu|Shipper|Pipeline|Training|Prometheus"
     r"|Alertmanager)([A-Z][a-z0-9]+)+$"
 )
 SECTIONS = ["## Meaning", "## Impact", "## Diagnosis", "## Mitigation"]

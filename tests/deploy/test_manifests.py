@@ -98,6 +98,7 @@ EXPECTED = {
         ("ConfigMap", "tokenpulse-gpu-dashboard"),
         ("ConfigMap", "tokenpulse-pipeline-dashboard"),
         ("ConfigMap", "tokenpulse-quality-dashboard"),
+        ("ConfigMap", "tokenpulse-training-dashboard"),
         ("ConfigMap", "tokenpulse-serving-dashboard"),
         ("ConfigMap", "tokenpulse-slo-dashboard"),
         ("Secret", "tokenpulse-es-roles"),

@@ -52,6 +52,7 @@ def test_every_generator_is_covered() -> None:
         Path("deploy/k8s/base/monitoring"), Path("deploy/k8s/prometheus-adapter"),
         Path("deploy/k8s/kube-prometheus-stack"),
         Path("deploy/k8s/components/serving-config"),
+        Path("deploy/k8s/components/training-monitor"),
     } == folders  # fmt: skip
     assert Path("log_pipeline/assets/kibana.ndjson") in files
 

@@ -203,7 +203,12 @@ def test_prometheus_scrapes_every_component_and_alertmanager_calls_the_receiver(
     components.by_name("prometheus").start(up_config(s))
     components.by_name("alertmanager").start(up_config(s))
     prom = yaml.safe_load(s.path("prometheus.yml").read_text())
-    scraped = {t for job in prom["scrape_configs"] for t in job["static_configs"][0]["targets"]}
+    static = [job for job in prom["scrape_configs"] if "static_configs" in job]
+    scraped = {t for job in static for t in job["static_configs"][0]["targets"]}
+    # training runs register themselves: one file_sd job over every run's targets file
+    (training,) = [job for job in prom["scrape_configs"] if "file_sd_configs" in job]
+    assert training["job_name"] == "tokenpulse-training"
+    assert training["file_sd_configs"][0]["files"] == [str(components.TRAINING_TARGETS)]
     ports = {getattr(s, f) for f in PORT_FIELDS} - {s.grpc_port, s.oncall_port}
     assert scraped == {f"127.0.0.1:{p}" for p in ports}
     assert prom["global"]["scrape_interval"] == "2s"
@@ -443,7 +448,8 @@ def test_ha_prometheus_pair_differs_by_an_external_label_it_drops_from_alerts(
         assert managers["static_configs"][0]["targets"] == [
             f"127.0.0.1:{s.alertmanager_port}", f"127.0.0.1:{s.alertmanager_2_port}"
         ]  # fmt: skip
-        jobs = {j["job_name"]: j["static_configs"][0]["targets"] for j in doc["scrape_configs"]}
+        jobs = {j["job_name"]: j["static_configs"][0]["targets"] for j in doc["scrape_configs"]
+                if "static_configs" in j}  # fmt: skip
         # each scrapes both Prometheus and both Alertmanagers: a dead peer is seen by the other
         assert jobs["prometheus"] == [f"127.0.0.1:{s.prometheus_port}",
                                       f"127.0.0.1:{s.prometheus_2_port}"]  # fmt: skip

@@ -16,6 +16,7 @@ from monitoring.mixin.alerts import (
     pipeline,
     quality,
     tfserving,
+    training,
 )
 from monitoring.mixin.config import MixinConfig
 from monitoring.mixin.model import Alert
@@ -33,5 +34,6 @@ def all_alerts(cfg: MixinConfig, t: Timing) -> list[Alert]:
         *pipeline.shipper_alerts(cfg, t),
         *gpu.alerts(cfg, t),
         *pipeline.spool_alerts(cfg, t),
+        *training.alerts(cfg, t),
         *meta.alerts(cfg, t),
     ]

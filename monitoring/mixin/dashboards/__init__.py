@@ -15,7 +15,7 @@ from grafana_foundation_sdk.builders.dashboard import Dashboard
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 
 from monitoring.mixin.config import MixinConfig
-from monitoring.mixin.dashboards import gpu, overview, pipeline, quality, serving
+from monitoring.mixin.dashboards import gpu, overview, pipeline, quality, serving, training
 
 # config key of the dashboard's UID -> its builder, in the order SREs read them
 BUILDERS: dict[str, Callable[[MixinConfig], Dashboard]] = {
@@ -24,6 +24,7 @@ BUILDERS: dict[str, Callable[[MixinConfig], Dashboard]] = {
     "quality": quality.build,
     "gpu": gpu.build,
     "pipeline": pipeline.build,
+    "training": training.build,
 }
 
 

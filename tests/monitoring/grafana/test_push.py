@@ -43,11 +43,11 @@ def _api(grafana, token=None):
 def test_push_creates_the_folder_then_updates_in_place(grafana):
     api = _api(grafana)
     first = push(api, grafana.url, FILES, "tokenpulse", "TokenPulse")
-    assert [a["version"] for a in first] == [1] * 5
+    assert [a["version"] for a in first] == [1] * 6
     assert grafana.state.folders["tokenpulse"]["title"] == "TokenPulse"
     second = push(api, grafana.url, FILES, "tokenpulse", "TokenPulse")
-    assert [a["version"] for a in second] == [2] * 5
-    assert len(grafana.state.dashboards) == 5
+    assert [a["version"] for a in second] == [2] * 6
+    assert len(grafana.state.dashboards) == 6
     assert all(d["meta"]["folderUid"] == "tokenpulse" for d in grafana.state.dashboards.values())
     assert sum(1 for m, p in grafana.state.requests if (m, p) == ("POST", "/api/folders")) == 1
 

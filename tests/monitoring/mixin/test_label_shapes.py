@@ -93,7 +93,7 @@ def _static(targets: prometheus.Targets) -> dict[str, list[Labels]]:
     """job -> the target labels of each static target of that job."""
     out: dict[str, list[Labels]] = {}
     for job in prometheus.scrape_configs(config, targets):
-        for group in job["static_configs"]:
+        for group in job.get("static_configs", []):  # file_sd jobs (training) list none
             for host in group["targets"]:
                 meta = {"job": job["job_name"], "__address__": host, **group.get("labels", {})}
                 labels = relabel(meta, job.get("relabel_configs", []))

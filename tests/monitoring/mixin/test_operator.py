@@ -57,7 +57,7 @@ def test_prometheus_rules_hold_exactly_the_rule_files_groups() -> None:
 def test_one_monitor_per_compose_job_with_its_path_interval_and_job_name() -> None:
     jobs = {j["job_name"]: j for j in prometheus.scrape_configs(config, prometheus.COMPOSE_TARGETS)}
     monitors = {m["metadata"]["name"]: m for m in operator.monitors(CLUSTER)}
-    assert set(monitors) == set(jobs)
+    assert set(monitors) == set(jobs)  # training's is in its own component (no compose job)
     for name, job in jobs.items():
         spec = monitors[name]["spec"]
         (endpoint,) = spec.get("endpoints") or spec["podMetricsEndpoints"]
@@ -90,7 +90,7 @@ def test_static_labels_and_relabel_configs_carry_over(monkeypatch: pytest.Monkey
         return jobs
 
     monkeypatch.setattr(prometheus, "scrape_configs", with_relabelling)
-    for monitor in operator.monitors(CLUSTER):
+    for monitor in operator.monitors(CLUSTER)[:-1]:  # the last, training's, has no compose job
         spec = monitor["spec"]
         (endpoint,) = spec.get("endpoints") or spec["podMetricsEndpoints"]
         scoped = (config.replica_label, config.node_label)
@@ -191,7 +191,15 @@ def test_files_are_the_monitoring_kustomization_and_the_adapter_values() -> None
         operator.MONITORING / "kustomization.yaml",
         operator.ADAPTER / "values.yaml",
         operator.KUBE_PROMETHEUS_STACK / "values.yaml",
+        operator.TRAINING_COMPONENT / "kustomization.yaml",
+        operator.TRAINING_COMPONENT / "podmonitor.yaml",
     } == set(files)
+    component = yaml.safe_load(files[operator.TRAINING_COMPONENT / "kustomization.yaml"])
+    assert component["kind"] == "Component" and component["resources"] == ["podmonitor.yaml"]
+    (monitor,) = yaml.safe_load_all(files[operator.TRAINING_COMPONENT / "podmonitor.yaml"])
+    assert monitor == operator.training_monitor(CLUSTER)
+    endpoint = monitor["spec"]["podMetricsEndpoints"][0]
+    assert endpoint["relabelings"][0]["replacement"] == config.jobs.training
     for path, text in files.items():
         assert text.startswith(operator.HEADER), path
         assert all(doc for doc in yaml.safe_load_all(text)), path
@@ -212,3 +220,14 @@ def test_a_model_server_pod_and_its_sidecar_exporter_are_one_replica() -> None:
     assert scoped[config.jobs.modelserver] == tfserving_pod
     assert scoped[config.jobs.exporter] == tfserving_pod
     assert scoped[config.jobs.gateway] == []  # fleet jobs keep no replica label
+
+
+def test_training_pods_are_selected_by_name_on_their_metrics_port() -> None:
+    monitor = operator.training_monitor(CLUSTER)
+    assert monitor["kind"] == "PodMonitor"
+    assert monitor["metadata"]["name"] == config.jobs.training == "tokenpulse-training"
+    spec = monitor["spec"]
+    assert spec["selector"]["matchLabels"] == {"app.kubernetes.io/name": "tokenpulse-training"}
+    (endpoint,) = spec["podMetricsEndpoints"]
+    assert endpoint["port"] == "metrics"
+    assert endpoint["relabelings"][0]["replacement"] == "tokenpulse-training"

@@ -47,3 +47,15 @@ def test_compose_file_passes_promtool_check_config(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stdout + out.stderr
     jobs = [j["job_name"] for j in yaml.safe_load(path.read_text())["scrape_configs"]]
     assert jobs == [getattr(config.jobs, c) for c in prometheus.COMPONENTS]
+
+
+def test_training_workers_come_from_file_sd_under_the_configured_job() -> None:
+    files = ["/runs/*/prometheus-targets.json"]
+    jobs = prometheus.scrape_configs(config, prometheus.Targets(training_files=files))
+    assert jobs == [
+        {
+            "job_name": "tokenpulse-training",
+            "file_sd_configs": [{"files": files, "refresh_interval": "30s"}],
+        }
+    ]
+    assert prometheus.scrape_configs(config, prometheus.Targets()) == []

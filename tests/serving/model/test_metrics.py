@@ -52,3 +52,12 @@ def test_the_page_is_served_on_loopback() -> None:
     page = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
     assert f'{PFX}worker_info{{role="chief",worker="0"}} 1.0' in page
     assert f"# TYPE {PFX}step_duration_seconds histogram" in page
+
+
+def test_finished_and_the_checkpoint_cadence_start_at_zero_until_set() -> None:
+    metrics = TrainingMetrics()
+    value = metrics.registry.get_sample_value
+    assert (value(PFX + "finished"), value(PFX + "checkpoint_interval_steps")) == (0, 0)
+    metrics.checkpoint_interval.set(50)
+    metrics.finish()
+    assert (value(PFX + "finished"), value(PFX + "checkpoint_interval_steps")) == (1, 50)

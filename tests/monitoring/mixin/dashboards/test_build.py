@@ -21,10 +21,10 @@ def test_files_go_to_the_dashboards_folder_by_uid():
     assert sorted(files(config)) == sorted(Path("dashboards") / n for n in render_all(config))
 
 
-def test_five_dashboards_with_the_config_uids_and_grafana_11_schema():
+def test_six_dashboards_with_the_config_uids_and_grafana_11_schema():
     models = [build_model(config, key) for key in BUILDERS]
     assert [m["uid"] for m in models] == [config.dashboard_uids[k] for k in BUILDERS]
-    assert len(models) == 5
+    assert len(models) == 6
     assert {m["schemaVersion"] for m in models} == {41}
     for m in models:
         ids = [p["id"] for p in m["panels"]]

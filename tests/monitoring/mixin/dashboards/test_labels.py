@@ -23,7 +23,8 @@ from stack.catalogue import EXPORTER_README
 from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME
 
 # Prometheus adds these to every scraped series (the replica label: the local and compose targets)
-TARGET_LABELS = {"job", "instance", config.replica_label}
+# `run`: the training job's target label, from the run's targets file (serving/model/targets.py)
+TARGET_LABELS = {"job", "instance", config.replica_label, "run"}
 SUFFIXES = {"counter": ("", "_total"), "histogram": ("", "_bucket", "_sum", "_count")}
 _EXPORTER_ROW = re.compile(r"^\| `(tokenpulse_\w+)` \| (\w+) \| ([^|]*) \|", re.M)
 
