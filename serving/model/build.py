@@ -61,13 +61,13 @@ def run_train(
     if not settings.metrics_port:
         return _train(settings, say)
     run_dir = settings.run_path()
-    targets.register(run_dir, settings.metrics_port, settings.workers)
+    targets.register(settings.cache_dir, run_dir, settings.metrics_port, settings.workers)
     try:
         report = _train(settings, say)
     except KeyboardInterrupt:
-        targets.unregister(run_dir)
+        targets.unregister(settings.cache_dir, run_dir)
         raise
-    targets.unregister(run_dir)
+    targets.unregister(settings.cache_dir, run_dir)
     return report
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -209,6 +210,12 @@ def test_prometheus_scrapes_every_component_and_alertmanager_calls_the_receiver(
     (training,) = [job for job in prom["scrape_configs"] if "file_sd_configs" in job]
     assert training["job_name"] == "tokenpulse-training"
     assert training["file_sd_configs"][0]["files"] == [str(components.TRAINING_TARGETS)]
+    if shutil.which("promtool"):  # Prometheus itself parses it (a file_sd path included)
+        check = subprocess.run(
+            ["promtool", "check", "config", "--syntax-only", str(s.path("prometheus.yml"))],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert check.returncode == 0, check.stdout + check.stderr
     ports = {getattr(s, f) for f in PORT_FIELDS} - {s.grpc_port, s.oncall_port}
     assert scraped == {f"127.0.0.1:{p}" for p in ports}
     assert prom["global"]["scrape_interval"] == "2s"
