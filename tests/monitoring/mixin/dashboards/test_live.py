@@ -44,8 +44,15 @@ KEEP_PREVIEWS = os.environ.get("TOKENPULSE_KEEP_PREVIEWS")
 pytestmark = pytest.mark.slow
 
 
+# The training dashboard's series come from a training run's workers, and the shared stack runs
+# none: its queries are parsed by the live Prometheus below, not filled (a run scraped by a stack
+# is issue 29's drill, not built yet).
+NO_RUN_HERE = "tokenpulse-training.json"
+
+
 def _models():
-    return {p.name: json.loads(p.read_text()) for p in sorted(DASHBOARDS.glob("*.json"))}
+    return {p.name: json.loads(p.read_text()) for p in sorted(DASHBOARDS.glob("*.json"))
+            if p.name != NO_RUN_HERE}  # fmt: skip
 
 
 def _errors_through_the_gateway(stack):
@@ -185,3 +192,12 @@ def test_every_dashboard_previews_with_no_empty_panel(live):
         assert preview.empty() == [], model["uid"]
     if KEEP_PREVIEWS:
         shutil.copytree(out, KEEP_PREVIEWS, dirs_exist_ok=True)
+
+
+def test_the_training_dashboards_queries_parse_on_the_live_prometheus(live):
+    _, prom, _ = live
+    model = json.loads((DASHBOARDS / NO_RUN_HERE).read_text())
+    queries = list(panel_queries(model))
+    assert len(queries) >= 8
+    for q in queries:  # PromError (the test fails) when one does not parse
+        prom.query(substitute(q.expr.replace("$run", ".*"), RATE_INTERVAL))
