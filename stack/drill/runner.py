@@ -151,6 +151,8 @@ def _run(target: Target, scenario: Scenario, result: Result, say: Callable[[str]
     wanted = {e.alertname for e in expected} | set(scenario.allow)
     pages = [n for n in target.notes()[first:] if n.is_page and n.alertname not in wanted]
     result.unexpected_pages = sorted({f"{n.alertname} -> {n.receiver}" for n in pages})
+    if pages:
+        result.remarks += _evidence(target, pages, log.started)
     others = [n for n in target.notes()[first:] if n.status == "firing" and not n.is_page]
     result.other_notifications = sorted(
         {f"{n.alertname} -> {n.receiver}" for n in others if not is_watchdog(n.alertname)}
@@ -159,6 +161,26 @@ def _run(target: Target, scenario: Scenario, result: Result, say: Callable[[str]
     result.remarks += log.remarks
     result.timings = log.timings
     result.requests, result.failed_requests = len(traffic.codes), traffic.failures()
+
+
+def _evidence(target: Target, pages: list[Note], since: float) -> list[str]:
+    """For a page nobody expected: when it came, and every target whose `up` changed meanwhile
+    (a scrape that failed is an outage to the rules), seconds after the scenario's start."""
+    lines = [f"{n.alertname} paged at {n.at - since:.1f}s" for n in pages]
+    try:
+        series = target.query_range("up", since - 5, time.time(), "1s")
+    except DrillError as exc:
+        return [*lines, f"no `up` history: {exc}"]
+    for s in series:
+        changes, last = [], None
+        for at, value in s["values"]:
+            if value != last:
+                changes.append(f"{value}@{float(at) - since:.0f}s")
+                last = value
+        if len(changes) > 1:
+            who = f"{s['metric'].get('job', '?')} {s['metric'].get('instance', '')}".strip()
+            lines.append(f"up of {who}: {' '.join(changes)}")
+    return lines
 
 
 def run_all(
@@ -205,6 +227,8 @@ def table(results: Sequence[Result]) -> str:
             )
         for problem in [*r.problems, *(f"unexpected page: {p}" for p in r.unexpected_pages)]:
             rows.append(("", "", f"  ! {problem}", "", "", "", ""))
+        if not r.passed:  # what the scenario saw, to tell a fault from a flaw in the drill
+            rows += [("", "", f"  . {remark}", "", "", "", "") for remark in r.remarks]
     widths = [max(len(row[i]) for row in [head, *rows]) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
              for row in [head, *rows]]  # fmt: skip

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
-from stack.drill.runner import Outcome, _wait_all, run_one
+from stack.drill.runner import Outcome, _wait_all, run_one, table
 from stack.drill.scenario import Expect, Log, Scenario
 from stack.drill.target import Note
 
@@ -86,3 +86,36 @@ def test_a_resolution_before_the_scenarios_exit_counts_from_when_the_fault_was_r
     (outcome,) = result.expected
     assert outcome.resolved_after_s is not None and outcome.resolved_after_s < 1.0
     assert result.timings["fault_off"] < 1.0  # the removal, not the exit 1.5 s later
+
+
+class _FlickeringStack(_Stack):
+    """A stand-in whose Prometheus saw the model server's `up` drop for one scrape, and whose
+    receiver got a page nobody expected."""
+
+    def query_range(self, expr: str, start: float, end: float, step: str) -> list[dict[str, Any]]:
+        assert expr == "up"
+        steady = {"job": "gateway", "instance": "g:1"}
+        flicker = {"job": "tfserving", "instance": "m:1"}
+        return [
+            {"metric": steady, "values": [[start + i, "1"] for i in range(8)]},
+            {"metric": flicker, "values": [[start + i, "0" if i == 6 else "1"] for i in range(8)]},
+        ]
+
+
+class _Unexpected(_UpUndoesIt):
+    @contextlib.contextmanager
+    def fault(self, target: Any, log: Log) -> Iterator[None]:
+        with super().fault(target, log):
+            labels = {"alertname": "TokenPulseTfServingFlapping", "severity": "critical"}
+            target.notes().append(Note(time.time(), "pager", "firing", labels["alertname"], labels))
+            yield
+
+
+def test_an_unexpected_page_comes_with_when_it_paged_and_the_up_changes_behind_it() -> None:
+    result = run_one(_FlickeringStack([]), _Unexpected(), lambda line: None)  # type: ignore[arg-type]
+    assert result.unexpected_pages == ["TokenPulseTfServingFlapping -> pager"]
+    assert any(r.startswith("TokenPulseTfServingFlapping paged at ") for r in result.remarks)
+    # the series that changed, with each value and when; the steady one is left out
+    (up,) = [r for r in result.remarks if r.startswith("up of ")]
+    assert up == "up of tfserving m:1: 1@-5s 0@1s 1@2s"
+    assert f"  . {up}" in table([result])
