@@ -208,7 +208,9 @@ def config_for_tests(
     """A test stack's StackConfig: free ports, the `test` profile, no alerting unless asked,
     `fields` (StackConfig fields) over the profile. `ha` refuses a group interval the pair could
     page twice with (stack.config.ha_group_interval_problem)."""
-    values: dict[str, Any] = {**profile("test"), "alerting": False, **fields}
+    values: dict[str, Any] = {
+        **profile("test"), "alerting": False, "training_cache_dir": workdir / "training", **fields
+    }  # fmt: skip
     ha_ports = None
     if ha:
         timing = (values["scrape_interval"], values["evaluation_interval"])

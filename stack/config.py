@@ -24,6 +24,9 @@ RULES: dict[str, tuple[Path, ...]] = {
     ),
 }
 GpuBackend = Literal["real", "fake", "off"]
+# where `tokenpulse model train` keeps its runs by default (its --cache-dir, from the checkout):
+# the runs there register their workers for Prometheus (serving/model/targets.py)
+TRAINING_CACHE = paths.ROOT / ".cache" / "tokenpulse"
 GPU_FAULTS_FILE = "gpu-faults.json"  # under RUN_DIR: the fake GPUs' drill faults
 MAX_MODEL_SERVER_REPLICAS = 8  # each loads every version: more would not fit a workstation
 # Replica i (i >= 1) listens this many ports above replica 0's REST and gRPC ports: the defaults
@@ -164,6 +167,8 @@ class StackConfig:
     spool_cap_bytes: int = 0  # the gateway's spool disk cap; 0: the sink's own default
     # `up --ha`: two Prometheus evaluating the same rules, sending to two gossiping Alertmanagers
     ha: HaPorts | None = None
+    # the training runs Prometheus scrapes: those started with this `model train --cache-dir`
+    training_cache_dir: Path = TRAINING_CACHE
 
     def path(self, name: str) -> Path:
         """A file or folder under the run directory."""
@@ -223,6 +228,7 @@ class StackConfig:
         API key is left out)."""
         doc = asdict(self)
         doc["run_dir"] = str(self.run_dir)
+        doc["training_cache_dir"] = str(self.training_cache_dir)
         doc["alertmanager_config"] = str(self.alertmanager_config or "") or None
         doc["es_api_key"] = ""
         doc["replica_ports"] = [list(p) for p in self.replica_ports]
@@ -239,6 +245,8 @@ class StackConfig:
         try:
             values = dict(doc)
             values["run_dir"] = Path(doc["run_dir"])
+            if "training_cache_dir" in doc:
+                values["training_cache_dir"] = Path(doc["training_cache_dir"])
             values["ports"] = Ports(**doc.get("ports", {}))
             if doc.get("ha") is not None:
                 values["ha"] = HaPorts(**doc["ha"])

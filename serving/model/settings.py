@@ -133,6 +133,12 @@ class TrainSettings(RunSettings):
     max_restarts: int = Field(
         default=3, ge=0, description="job restarts from the latest checkpoint after a worker dies"
     )
+    restart_delay_s: float = Field(
+        default=0.0,
+        ge=0.0,
+        description="seconds between a worker's death and the job's restart (a backoff: the "
+        "workers stay down meanwhile, as a rescheduled pod would)",
+    )
     metrics_port: int = Field(
         default=0,
         ge=0,

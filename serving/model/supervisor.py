@@ -166,8 +166,10 @@ def supervise(
         deaths = "; ".join(f"worker {w.index} (pid {w.process.pid}) {_death(w)}" for w in failed)
         say(f"{deaths}; stopped the others")
         if attempt < settings.max_restarts:
+            delay = f" in {settings.restart_delay_s:g} s" if settings.restart_delay_s else ""
             say(f"restart {attempt + 1}/{settings.max_restarts} from "
-                f"{newest_checkpoint(checkpoints) or 'the start'}")  # fmt: skip
+                f"{newest_checkpoint(checkpoints) or 'the start'}{delay}")  # fmt: skip
+            time.sleep(settings.restart_delay_s)
     raise TrainingError(
         f"workers died {settings.max_restarts + 1} times; gave up (logs in {run_dir / 'logs'})"
     )

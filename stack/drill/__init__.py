@@ -42,6 +42,7 @@ from stack.drill.runner import report, run_all, table
 from stack.drill.scenario import Scenario
 from stack.drill.slo import ErrorBurst, IdleThenTraffic, SlowUpstream
 from stack.drill.target import DrillError, Target
+from stack.drill.training import TrainingWorkerKilled
 from stack.up.state import NoRunningStack
 from tokenpulse.settings_cli import KEBAB, add_settings_arguments, settings_from_args
 
@@ -65,6 +66,7 @@ SCENARIOS: dict[str, type[Scenario]] = {
         AlertmanagerSecretMissing,
         PrometheusStopped,
         WatchdogSilent,
+        TrainingWorkerKilled,
         HaMonitoringFailover,
     )  # fmt: skip
 }

@@ -11,7 +11,7 @@ from stack.up.settings import HA_PORT_FIELDS, PORT_FIELDS, UpSettings
 # the settings that are StackConfig fields of the same name and meaning, copied as they are
 SAME = tuple(
     f.name for f in fields(StackConfig) if f.name in UpSettings.model_fields and f.name not in
-    {"run_dir", "ports", "ha", "gpu_backend", "alertmanager_config"}
+    {"run_dir", "ports", "ha", "gpu_backend", "alertmanager_config", "training_cache_dir"}
 )  # fmt: skip
 
 
@@ -42,6 +42,7 @@ def stack_config(s: UpSettings) -> StackConfig:
         ports=Ports(**{name: int(getattr(s, name)) for name in PORT_FIELDS}),
         gpu_backend=gpu_backend(s),
         alertmanager_config=s.alertmanager_config.resolve() if s.alertmanager_config else None,
+        training_cache_dir=s.training_cache_dir.resolve(),
         replica_ports=replica_ports(s.rest_port, s.grpc_port, s.model_server_replicas),
         gateway={"canary_weight": s.canary_weight, "context_window_tokens": context_window(s)},
         ha=HaPorts(**{name: int(getattr(s, name)) for name in HA_PORT_FIELDS}) if s.ha else None,

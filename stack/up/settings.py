@@ -17,6 +17,7 @@ from stack.config import (
     REPLICA_PORT_STEP,
     HaPorts,
     Ports,
+    TRAINING_CACHE,
     RuleSet,
     ha_group_interval_problem,
 )
@@ -135,6 +136,11 @@ class UpSettings(BaseSettings):
         None,
         description="run Alertmanager with this config (real pager/chat receivers) instead of "
         "the generated local one; up refuses to start when a receiver's secret file is missing",
+    )
+    training_cache_dir: Path = Field(
+        TRAINING_CACHE,
+        description="scrape the `tokenpulse model train --metrics-port` runs started with this "
+        "--cache-dir (they register their workers under it); default: the checkout's",
     )
     rules: RuleSet = Field(
         "normal", description="alert rules: normal, or compressed (windows /60, for drills)"

@@ -143,6 +143,8 @@ def running_up(workdir: Path, *extra: str, env: dict[str, str]) -> Iterator[UpSt
     with SIGINT ignored, as a non-interactive shell would; killed with every child on exit."""
     ports = {name: free_port() for name in PORT_FIELDS}
     argv = [sys.executable, "-m", "stack.cli", "up", *STACK_FLAGS, *extra]
+    # its own training runs only (drills start them), never the checkout's
+    argv.append(f"--training-cache-dir={workdir / 'training'}")
     argv += [f"--{name.replace('_', '-')}={port}" for name, port in ports.items()]
     proc = subprocess.Popen(
         argv, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -195,7 +195,10 @@ def test_demo_key_is_private_and_only_its_hash_is_stored(tmp_path: Path) -> None
 def test_prometheus_scrapes_every_component_and_alertmanager_calls_the_receiver(
     tmp_path, monkeypatch
 ) -> None:
-    s = up_settings(tmp_path, rules="compressed", scrape_interval="2s", group_wait="10s")
+    s = up_settings(
+        tmp_path, rules="compressed", scrape_interval="2s", group_wait="10s",
+        training_cache_dir=tmp_path / "training",
+    )  # fmt: skip
     s.run_dir.mkdir(parents=True)
     started: list[list[str]] = []
     monkeypatch.setattr(
@@ -206,10 +209,13 @@ def test_prometheus_scrapes_every_component_and_alertmanager_calls_the_receiver(
     prom = yaml.safe_load(s.path("prometheus.yml").read_text())
     static = [job for job in prom["scrape_configs"] if "static_configs" in job]
     scraped = {t for job in static for t in job["static_configs"][0]["targets"]}
-    # training runs register themselves: one file_sd job over every run's targets file
+    # training runs register themselves: one file_sd job over the targets files of the runs of
+    # the training cache up was given, whose folder exists before Prometheus watches it
     (training,) = [job for job in prom["scrape_configs"] if "file_sd_configs" in job]
     assert training["job_name"] == "tokenpulse-training"
-    assert training["file_sd_configs"][0]["files"] == [str(components.TRAINING_TARGETS)]
+    folder = tmp_path / "training" / "training-targets"
+    assert training["file_sd_configs"][0]["files"] == [str(folder / "*.json")]
+    assert folder.is_dir()
     if shutil.which("promtool"):  # Prometheus itself parses it (a file_sd path included)
         check = subprocess.run(
             ["promtool", "check", "config", "--syntax-only", str(s.path("prometheus.yml"))],

@@ -24,7 +24,7 @@ SHARED_STACK_MODULES = (
 DRILL_SHARDS: dict[str, tuple[str, ...]] = {
     "restarts": (
         "model-server-killed", "crash-loop", "restart-no-available-version", "crash-loop-slow",
-        "failure-after-restart",
+        "failure-after-restart", "training-worker-killed",
     ),
     "faults": (),
 }  # fmt: skip

@@ -68,6 +68,27 @@ def test_a_death_restarts_all_from_the_newest_checkpoint_until_the_retries_run_o
     assert json.loads((tmp_path / "workers.json").read_text())["attempt"] == 1
 
 
+def test_a_restart_waits_its_delay_with_every_worker_down(tmp_path: Path) -> None:
+    # attempt 0: worker 1 dies at once; attempt 1: both finish. Each worker writes when it began.
+    body = (
+        "import signal, time\n"
+        "attempt = int(os.path.exists(f\"{os.environ['RUN']}/began-0-{index}\"))\n"
+        "open(f\"{os.environ['RUN']}/began-{attempt}-{index}\", 'w').write(repr(time.time()))\n"
+        "if attempt == 0:\n"
+        "    os.kill(os.getpid(), signal.SIGKILL) if index == 1 else time.sleep(60)\n"
+    )
+    lines: list[str] = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RUN", str(tmp_path))
+        settings = _settings(tmp_path, max_restarts=1, restart_delay_s=1.5)
+        assert supervisor.supervise(settings, lines.append, _command(body)) == 1
+    assert lines[2] == "restart 1/1 from the start in 1.5 s"
+    began = {p.name: float(p.read_text()) for p in tmp_path.glob("began-*")}
+    assert set(began) == {"began-0-0", "began-0-1", "began-1-0", "began-1-1"}
+    # no worker of the second attempt started before the delay after the first attempt's start
+    assert min(began["began-1-0"], began["began-1-1"]) - began["began-0-1"] >= 1.5
+
+
 def test_a_refusing_worker_ends_the_run_at_once_with_its_message(tmp_path: Path) -> None:
     body = (
         "print('error: not this recipe', file=sys.stderr)\n"
