@@ -12,18 +12,22 @@ drills, so that no other module waits behind them on the same worker.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 
+from monitoring.mixin.dashboards.queries import panel_queries, substitute
 from stack import drill
 from stack.cli import main as cli_main
 from stack.config import Ports, StackConfig
 from stack.drill.target import Target
+from stack.drill.training import TrainingWorkerKilled
 from stack.up.state import NoRunningStack, StackState, read_state, remove_state, write_state
 from tests.e2e.upstack import UpStack
 from tests.support.binaries import needs_prometheus
 from tests.support.stack import DRILL_SHARDS, shard_scenarios
+from tokenpulse.paths import DASHBOARDS
 
 # The suite drills every scenario, in `drill all`'s order (~13 min one after the other, ~7 min
 # per shard), but ha-monitoring-failover, which needs `up --ha` (tests/e2e/test_ha.py drills it)
@@ -91,6 +95,24 @@ def test_drills_pass_against_a_running_up(drill_stack: UpStack, tmp_path: Path, 
     for s in doc["scenarios"]:
         for page in s["expected"]:
             assert page["fired_after_s"] is not None and page["resolved_after_s"] is not None
+    trained = [s for s in doc["scenarios"] if s["name"] == TrainingWorkerKilled.name]
+    if trained:  # a run the stack scraped: the training dashboard drawn over it
+        _training_dashboard_was_filled(Target(drill_stack.run_dir), trained[0]["took_s"])
+
+
+def _training_dashboard_was_filled(target: Target, took_s: float) -> None:
+    """Every panel of the training dashboard draws something over the drill's run (its
+    workers' series are stale now, so over the range, as Grafana draws it)."""
+    model = json.loads((DASHBOARDS / "tokenpulse-training.json").read_text())
+    queries = list(panel_queries(model))
+    assert len(queries) >= 8
+    end = time.time()
+    empty = [
+        f"{q.panel} / {q.legend}"
+        for q in queries
+        if not target.query_range(substitute(q.expr, "15s"), end - took_s - 30, end, "2s")
+    ]
+    assert empty == []
 
 
 @pytest.mark.slow

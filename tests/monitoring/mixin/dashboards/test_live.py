@@ -45,8 +45,8 @@ pytestmark = pytest.mark.slow
 
 
 # The training dashboard's series come from a training run's workers, and the shared stack runs
-# none: its queries are parsed by the live Prometheus below, not filled (a run scraped by a stack
-# is issue 29's drill, not built yet).
+# none: its queries are parsed by the live Prometheus below; the drill stack fills it
+# (tests/stack/test_drill.py, after training-worker-killed).
 NO_RUN_HERE = "tokenpulse-training.json"
 
 
