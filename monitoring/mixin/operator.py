@@ -210,9 +210,10 @@ TRAINING_PORT = "metrics"
 
 
 def training_monitor(cfg: MixinConfig) -> Doc:
-    """The PodMonitor of training workers: no compose job to translate (locally the runs register
-    themselves through file_sd), so its job name comes from the config directly. A pod that ends
-    takes its target with it: a finished Job alerts nobody, a failed pod is up == 0 meanwhile."""
+    """The PodMonitor of training workers: nothing to translate (locally and on compose the runs
+    register themselves through file_sd), so its job name comes from the config directly. A pod
+    that ends takes its target with it: a finished Job alerts nobody, a failed pod is up == 0
+    meanwhile."""
     endpoint: Doc = {
         "port": TRAINING_PORT,
         "path": "/metrics",
