@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import yaml
 
 from monitoring import deploy_links
 from monitoring.mixin import alertmanager, operator, prometheus, rulefiles
+from monitoring.mixin.alerts import training
 from monitoring.mixin.config import DEFAULT as config
 from monitoring.mixin.config import MixinConfig
 from monitoring.mixin.dashboards import build_models, render_all
@@ -236,3 +238,24 @@ def test_training_pods_are_selected_by_name_on_their_metrics_port() -> None:
     assert endpoint["port"] == "metrics"
     assert endpoint["relabelings"][0]["replacement"] == "tokenpulse-training"
 
+
+def test_each_training_series_names_its_run_and_worker_as_the_alerts_and_dashboard_read() -> None:
+    """The generated PodMonitor gives every series `run` (the pod label the training manifests
+    set) and `instance` (the pod, whose name carries the worker's index), as file_sd does."""
+    path = paths.ROOT / "deploy/k8s" / operator.TRAINING_COMPONENT / "podmonitor.yaml"
+    (monitor,) = yaml.safe_load_all(path.read_text())
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    pod_label = "__meta_kubernetes_pod_label_" + re.sub(r"\W", "_", operator.TRAINING_RUN_LABEL)
+    assert {"action": "replace", "sourceLabels": [pod_label],
+            "targetLabel": "run"} in endpoint["relabelings"]  # fmt: skip
+    assert {"action": "replace", "sourceLabels": ["__meta_kubernetes_pod_name"],
+            "targetLabel": "instance"} in endpoint["relabelings"]  # fmt: skip
+    set_here = {r["targetLabel"] for r in endpoint["relabelings"]}
+    rules = training.alerts(config, config.timing())
+    read = {label for a in rules for label in re.findall(r"\$labels\.(\w+)", a.description)}
+    read |= {label for a in rules for on in re.findall(r"on \(([\w, ]+)\)", a.expr)
+             for label in on.split(", ")}  # fmt: skip
+    dashboard = (paths.ROOT / "dashboards/tokenpulse-training.json").read_text()
+    read |= set(re.findall(r"label_values\([^)]*\}, (\w+)\)", dashboard))
+    assert read == {"job", "instance", "run"}
+    assert read <= set_here
