@@ -16,7 +16,8 @@
 #
 # Every image runs as the unprivileged user 10001 (group 10001), numeric so that Kubernetes can
 # check `runAsNonRoot` (the restricted pod security level). The paths the components write
-# (/models, /spool, /state, /data, /links) exist in the image owned by that user, so a new named
+# (/models, /spool, /state, /data, /links, /training, /training-targets) exist in the image owned
+# by that user, so a new named
 # volume mounted there starts out writable; the code and its dependencies stay root's, read-only.
 
 # What every stage shares: the interpreter, the pins and the script that prints an extra's set.
@@ -43,7 +44,7 @@ RUN python scripts/requirements.py > /tmp/set.txt \
     && pip install -r /tmp/set.txt -c requirements.lock && rm /tmp/set.txt
 RUN groupadd --gid 10001 tokenpulse \
     && useradd --uid 10001 --gid 10001 --no-log-init --create-home --shell /usr/sbin/nologin tokenpulse \
-    && install -d -o 10001 -g 10001 /models /spool /state /data /links
+    && install -d -o 10001 -g 10001 /models /spool /state /data /links /training /training-targets
 
 # The model artifact (KServe's "modelcar" pattern): one SavedModel version, trained ONCE, when
 # this image is built, and carried read-only under /models/gen/<version>; every TF Serving pod

@@ -14,9 +14,12 @@ import yaml
 from pydantic_settings import BaseSettings
 
 from monitoring.mixin.config import DEFAULT as mixin_config
+from serving.model.settings import TrainSettings
+from serving.model.targets import TARGETS_GLOB
 from stack.cli import build_parser
 from tokenpulse import ports
 from tokenpulse.paths import ROOT
+from tokenpulse.settings_cli import settings_from_args
 from tokenpulse.tfserving import config as tfs_config
 
 ONE_SHOTS = {"model-build", "setup", "es-users", "alertmanager-check", "links", "training"}
@@ -31,9 +34,9 @@ def _mounts(service: dict) -> list[dict]:
     out = []
     for mount in service.get("volumes", []):
         if isinstance(mount, str):
-            source, target, *_ = mount.split(":")
+            source, target, *flags = mount.split(":")
             kind = "bind" if source.startswith("/") else "volume"
-            mount = {"type": kind, "source": source, "target": target}
+            mount = {"type": kind, "source": source, "target": target, "read_only": "ro" in flags}
         out.append(mount)
     return out
 
@@ -230,7 +233,10 @@ def test_prometheus_scrapes_each_service_where_it_listens(compose: dict) -> None
         "alertmanager": 9093,
     }
     targets = {
-        t for job in prom["scrape_configs"] for sc in job["static_configs"] for t in sc["targets"]
+        t
+        for job in prom["scrape_configs"]
+        for sc in job.get("static_configs", [])  # not training's file_sd job
+        for t in sc["targets"]
     }
     for host, port in listening.items():
         assert f"{host}:{port}" in targets, (host, port)
@@ -444,3 +450,27 @@ def test_training_is_opt_in_and_serves_its_metrics_where_prometheus_can_reach_it
     mounts = {m["target"]: m for m in _mounts(training)}
     run_dir = Path(_listen_flag(command, "--run-dir"))
     assert mounts["/training"]["type"] == "volume" and run_dir.is_relative_to("/training")
+
+
+def test_prometheus_scrapes_the_training_workers_the_run_registers(tmp_path: Path) -> None:
+    """No static target (it would be down forever after the run): the run writes its file_sd
+    file, naming itself by its service, into a volume both Prometheus read, as `up`'s runs do."""
+    out = _config("docker-compose.yml", env_file=_env_file(tmp_path), profiles=("training",))
+    assert out.returncode == 0, out.stderr
+    services = yaml.safe_load(out.stdout)["services"]
+    command = services["training"]["command"]
+    settings = settings_from_args(TrainSettings, build_parser(command).parse_args(command))
+    assert settings.metrics_host == "training"  # the service's name on the internal network
+    training = {m["target"]: m for m in _mounts(services["training"])}
+    written = training[str(settings.targets_path())]
+    assert written["type"] == "volume" and not written.get("read_only")
+    for name in ("prometheus", "prometheus-2"):
+        mounts = {m["target"]: m for m in _mounts(services[name])}
+        prom = yaml.safe_load(Path(mounts["/etc/prometheus/prometheus.yml"]["source"]).read_text())
+        (job,) = [j for j in prom["scrape_configs"] if j["job_name"] == mixin_config.jobs.training]
+        (sd,) = job["file_sd_configs"]
+        (files,) = sd["files"]
+        folder, _, pattern = files.rpartition("/")
+        assert pattern == TARGETS_GLOB.rpartition("/")[2], files
+        assert mounts[folder]["source"] == written["source"], name
+        assert mounts[folder]["read_only"], name

@@ -207,21 +207,36 @@ def monitors(cfg: MixinConfig) -> list[Doc]:
 # Training pods (a Job's workers): the pod label that selects them and their metrics port's name.
 TRAINING_POD_LABELS = {"app.kubernetes.io/name": "tokenpulse-training"}
 TRAINING_PORT = "metrics"
+# the pod label naming the run (the training manifests set it to their Job's or TFJob's name):
+# the series' `run`, as a local run's directory name is, for the dashboard's $run and the alerts
+TRAINING_RUN_LABEL = "tokenpulse.dev/run"
+
+
+def _pod_label(name: str) -> str:
+    """The discovery meta label of a pod label (Prometheus turns every other character to _)."""
+    return "__meta_kubernetes_pod_label_" + re.sub(r"[^a-zA-Z0-9_]", "_", name)
 
 
 def training_monitor(cfg: MixinConfig) -> Doc:
-    """The PodMonitor of training workers: no compose job to translate (locally the runs register
-    themselves through file_sd), so its job name comes from the config directly. A pod that ends
-    takes its target with it: a finished Job alerts nobody, a failed pod is up == 0 meanwhile."""
+    """The PodMonitor of training workers: nothing to translate (locally and on compose the runs
+    register themselves through file_sd), so its job name comes from the config directly. A pod
+    that ends takes its target with it: a finished Job alerts nobody, a failed pod is up == 0
+    meanwhile."""
     endpoint: Doc = {
         "port": TRAINING_PORT,
         "path": "/metrics",
         "interval": cfg.scrape_interval,
         "scrapeTimeout": cfg.scrape_interval,
         "relabelings": [
-            {"action": "replace", "targetLabel": "job", "replacement": cfg.jobs.training}
+            {"action": "replace", "targetLabel": "job", "replacement": cfg.jobs.training},
+            {"action": "replace", "sourceLabels": [_pod_label(TRAINING_RUN_LABEL)],
+             "targetLabel": "run"},
+            # the worker by its pod (<job>-<index>-<suffix>, or the TFJob's <name>-worker-<index>),
+            # not its IP: what `kubectl logs` takes; the alerts tell workers apart by `instance`
+            {"action": "replace", "sourceLabels": ["__meta_kubernetes_pod_name"],
+             "targetLabel": "instance"},
         ],
-    }
+    }  # fmt: skip
     spec: Doc = {"selector": {"matchLabels": dict(TRAINING_POD_LABELS)},
                  "podMetricsEndpoints": [endpoint]}  # fmt: skip
     return {"apiVersion": API, "kind": "PodMonitor", "metadata": _meta(cfg.jobs.training),

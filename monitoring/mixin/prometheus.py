@@ -50,6 +50,8 @@ COMPONENTS = ("modelserver", "gateway", "exporter", "shipper", "alertmanager", "
 COMPOSE_PROMETHEUS = ("prometheus", "prometheus-2")
 COMPOSE_ALERTMANAGERS = ("alertmanager", "alertmanager-2")
 
+# where both Prometheus mount the volume the `training` service registers its run's workers in
+COMPOSE_TRAINING_TARGETS = "/etc/prometheus/training-targets"
 COMPOSE_TARGETS = Targets(
     modelserver=[f"tfserving:{ports.MODELSERVER_REST}"],
     gateway=[f"gateway:{ports.GATEWAY}"],
@@ -57,6 +59,7 @@ COMPOSE_TARGETS = Targets(
     shipper=[f"shipper:{ports.SHIPPER}"],
     alertmanager=[f"{name}:{ports.ALERTMANAGER}" for name in COMPOSE_ALERTMANAGERS],
     prometheus=[f"{name}:{ports.PROMETHEUS}" for name in COMPOSE_PROMETHEUS],
+    training_files=[f"{COMPOSE_TRAINING_TARGETS}/*.json"],
 )
 COMPOSE_RULE_FILES = ["/etc/prometheus/rules/*.rules.yml"]
 

@@ -60,14 +60,15 @@ def run_train(
         return join(settings)
     if not settings.metrics_port:
         return _train(settings, say)
-    run_dir = settings.run_path()
-    targets.register(settings.cache_dir, run_dir, settings.metrics_port, settings.workers)
+    run_dir, folder = settings.run_path(), settings.targets_path()
+    host, port = settings.metrics_host, settings.metrics_port
+    targets.register(folder, run_dir, host, port, settings.workers)
     try:
         report = _train(settings, say)
     except KeyboardInterrupt:
-        targets.unregister(settings.cache_dir, run_dir)
+        targets.unregister(folder, run_dir)
         raise
-    targets.unregister(settings.cache_dir, run_dir)
+    targets.unregister(folder, run_dir)
     return report
 
 
@@ -78,7 +79,7 @@ def _train(settings: TrainSettings, say: Callable[[str], None] | None) -> dict[s
 
         metrics = TrainingMetrics()
         if settings.metrics_port:
-            metrics.serve(settings.metrics_port)
+            metrics.serve(settings.metrics_port, settings.metrics_host)
         return dict(train_process(settings, metrics=metrics) or {})
     from serving.model.loop import report_of
     from serving.model.supervisor import supervise

@@ -89,6 +89,6 @@ class TrainingMetrics:
         """The run's last step is done: a worker that stops now stopped on purpose."""
         self.finished.set(1)
 
-    def serve(self, port: int) -> None:
-        """Serve the page on 127.0.0.1:`port` (a daemon thread)."""
-        start_http_server(port, addr="127.0.0.1", registry=self.registry)
+    def serve(self, port: int, host: str = "127.0.0.1") -> None:
+        """Serve the page on `host`:`port` (a daemon thread)."""
+        start_http_server(port, addr=host, registry=self.registry)

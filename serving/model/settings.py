@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -9,6 +11,7 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from serving.model.config import PRESETS
+from serving.model.targets import TARGETS_DIR
 from serving.model.warmup import SERVING_BATCHING_FILE
 from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME, STOP_SLOTS
 
@@ -20,6 +23,22 @@ def _known_preset(value: str) -> str:
 
 
 PresetName = Annotated[str, AfterValidator(_known_preset)]
+
+# a DNS name (RFC 1123 labels): the host of a scrape target, no port or scheme
+_HOST_NAME = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*")
+
+
+def _scrapable_host(value: str) -> str:
+    """A host name or IP address Prometheus can scrape: never a wildcard, a port or a URL."""
+    try:
+        wildcard = ipaddress.ip_address(value).is_unspecified
+    except ValueError:  # not an IP address: a host name, or nothing valid
+        if not _HOST_NAME.fullmatch(value):
+            raise ValueError(f"{value!r} is not a host name or IP address") from None
+        return value
+    if wildcard:
+        raise ValueError(f"{value} listens everywhere but names no host Prometheus can scrape")
+    return value
 
 
 class VersionSettings(BaseSettings):
@@ -145,6 +164,16 @@ class TrainSettings(RunSettings):
         le=65535,
         description="worker i serves /metrics on this port + i; 0: no metrics server",
     )
+    metrics_host: Annotated[str, AfterValidator(_scrapable_host)] = Field(
+        "127.0.0.1",
+        description="where the workers' metrics servers listen, and the host the run's "
+        "Prometheus targets name (compose: the service's name; Kubernetes: the pod's IP)",
+    )
+    targets_dir: Path | None = Field(
+        default=None,
+        description=f"where the run registers its workers for Prometheus (file_sd); none: "
+        f"CACHE/{TARGETS_DIR}",
+    )
     progress: bool = Field(True, description="show training progress (the chief's)")
     worker_hosts: list[str] = Field(
         default_factory=list,
@@ -184,6 +213,10 @@ class TrainSettings(RunSettings):
         if self.devices and self.strategy != "mirrored":
             raise ValueError("--devices needs --strategy mirrored")
         return self
+
+    def targets_path(self) -> Path:
+        """The folder of the run's file_sd file, given or the cache's."""
+        return self.targets_dir or self.cache_dir / TARGETS_DIR
 
 
 class ExportSettings(RunSettings, VersionSettings):

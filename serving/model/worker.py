@@ -100,7 +100,7 @@ def train_worker(
     role = Role(index, count)
     metrics = TrainingMetrics(worker=index, role=role.name)
     if metrics_port:
-        metrics.serve(metrics_port)
+        metrics.serve(metrics_port, settings.metrics_host)
     log.info("worker started", worker=index, role=role.name, pid=os.getpid())
     return train_process(settings, role, metrics)
 

@@ -14,6 +14,7 @@ import kubernetes_validate
 import pytest
 
 from devtools import kustomize
+from monitoring.mixin import operator
 from serving.model.settings import ExportSettings, TrainSettings
 from serving.model.worker import cluster_of, indexed_job_hosts
 from stack.cli import build_parser
@@ -165,6 +166,13 @@ def test_the_pod_monitor_scrapes_every_worker_as_tokenpulse_training(
     assert selector.items() <= template["metadata"]["labels"].items()
     (c,) = pod["containers"]
     assert {"name": "metrics", "containerPort": ports.TRAINING_METRICS} in c["ports"]
+    # the run the monitor labels its series with: the workload's own name
+    run = template["metadata"]["labels"][operator.TRAINING_RUN_LABEL]
+    assert run == workload["metadata"]["name"]
+    # each worker listens on, and is scraped at, its pod's IP (not its loopback)
+    host = _env(c)["TOKENPULSE_MODEL_METRICS_HOST"]
+    assert host == {"name": "TOKENPULSE_MODEL_METRICS_HOST",
+                    "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}  # fmt: skip
     # only the training pods carry the label: the monitor selects nothing else
     others = [d for d in docs if d is not workload for _, p in pod_templates(d)
               if selector.items() <= d["spec"].get("template", {}).get("metadata", {})

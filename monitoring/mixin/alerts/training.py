@@ -8,6 +8,8 @@ when its process is gone before its targets are.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from monitoring.mixin.config import MixinConfig
 from monitoring.mixin.model import Alert
 from monitoring.mixin.promql import Timing, number
@@ -18,16 +20,11 @@ WHO = "worker {{ $labels.instance }} of run {{ $labels.run }}"
 
 def alerts(cfg: MixinConfig, t: Timing) -> list[Alert]:
     """Stalled, loss diverging or not finite, checkpoint stale, a worker down, step time up."""
-    job = cfg.sel("training")
-    finished = (
-        f"unless on (job, instance) "
-        f"max_over_time({PFX}finished{job}[{t(cfg.training_finished_window)}]) == 1"
-    )
-    down = f"up{job} == 0"
-    return [
+    down = f"up{cfg.sel('training')} == 0"
+    rules = [
         Alert(
             "TrainingWorkerDown",
-            f"{down}\n{finished}",
+            down,
             cfg.training_down_for,
             "warning",
             "A training worker's metrics page cannot be scraped.",
@@ -37,8 +34,8 @@ def alerts(cfg: MixinConfig, t: Timing) -> list[Alert]:
         Alert(
             "TrainingStalled",
             # a target that is down is TrainingWorkerDown's: one alert per cause
-            f"changes({PFX}global_step{job}[{t(cfg.training_stall_window)}]) == 0\n"
-            f"unless on (job, instance) ({down})\n{finished}",
+            f"changes({PFX}global_step{cfg.sel('training')}[{t(cfg.training_stall_window)}])"
+            f" == 0\nunless on (job, instance) ({down})",
             cfg.training_stall_for,
             "warning",
             "A training run makes no step progress.",
@@ -46,7 +43,7 @@ def alerts(cfg: MixinConfig, t: Timing) -> list[Alert]:
         ),
         Alert(
             "TrainingLossDiverging",
-            _loss(cfg, t, finished),
+            _loss(cfg, t),
             cfg.training_loss_for,
             "warning",
             "The training loss is not finite or far above its recent baseline.",
@@ -56,7 +53,7 @@ def alerts(cfg: MixinConfig, t: Timing) -> list[Alert]:
         ),  # fmt: skip
         Alert(
             "TrainingCheckpointStale",
-            _checkpoint(cfg, t, finished),
+            _checkpoint(cfg, t),
             cfg.training_checkpoint_for,
             "warning",
             "A training run has not written a checkpoint for several of its intervals.",
@@ -66,7 +63,7 @@ def alerts(cfg: MixinConfig, t: Timing) -> list[Alert]:
         ),  # fmt: skip
         Alert(
             "TrainingStepTimeRegressed",
-            _step_time(cfg, t, finished),
+            _step_time(cfg, t),
             cfg.training_step_for,
             "warning",
             "Training steps take much longer than they did recently.",
@@ -75,9 +72,17 @@ def alerts(cfg: MixinConfig, t: Timing) -> list[Alert]:
             f"of the {cfg.training_step_baseline_window} before.",
         ),  # fmt: skip
     ]
+    return [replace(a, expr=unless_finished(cfg, t, a.expr)) for a in rules]
 
 
-def _loss(cfg: MixinConfig, t: Timing, finished: str) -> str:
+def unless_finished(cfg: MixinConfig, t: Timing, expr: str) -> str:
+    """`expr` but for the workers that finished the run's last step lately: a run that ended on
+    purpose is quiet. Parenthesise an `or` in `expr`: `unless` binds tighter."""
+    finished = f"{PFX}finished{cfg.sel('training')}[{t(cfg.training_finished_window)}]"
+    return f"{expr}\nunless on (job, instance) max_over_time({finished}) == 1"
+
+
+def _loss(cfg: MixinConfig, t: Timing) -> str:
     # abs() drops the metric name, so every branch has the same label set
     job, w, base = (
         cfg.sel("training"),
@@ -91,11 +96,11 @@ def _loss(cfg: MixinConfig, t: Timing, finished: str) -> str:
     return (
         f"({loss} != {loss} or {loss} > {number(cfg.training_loss_huge)}\n"
         f"or ({now} > {number(cfg.training_loss_factor)} * {before}"
-        f"\nand {now} - {before} > {number(cfg.training_loss_min_delta)}))\n{finished}"
+        f"\nand {now} - {before} > {number(cfg.training_loss_min_delta)}))"
     )
 
 
-def _checkpoint(cfg: MixinConfig, t: Timing, finished: str) -> str:
+def _checkpoint(cfg: MixinConfig, t: Timing) -> str:
     job, w = cfg.sel("training"), t(cfg.training_step_window)
     age, steps = f"{PFX}checkpoint_age_seconds{job}", f"{PFX}checkpoint_interval_steps{job}"
     step_s = (
@@ -106,14 +111,14 @@ def _checkpoint(cfg: MixinConfig, t: Timing, finished: str) -> str:
     return (
         f"{age} > {number(cfg.training_checkpoint_factor)} * {steps} * ({step_s})\n"
         f"and {age} > {t.secs(f'{cfg.training_checkpoint_floor_s}s')}\n"
-        f"and on (job, instance) {steps} > 0\n{finished}"
+        f"and on (job, instance) {steps} > 0"
     )
 
 
-def _step_time(cfg: MixinConfig, t: Timing, finished: str) -> str:
+def _step_time(cfg: MixinConfig, t: Timing) -> str:
     job, w = cfg.sel("training"), t(cfg.training_step_window)
     bucket = f"{PFX}step_duration_seconds_bucket{job}"
     now = f"histogram_quantile(0.5, rate({bucket}[{w}]))"
     base = t(cfg.training_step_baseline_window)
     before = f"histogram_quantile(0.5, rate({bucket}[{base}] offset {w}))"
-    return f"{now} > {number(cfg.training_step_factor)} * {before}\n{finished}"
+    return f"{now} > {number(cfg.training_step_factor)} * {before}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import yaml
 
 from monitoring import deploy_links
 from monitoring.mixin import alertmanager, operator, prometheus, rulefiles
+from monitoring.mixin.alerts import training
 from monitoring.mixin.config import DEFAULT as config
 from monitoring.mixin.config import MixinConfig
 from monitoring.mixin.dashboards import build_models, render_all
@@ -57,7 +59,9 @@ def test_prometheus_rules_hold_exactly_the_rule_files_groups() -> None:
 def test_one_monitor_per_compose_job_with_its_path_interval_and_job_name() -> None:
     jobs = {j["job_name"]: j for j in prometheus.scrape_configs(config, prometheus.COMPOSE_TARGETS)}
     monitors = {m["metadata"]["name"]: m for m in operator.monitors(CLUSTER)}
-    assert set(monitors) == set(jobs)  # training's is in its own component (no compose job)
+    # training's compose job reads the runs' own file_sd files: its PodMonitor is built apart
+    assert set(monitors) == set(jobs) - {config.jobs.training}
+    del jobs[config.jobs.training]
     for name, job in jobs.items():
         spec = monitors[name]["spec"]
         (endpoint,) = spec.get("endpoints") or spec["podMetricsEndpoints"]
@@ -82,6 +86,8 @@ def test_static_labels_and_relabel_configs_carry_over(monkeypatch: pytest.Monkey
     def with_relabelling(cfg: MixinConfig, targets: prometheus.Targets) -> list[dict[str, object]]:
         jobs = original(cfg, targets)
         for job in jobs:
+            if "static_configs" not in job:  # training's file_sd job: no monitor translates it
+                continue
             job["static_configs"][0]["labels"] = {"cluster": "local"}  # type: ignore[index]
             job["relabel_configs"] = [
                 {"source_labels": ["__address__"], "target_label": "instance", "regex": "(.*)"}
@@ -231,3 +237,25 @@ def test_training_pods_are_selected_by_name_on_their_metrics_port() -> None:
     (endpoint,) = spec["podMetricsEndpoints"]
     assert endpoint["port"] == "metrics"
     assert endpoint["relabelings"][0]["replacement"] == "tokenpulse-training"
+
+
+def test_each_training_series_names_its_run_and_worker_as_the_alerts_and_dashboard_read() -> None:
+    """The generated PodMonitor gives every series `run` (the pod label the training manifests
+    set) and `instance` (the pod, whose name carries the worker's index), as file_sd does."""
+    path = paths.ROOT / "deploy/k8s" / operator.TRAINING_COMPONENT / "podmonitor.yaml"
+    (monitor,) = yaml.safe_load_all(path.read_text())
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    pod_label = "__meta_kubernetes_pod_label_" + re.sub(r"\W", "_", operator.TRAINING_RUN_LABEL)
+    assert {"action": "replace", "sourceLabels": [pod_label],
+            "targetLabel": "run"} in endpoint["relabelings"]  # fmt: skip
+    assert {"action": "replace", "sourceLabels": ["__meta_kubernetes_pod_name"],
+            "targetLabel": "instance"} in endpoint["relabelings"]  # fmt: skip
+    set_here = {r["targetLabel"] for r in endpoint["relabelings"]}
+    rules = training.alerts(config, config.timing())
+    read = {label for a in rules for label in re.findall(r"\$labels\.(\w+)", a.description)}
+    read |= {label for a in rules for on in re.findall(r"on \(([\w, ]+)\)", a.expr)
+             for label in on.split(", ")}  # fmt: skip
+    dashboard = (paths.ROOT / "dashboards/tokenpulse-training.json").read_text()
+    read |= set(re.findall(r"label_values\([^)]*\}, (\w+)\)", dashboard))
+    assert read == {"job", "instance", "run"}
+    assert read <= set_here

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from serving.model.metrics import PFX, TrainingMetrics
 from tokenpulse.procs import free_port
@@ -61,3 +62,13 @@ def test_finished_and_the_checkpoint_cadence_start_at_zero_until_set() -> None:
     metrics.checkpoint_interval.set(50)
     metrics.finish()
     assert (value(PFX + "finished"), value(PFX + "checkpoint_interval_steps")) == (1, 50)
+
+
+def test_the_page_is_served_on_the_host_given() -> None:
+    """Compose's Prometheus reaches the worker by its service's address, not its loopback."""
+    metrics, port = TrainingMetrics(), free_port()
+    metrics.serve(port, "127.0.0.2")
+    page = httpx.get(f"http://127.0.0.2:{port}/metrics", timeout=10).text
+    assert f"{PFX}finished 0.0" in page
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10)
