@@ -56,6 +56,7 @@ from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME
 MODEL = DEFAULT_MODEL_NAME
 MAX_NEW_TOKENS = 4  # what generate() and traffic() ask for unless told
 
+
 @dataclass
 class Stack:
     """Handles on a running stack (see the module docstring)."""

@@ -121,7 +121,7 @@ def measure(rest_url: str, model: str, args: argparse.Namespace) -> dict[str, Mo
 
 def report(modes: dict[str, Mode], args: argparse.Namespace) -> dict[str, Any]:
     """Per-mode figures and the trimmed / in-graph ratios."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for mode in modes.values():
         rows.append(
             {

@@ -10,7 +10,7 @@ loop ends when every row is done, so a stopped batch costs the steps it used.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import tensorflow as tf
 
@@ -176,7 +176,8 @@ def generate_loop(
             tf.int32, size=tf.maximum(steps, 1), element_shape=tf.TensorShape([None])
         )
         token, nll = select(logits, 0)
-        done, stopped, ends = budget <= 0, tf.zeros([batch], tf.bool), ()
+        ends: tuple[Any, ...] = ()
+        done, stopped = budget <= 0, tf.zeros([batch], tf.bool)
         if endings:  # a row whose bytes already end with a stop sequence generates nothing
             ended = stops.match(ending.stops, ending.history)
             done, stopped, ends = done | (ended >= 0), ended >= 0, (ending.history, ended)

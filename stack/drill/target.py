@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import threading
 import time
 import urllib.error
@@ -20,6 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from signal import Signals
 from typing import Any
 
 from stack.up.state import StackState, read_state
@@ -206,13 +206,13 @@ class Target:
             raise DrillError(f"no component {component!r} in this stack ({', '.join(pids)})")
         return pids[component]
 
-    def signal(self, component: str, sig: signal.Signals) -> int:
+    def signal(self, component: str, sig: Signals) -> int:
         """Send `sig` to one component's process; its pid."""
         pid = self.pid(component)
         os.kill(pid, sig)
         return pid
 
-    def signal_every(self, component: str, sig: signal.Signals) -> list[int]:
+    def signal_every(self, component: str, sig: Signals) -> list[int]:
         """Send `sig` to every instance of a component (`prometheus` and, with --ha,
         `prometheus-2`); their pids."""
         names = sorted(n for n in self.refresh().pids if n.split("-")[0] == component)

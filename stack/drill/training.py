@@ -182,8 +182,9 @@ class TrainingWorkerKilled(Scenario):
             raise DrillError(f"model export failed: {done.stderr.strip().splitlines()[-1:]}")
         log.mark("exported")
         try:
-            if entry.version_policy.choice == "specific":  # else: the latest policy serves it
-                config.serve(model, [*entry.version_policy.versions, version])
+            policy = entry.version_policy
+            if policy is not None and policy.choice == "specific":  # else: `latest` serves it
+                config.serve(model, [*policy.versions, version])
                 config.write()
             if not wait_for(lambda: version in _available(target, model), START_S):
                 raise DrillError(f"version {version} did not turn AVAILABLE within {START_S:g} s")

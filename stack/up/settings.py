@@ -15,9 +15,9 @@ from monitoring.mixin.config import DEFAULT as mixin
 from stack.config import (
     MAX_MODEL_SERVER_REPLICAS,
     REPLICA_PORT_STEP,
+    TRAINING_CACHE,
     HaPorts,
     Ports,
-    TRAINING_CACHE,
     RuleSet,
     ha_group_interval_problem,
 )
