@@ -27,6 +27,7 @@ from typing import Any
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from stack.drill.runner import wait_quiet
 from stack.drill.target import Target, is_watchdog
 from stack.up.state import NoRunningStack
 from tokenpulse.procs import child_pids
@@ -128,6 +129,9 @@ class SoakResult:
     exited: list[str] = field(default_factory=list)
     rss: dict[str, dict[str, Any]] = field(default_factory=dict)
     grew: list[str] = field(default_factory=list)  # processes over the growth bound
+    # critical alerts still firing or pending when the soak began (an earlier incident's, after
+    # waiting QUIET_TIMEOUT_S for them to clear): their pages are not the soak's
+    loud_before: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -150,6 +154,7 @@ def judge_growth(rss: dict[str, dict[str, Any]], max_growth_pct: float) -> list[
 def soak(target: Target, settings: SoakSettings) -> tuple[SoakResult, dict[str, Series]]:
     """Traffic for `minutes`, RSS sampled every `sample_every_s`; the result and the series."""
     result = SoakResult(settings.minutes, settings.rps)
+    result.loud_before = wait_quiet(target)  # from a quiet stack: an earlier page is not ours
     first = len(target.notes())
     series: dict[str, Series] = {}
     initial = dict(target.refresh().pids)
@@ -216,6 +221,8 @@ def summary(result: SoakResult) -> str:
         f"pages: {', '.join(result.pages) or 'none'}; other notifications: "
         f"{', '.join(n for n in result.notifications if n not in result.pages) or 'none'}",
     ]
+    if result.loud_before:
+        lines.append(f"not quiet when it began: {', '.join(result.loud_before)} still critical")
     if result.exited:
         lines.append(f"exited or restarted: {', '.join(result.exited)}")
     if result.grew:

@@ -98,7 +98,7 @@ class TrainingWorkerKilled(Scenario):
             # at the lowest priority: here training shares the serving stack's cores, which a
             # real deployment never makes it do, and the traffic must not slow behind it
             proc = subprocess.Popen(
-                argv, stdout=out, stderr=subprocess.STDOUT, preexec_fn=lambda: os.nice(19)
+                argv, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_lowest_priority
             )
         try:
             self._kill_after_a_checkpoint(target, log, run, proc)
@@ -177,7 +177,9 @@ class TrainingWorkerKilled(Scenario):
             "model", "export", "--checkpoint", "latest", "--preset", "tiny", f"--run-dir={run}",
             f"--base-path={base}", f"--version={version}",
         )  # fmt: skip
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=EXPORT_S)
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=EXPORT_S, preexec_fn=_lowest_priority
+        )
         if done.returncode != 0:
             raise DrillError(f"model export failed: {done.stderr.strip().splitlines()[-1:]}")
         log.mark("exported")
@@ -199,6 +201,10 @@ class TrainingWorkerKilled(Scenario):
             shutil.rmtree(base / str(version), ignore_errors=True)
         else:
             log.remarks.append(f"version {version} still served; its files are left in {base}")
+
+
+def _lowest_priority() -> None:
+    os.nice(19)
 
 
 def signal_pid(pid: int) -> None:

@@ -6,12 +6,17 @@ its RSS reported; soak-report.json holds the figures and every sample.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from stack import soak
+from stack.drill.target import Note
 from tests.e2e.upstack import UpStack
 from tests.support.binaries import needs_prometheus
 from tokenpulse.procs import child_pids
@@ -73,6 +78,38 @@ def test_a_gc_sawtooth_is_not_growth_and_third_party_processes_are_reported_only
     lines = soak.summary(result).splitlines()
     for name in ("prometheus", "prometheus-2", "alertmanager-2"):  # with --ha, both of each
         assert "(not judged)" in next(line for line in lines if line.startswith(name + " "))
+
+
+class _EndingIncident:
+    """A stand-in for Target: an earlier incident's critical alert pending for its first 2.5 s,
+    its page arriving 0.3 s in; then quiet, and traffic that all succeeds."""
+
+    LABELS = {"alertname": "TokenPulseGatewayTokenLatencyBudgetBurn", "severity": "critical"}
+
+    def __init__(self) -> None:
+        self.t0 = time.time()
+        self.page = Note(self.t0 + 0.3, "pager", "firing", self.LABELS["alertname"], self.LABELS)
+
+    def firing(self, pending: bool = False) -> list[dict[str, str]]:
+        return [self.LABELS] if time.time() < self.t0 + 2.5 else []
+
+    def notes(self) -> list[Note]:
+        return [self.page] if time.time() >= self.page.at else []
+
+    def refresh(self) -> SimpleNamespace:
+        return SimpleNamespace(pids={})
+
+    @contextlib.contextmanager
+    def traffic(self, rps: float) -> Iterator[SimpleNamespace]:
+        yield SimpleNamespace(codes=[200, 200], failures=lambda: 0)
+
+
+def test_a_soak_begins_once_an_earlier_incident_is_quiet_and_does_not_count_its_page() -> None:
+    target = _EndingIncident()
+    result, _ = soak.soak(target, soak.SoakSettings(minutes=0.01, sample_every_s=0.2))  # type: ignore[arg-type]
+    # it waited for the pending alert to clear; the page that came meanwhile is not the soak's
+    assert time.time() - target.t0 >= 2.5
+    assert result.pages == [] and result.loud_before == [] and result.passed
 
 
 def test_a_short_soak_pages_nobody_and_reports_rss(drill_stack: UpStack, tmp_path: Path) -> None:
