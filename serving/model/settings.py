@@ -155,6 +155,7 @@ class TrainSettings(RunSettings):
     restart_delay_s: float = Field(
         default=0.0,
         ge=0.0,
+        le=3600.0,
         description="seconds between a worker's death and the job's restart (a backoff: the "
         "workers stay down meanwhile, as a rescheduled pod would)",
     )

@@ -12,6 +12,7 @@ from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from monitoring.mixin.config import DEFAULT as mixin
+from serving.model.targets import TARGETS_DIR
 from stack.config import (
     MAX_MODEL_SERVER_REPLICAS,
     REPLICA_PORT_STEP,
@@ -236,6 +237,16 @@ class UpSettings(BaseSettings):
         if value and not value.startswith(("http://", "https://")):
             raise ValueError("es_url must start with http:// or https://")
         return value.rstrip("/")
+
+    @field_validator("training_cache_dir")
+    @classmethod
+    def _writable(cls, value: Path) -> Path:
+        # the runs register under it, and Prometheus watches the folder: made now, or refused
+        try:
+            (value / TARGETS_DIR).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ValueError(f"cannot make {value / TARGETS_DIR}: {exc.strerror}") from None
+        return value
 
     def path(self, name: str) -> Path:
         """A file or folder under the run directory, absolute."""

@@ -561,3 +561,10 @@ def test_ha_banner_and_state_name_both_of_each(tmp_path: Path) -> None:
         up_settings(tmp_path), up_config(up_settings(tmp_path)), "k",
         {c.name: 1 for c in components.enabled(up_config(up_settings(tmp_path)))},
     )  # fmt: skip
+
+
+def test_a_training_cache_that_cannot_be_made_is_refused_at_start_up(tmp_path) -> None:
+    with pytest.raises(ValueError, match="cannot make /proc/nope/training-targets"):
+        up_settings(tmp_path, training_cache_dir=Path("/proc/nope"))
+    up_settings(tmp_path, training_cache_dir=tmp_path / "t")
+    assert (tmp_path / "t" / "training-targets").is_dir()  # made at start-up, for the file watch

@@ -112,3 +112,12 @@ def test_tf_config_names_the_cluster_and_the_task() -> None:
         "cluster": {"worker": ["a:1", "b:2"]},
         "task": {"type": "worker", "index": 1},
     }
+
+
+@pytest.mark.parametrize("delay", [float("inf"), 1e400, 3601.0])
+def test_a_restart_delay_past_an_hour_is_refused_before_the_run(
+    tmp_path: Path, delay: float
+) -> None:
+    # time.sleep would end the run in an OverflowError after the first death instead
+    with pytest.raises(ValueError, match="less than or equal to 3600"):
+        _settings(tmp_path, restart_delay_s=delay)
