@@ -18,7 +18,6 @@ from monitoring.mixin.config import DEFAULT as mixin
 from stack.drill.runner import wait_quiet
 from stack.drill.scenario import Expect, Log, Scenario
 from stack.drill.target import DrillError, Note, Target, wait_for
-from stack.rollout.labels import ModelsConfig, RolloutError
 from stack.rollout.settings import LOCAL_MODELS_CONFIG
 from tokenpulse.atomic import atomic_write
 
@@ -212,17 +211,8 @@ class RestartNoAvailableVersion(Scenario):
 
     def _serve_missing_version(self, target: Target, path: Path) -> int:
         """Point the model's labels at, and serve only, a version with no directory."""
-        model = target.state.config.model
-        try:
-            config = ModelsConfig.read(path)
-            entry = next(m for m in config.config.models if m.name == model)
-        except (RolloutError, StopIteration) as exc:
-            raise DrillError(f"cannot read model {model!r} from {path}: {exc}") from exc
-        base = Path(entry.base_path)
-        try:
-            on_disk = [int(p.name) for p in base.iterdir() if p.name.isdigit()]
-        except OSError as exc:
-            raise DrillError(f"cannot list the versions of {model!r}: {exc}") from exc
+        served = target.served_model(path)
+        model, config, on_disk = served.name, served.config, served.on_disk
         missing = max(on_disk, default=0) + 1000
         for label in config.labels(model):
             config.move(model, label, missing, remember=False)

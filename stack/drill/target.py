@@ -22,6 +22,8 @@ from pathlib import Path
 from signal import Signals
 from typing import Any
 
+from stack.rollout.labels import ModelsConfig, RolloutError
+from stack.rollout.settings import LOCAL_MODELS_CONFIG
 from stack.up.state import StackState, read_state
 
 PAGE_RECEIVERS = frozenset({"pager"})  # the routes that wake someone up
@@ -70,6 +72,17 @@ class Traffic:
     def failures(self) -> int:
         """Requests that got neither a 200 nor an intended 429."""
         return sum(1 for c in self.codes if c not in (200, 429))
+
+
+@dataclass
+class ServedModel:
+    """One model of the stack's models config: its entry, base path and versions on disk."""
+
+    name: str
+    config: ModelsConfig
+    entry: Any  # the config's ModelConfig entry
+    base: Path
+    on_disk: list[int]
 
 
 class Target:
@@ -197,6 +210,24 @@ class Target:
                     )  # fmt: skip
                 )
         return out
+
+    # --- the served model ----------------------------------------------------------------------
+    def served_model(self, path: Path | None = None) -> ServedModel:
+        """The stack's model as its models config (`path`, or the stack's own) has it, and its
+        version directories on disk."""
+        path = path or self.run_dir / LOCAL_MODELS_CONFIG
+        model = self.state.config.model
+        try:
+            config = ModelsConfig.read(path)
+            entry = next(m for m in config.config.models if m.name == model)
+        except (RolloutError, StopIteration) as exc:
+            raise DrillError(f"cannot read model {model!r} from {path}: {exc}") from exc
+        base = Path(entry.base_path)
+        try:
+            on_disk = sorted(int(p.name) for p in base.iterdir() if p.name.isdigit())
+        except OSError as exc:
+            raise DrillError(f"cannot list the versions of {model!r}: {exc}") from exc
+        return ServedModel(model, config, entry, base, on_disk)
 
     # --- processes -----------------------------------------------------------------------------
     def pid(self, component: str) -> int:

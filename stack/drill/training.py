@@ -31,7 +31,6 @@ from serving.model.supervisor import newest_checkpoint
 from stack.drill.scenario import Expect, Log, Scenario
 from stack.drill.target import DrillError, Target, wait_for
 from stack.launch import tokenpulse_argv
-from stack.rollout.labels import ModelsConfig, RolloutError
 from stack.rollout.settings import LOCAL_MODELS_CONFIG
 from tokenpulse.atomic import atomic_write
 from tokenpulse.procs import free_port, stop_process
@@ -164,15 +163,10 @@ class TrainingWorkerKilled(Scenario):
         """Export the run's newest checkpoint as the next version, serve it beside the others
         until it answers a predict, then put the models config back."""
         path = target.run_dir / LOCAL_MODELS_CONFIG
-        model = target.state.config.model
         original = path.read_text(encoding="utf-8")
-        try:
-            config = ModelsConfig.read(path)
-            entry = next(m for m in config.config.models if m.name == model)
-        except (RolloutError, StopIteration) as exc:
-            raise DrillError(f"cannot read model {model!r} from {path}: {exc}") from exc
-        base = Path(entry.base_path)
-        version = max((int(p.name) for p in base.iterdir() if p.name.isdigit()), default=0) + 1
+        served = target.served_model()
+        model, config, entry, base = served.name, served.config, served.entry, served.base
+        version = max(served.on_disk, default=0) + 1
         argv = tokenpulse_argv(
             "model", "export", "--checkpoint", "latest", "--preset", "tiny", f"--run-dir={run}",
             f"--base-path={base}", f"--version={version}",
