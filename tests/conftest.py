@@ -21,7 +21,7 @@ import pytest
 from devtools.stack import Stack, running_stack
 from tests.support import markers
 from tests.support.scheduling import LaneScheduling, cores, niceness
-from tests.support.stack import LANES, SHARED_STACK, scope_of
+from tests.support.stack import LANES, SHARED_STACK, run_order, scope_of
 from tokenpulse import logging as tp_logging
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -61,7 +61,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark `stack` and `training`. A module using the shared stack must be in its lane, or
     xdist could start it twice. The lanes go first, longest first, then the other modules that
-    start a stack (they wait on clocks too), then the rest (stable: each module's order kept)."""
+    start a stack (they wait on clocks too), then the rest (stable: each module's order kept).
+    Within a lane, the modules that want a quiet stack come first."""
     markers.apply(items)
     stacked = set()
     for item in items:
@@ -73,13 +74,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if item.get_closest_marker("stack"):
             stacked.add(scope_of(item.nodeid))
 
-    def rank(item: pytest.Item) -> int:
-        scope = scope_of(item.nodeid)
-        if scope in LANES:
-            return LANES.index(scope)
-        return len(LANES) + (scope not in stacked)
-
-    items.sort(key=rank)
+    items.sort(key=lambda item: run_order(item.nodeid, stacked))
 
 
 @pytest.fixture(autouse=True)

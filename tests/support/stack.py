@@ -31,8 +31,9 @@ DRILL_SHARDS: dict[str, tuple[str, ...]] = {
 DRILL_MODULE = "tests/stack/test_drill.py"
 DRILL_STACK = "drill-stack-{}"
 # the soak (~30 s on the drill stack's flags) evens the restarts lane out against the faults one
+SOAK_MODULE = "tests/stack/test_soak.py"
 DRILL_LANES = {
-    "tests/stack/test_soak.py": DRILL_STACK.format("restarts"),
+    SOAK_MODULE: DRILL_STACK.format("restarts"),
     DRILL_MODULE: DRILL_STACK.format("faults"),  # its checks without a shard: the target's
 }
 
@@ -58,6 +59,11 @@ CLOCK_MODULES = (
     "tests/serving/gateway/test_probes.py",
     "tests/stack/drill/test_proxy.py",
 )
+
+# Modules that judge a healthy stack's silence run first in their lane, on a stack nothing has
+# broken yet: an incident's load (the restarts shard trains and exports beside the traffic) stays
+# in the latency SLO's windows after its alerts resolve, and a burn it left paged in the soak.
+QUIET_FIRST = (SOAK_MODULE, SHARED_STACK_MODULES[0])
 
 # The lanes, longest first: xdist hands units out in this order, so every lane starts at once.
 LANES = (
@@ -94,3 +100,13 @@ def scope_of(nodeid: str) -> str:
     if module in CLOCK_MODULES:
         return CLOCKS
     return SHARED_STACK if module in SHARED_STACK_MODULES else module
+
+
+def run_order(nodeid: str, stacked: set[str]) -> tuple[int, bool]:
+    """A test's rank in the collection (a stable sort keeps each module's order): the lanes first,
+    longest first, and within a lane the modules that want a quiet stack; then the other units
+    that start a stack (`stacked`: they wait on clocks too); then the rest."""
+    scope = scope_of(nodeid)
+    if scope in LANES:
+        return LANES.index(scope), nodeid.split("::", 1)[0] not in QUIET_FIRST
+    return len(LANES) + (scope not in stacked), False

@@ -11,6 +11,7 @@ from tests.support.stack import (
     LANES,
     SHARED_STACK,
     SHARED_STACK_MODULES,
+    run_order,
     scope_of,
     shard_scenarios,
 )
@@ -49,3 +50,26 @@ def test_a_shard_without_names_takes_every_scenario_no_shard_names() -> None:
     suite = ("a", "model-server-killed", "b", "crash-loop")
     assert shard_scenarios("restarts", suite) == ("model-server-killed", "crash-loop")
     assert shard_scenarios("faults", suite) == ("a", "b")
+
+
+def test_the_soak_runs_before_the_restarts_drills_on_their_stack_and_lanes_go_first() -> None:
+    # the restarts shard's last scenario trains beside the traffic; the latency burn it leaves
+    # in the windows paged in a soak that ran after it
+    collected = [
+        "tests/alerts/test_promtool.py::t[x]",
+        f"{DRILLS}[restarts]",
+        "tests/stack/test_soak.py::test_a_short_soak_pages_nobody_and_reports_rss",
+        "tests/e2e/test_ha.py::t",
+        "tests/stack/test_up_like.py::t",
+        f"{DRILLS}[faults]",
+    ]
+    stacked = {"tests/stack/test_up_like.py"}
+    ordered = sorted(collected, key=lambda nodeid: run_order(nodeid, stacked))
+    assert ordered == [
+        "tests/stack/test_soak.py::test_a_short_soak_pages_nobody_and_reports_rss",
+        f"{DRILLS}[restarts]",
+        f"{DRILLS}[faults]",
+        "tests/e2e/test_ha.py::t",
+        "tests/stack/test_up_like.py::t",
+        "tests/alerts/test_promtool.py::t[x]",
+    ]
