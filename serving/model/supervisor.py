@@ -25,6 +25,7 @@ from typing import IO, Any
 
 from serving.model.settings import TrainSettings
 from serving.model.worker import EXIT_REFUSED, tf_config
+from tokenpulse.atomic import atomic_write
 from tokenpulse.procs import free_port, stop_process
 
 POLL_S = 0.1
@@ -81,7 +82,8 @@ def _start(
             proc = subprocess.Popen(argv, stdout=out, stderr=out, env=env, start_new_session=True)
         workers.append(WorkerProcess(index, proc, path))
     pids = {str(w.index): w.process.pid for w in workers}
-    (run_dir / "workers.json").write_text(json.dumps({"attempt": attempt, "pids": pids}))
+    # by rename: the training drill reads it while a restart replaces it
+    atomic_write(run_dir / "workers.json", json.dumps({"attempt": attempt, "pids": pids}))
     return workers
 
 

@@ -121,3 +121,23 @@ def test_a_restart_delay_past_an_hour_is_refused_before_the_run(
     # time.sleep would end the run in an OverflowError after the first death instead
     with pytest.raises(ValueError, match="less than or equal to 3600"):
         _settings(tmp_path, restart_delay_s=delay)
+
+
+def test_a_restart_replaces_the_pid_file_whole_so_a_reader_never_sees_it_half_written(
+    tmp_path: Path,
+) -> None:
+    # the training drill read workers.json while a restart rewrote it in place and got ''. A
+    # hard link to the first attempt's file keeps that attempt's content only if the second one
+    # arrives by rename, not by truncating and rewriting the same file.
+    body = (
+        "import signal, time\n"
+        f"pids, seen = {str(tmp_path / 'workers.json')!r}, {str(tmp_path / 'seen')!r}\n"
+        "while index == 1 and not os.path.exists(pids):\n    time.sleep(0.01)\n"
+        "if index == 1 and not os.path.exists(seen):\n"
+        "    os.link(pids, seen)\n    os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    lines: list[str] = []
+    code = supervisor.supervise(_settings(tmp_path, max_restarts=1), lines.append, _command(body))
+    assert code == 1, lines  # done on the first restart
+    assert json.loads((tmp_path / "seen").read_text())["attempt"] == 0
+    assert json.loads((tmp_path / "workers.json").read_text())["attempt"] == 1
