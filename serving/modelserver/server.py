@@ -17,6 +17,7 @@ from serving.modelserver.config_files import (
 from serving.modelserver.settings import ModelServerSettings
 from serving.modelserver.status import ServingError
 from tokenpulse.logging import get_logger
+from tokenpulse.tfimport import import_tensorflow
 
 log = get_logger(__name__)
 
@@ -27,6 +28,7 @@ class StartupError(Exception):
 
 def run(settings: ModelServerSettings) -> None:
     """Load the configured models, serve gRPC + REST until a signal, then stop cleanly."""
+    import_tensorflow()  # first, so that nothing imports it with Keras
     apply_thread_pools(settings)
     from serving.modelserver.batching import BatchScheduler
     from serving.modelserver.manager import ModelManager, Poller, list_versions
