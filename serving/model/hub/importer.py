@@ -35,24 +35,22 @@ def run_import(settings: ImportSettings) -> dict[str, object]:
     task = type(causal_lm).__name__
     family, adapt = ADAPTERS[task]
     decoder, vocab = adapt(causal_lm)
-    meta = {
-        "imported": {
-            "source": settings.source,
-            "preset": str(settings.preset_dir),
-            "task": task,
-            "family": family,
-            "context": decoder.cfg.context,
-            "vocab_size": vocab.size,
-        }
+    imported: dict[str, object] = {
+        "source": settings.source,
+        "preset": str(settings.preset_dir),
+        "task": task,
+        "family": family,
+        "context": decoder.cfg.context,
+        "vocab_size": vocab.size,
     }
     path = write_version(
         Generator(decoder, vocab),
         settings.base_path,
         settings.version,
         model_name=settings.model_name,
-        meta=meta,
+        meta={"imported": imported},
         warmup_batch_sizes=warmup_sizes,
     )
-    report = {"path": str(path), **meta["imported"], "warmup_batch_sizes": list(warmup_sizes)}
+    report = {"path": str(path), **imported, "warmup_batch_sizes": list(warmup_sizes)}
     log.info("imported", **report)
     return report
