@@ -80,14 +80,7 @@ class GPT2Decoder(tf.Module):
         """Keys and values [B, S, H, Dh] -> [B, S + room, H, Dh], zeros after S."""
         return [tf.pad(kv, [[0, 0], [0, room], [0, 0], [0, 0]]) for kv in keys_values]
 
-    def decode(
-        self,
-        token: tf.Tensor,
-        position: tf.Tensor,
-        row: tf.Tensor,
-        bias: tf.Tensor,
-        cache: list[tf.Tensor],
-    ) -> tuple[tf.Tensor, list[tf.Tensor]]:
+    def decode(self, token, position, row, bias, cache) -> tuple[tf.Tensor, list[tf.Tensor]]:
         """Feed one token [B] at `position` [B] into cache row `row`; bias [B, 1, 1, T]."""
         x = self._embed(token[:, None], position[:, None])
         begin = tf.stack([0, row, 0, 0])
