@@ -133,7 +133,8 @@ def generate_loop(
         eot_bias = None
         if endings and params.ignore_eos is not None:
             eot_bias = sampling.eot_ban(params.ignore_eos, vocab.size, vocab.eot_id)
-        table = vocab.token_bytes() if endings or replay is not None else None
+        table = vocab.token_bytes() if endings else None  # [V, M]: only to match stops
+        lengths = vocab.token_lengths() if replay is not None else None
 
         def select(logits, i):
             step = i if offset is None else offset + i
@@ -148,10 +149,10 @@ def generate_loop(
             is_eot = tf.equal(token, vocab.eot_id)
             emitted = live & tf.logical_not(is_eot)
             scored, kept = live, emitted
-            if replay is not None and table is not None:
+            if replay is not None and lengths is not None:
                 fresh = s["bytes"] >= replay.skip  # this token starts past the replayed bytes
                 scored, kept = live & fresh, emitted & fresh
-                s["bytes"] += tf.where(emitted, tf.gather(table.lengths, token), 0)
+                s["bytes"] += tf.where(emitted, tf.gather(lengths, token), 0)
                 s["fresh"] += tf.cast(kept, tf.int32)
             s["nll_sum"] += tf.where(scored, nll, 0.0)
             s["n_scored"] += tf.cast(scored, tf.int32)

@@ -70,6 +70,10 @@ class Vocab:
         """[V] strings: each id's bytes."""
         return tf.constant(list(self.pieces), tf.string)
 
+    def token_lengths(self) -> tf.Tensor:
+        """[V] how many bytes each id stands for."""
+        return tf.strings.length(self.piece_table())
+
     def token_bytes(self) -> TokenBytes:
         """Each id's bytes as a [V, M] id table (built in the graph from the [V] strings)."""
         ragged = encode_bytes(self.piece_table())
