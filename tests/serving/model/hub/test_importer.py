@@ -16,7 +16,7 @@ from tests.support.hub import cached_gpt2_import, cached_gpt2_preset
 from tokenpulse.tfserving import signature as sig
 from tokenpulse.tfserving.ops import register_tf_text_ops
 
-PROMPTS = ["The assert statement", "If the argument is"]
+PROMPTS = ["The assert statement says", "If"]  # different lengths: left-padded in one batch
 NEW = 16
 
 
@@ -141,6 +141,18 @@ def test_streamed_greedy_equals_unary_chunk_by_chunk(
         assert got["finish"] == whole["finish_reason"].decode()
         assert got["nll"] == pytest.approx(float(whole["mean_nll"]), abs=1e-4)
         assert got["calls"] >= -(-len(ref) // chunk)
+
+
+def test_streamed_sampling_equals_unary_per_row(signatures: Any) -> None:
+    hot = {"temperature": 0.9, "top_k": 40, "top_p": 0.9, "seed": 11}
+    together = unary(signatures, PROMPTS, **hot)
+    for prompt, whole in zip(PROMPTS, together, strict=True):
+        (alone,) = unary(signatures, [prompt], **hot)
+        got = streamed(signatures, prompt, 4, **hot)
+        assert alone["text"] == whole["text"] and alone["output_tokens"] == whole["output_tokens"]
+        text = tf.strings.unicode_transcode(got["bytes"], "UTF-8", "UTF-8", errors="replace")
+        assert text.numpy() == whole["text"]
+        assert got["nll"] == pytest.approx(float(whole["mean_nll"]), abs=1e-4)
 
 
 def test_a_stop_sequence_ends_the_row_even_inside_a_token(
