@@ -109,7 +109,9 @@ def generate_loop(
     The sampler's step for the i-th token of a row is `offset + i` (`offset` [B]: tokens the
     row generated before this call; None: 0), so a generation resumed at a step draws what an
     unbroken one draws there. A row whose history already ends with a stop sequence generates
-    nothing.
+    nothing. With `replay`, `budget` is the row's whole one and the row starts over from its
+    first token, booking only the tokens after its first `skip` bytes (which end where a token
+    does, as every chunk a caller holds does), at most `chunk` of them.
     """
     context = model.cfg.context
     batch = tf.shape(lengths)[0]
@@ -134,7 +136,7 @@ def generate_loop(
         if endings and params.ignore_eos is not None:
             eot_bias = sampling.eot_ban(params.ignore_eos, vocab.size, vocab.eot_id)
         table = vocab.token_bytes() if endings else None  # [V, M]: only to match stops
-        lengths = vocab.token_lengths() if replay is not None else None
+        piece_lengths = vocab.token_lengths() if replay is not None else None
 
         def select(logits, i):
             step = i if offset is None else offset + i
@@ -149,10 +151,10 @@ def generate_loop(
             is_eot = tf.equal(token, vocab.eot_id)
             emitted = live & tf.logical_not(is_eot)
             scored, kept = live, emitted
-            if replay is not None and lengths is not None:
+            if replay is not None and piece_lengths is not None:
                 fresh = s["bytes"] >= replay.skip  # this token starts past the replayed bytes
                 scored, kept = live & fresh, emitted & fresh
-                s["bytes"] += tf.where(emitted, tf.gather(lengths, token), 0)
+                s["bytes"] += tf.where(emitted, tf.gather(piece_lengths, token), 0)
                 s["fresh"] += tf.cast(kept, tf.int32)
             s["nll_sum"] += tf.where(scored, nll, 0.0)
             s["n_scored"] += tf.cast(scored, tf.int32)

@@ -12,6 +12,7 @@ from serving.model.hub import gpt2
 from serving.model.hub.preset import load_causal_lm
 from serving.model.settings import ImportSettings
 from serving.model.vocab import Vocab
+from serving.model.warmup import choose_warmup_batch_sizes
 from tokenpulse.logging import get_logger
 
 log = get_logger(__name__)
@@ -25,8 +26,6 @@ ADAPTERS: dict[str, tuple[str, Callable[[Any], tuple[Decoder, Vocab]]]] = {
 
 def run_import(settings: ImportSettings) -> dict[str, object]:
     """Load the preset, export it as `BASE/<version>`; the report printed as JSON."""
-    from serving.model.warmup import choose_warmup_batch_sizes
-
     check_version(settings.base_path, settings.version)  # before the slow load
     warmup_sizes = choose_warmup_batch_sizes(
         settings.warmup_batch_sizes, settings.batching_parameters_file
