@@ -1,4 +1,4 @@
-"""`tokenpulse model build|train|export|generate|check`: flags map 1:1 onto the settings models."""
+"""`tokenpulse model build|train|export|import|generate|check`: flags map 1:1 onto settings."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         CheckSettings,
         ExportSettings,
         GenerateSettings,
+        ImportSettings,
         TrainSettings,
     )
 
@@ -37,6 +38,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_settings_arguments(train, TrainSettings, style=KEBAB)
     export = sub.add_parser("export", help="export a training checkpoint as a new version")
     add_settings_arguments(export, ExportSettings, style=KEBAB)
+    imp = sub.add_parser(
+        "import", help="export a causal LM from outside the project as a new version"
+    )
+    sources = imp.add_subparsers(dest="source", required=True, metavar="SOURCE")
+    keras_hub = sources.add_parser(
+        "keras-hub",
+        help="a local keras_hub preset directory (save_to_preset); GPT-2 family",
+    )
+    add_settings_arguments(
+        keras_hub, ImportSettings, style=KEBAB, exclude=("source",), positional=("preset_dir",)
+    )
     gen = sub.add_parser("generate", help="load the SavedModel and print one generation")
     add_settings_arguments(gen, GenerateSettings, style=KEBAB, positional=("prompt",))
     gen.add_argument("--json", action="store_true", help="print the outputs as JSON")
@@ -62,10 +74,16 @@ def main(args: argparse.Namespace) -> int:
         "train": models.TrainSettings,
         "export": models.ExportSettings,
         "generate": models.GenerateSettings,
+        "import": models.ImportSettings,
     }
     settings = settings_from_args(kinds[args.model_command], args)
     configure_logging("model")
     try:
+        if args.model_command == "import":
+            from serving.model.hub.importer import run_import
+
+            print(json.dumps(run_import(settings), indent=2))
+            return 0
         if args.model_command != "generate":
             from serving.model import build
 

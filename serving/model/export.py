@@ -158,19 +158,53 @@ def export_version(
     degrade_noise: float = 0.0,
     warmup_batch_sizes: Sequence[int] = DEFAULT_WARMUP_BATCH_SIZES,
 ) -> Path:
-    """Write `base_path/<version>` atomically (a temp dir renamed into place, as a deploy would)."""
+    """Write our trained model as `base_path/<version>` (see `write_version`)."""
+    check_version(base_path, version)
+    if degrade_noise > 0:
+        model = degraded_copy(model, degrade_noise)
+    meta = {
+        "model": asdict(model.cfg),
+        "degrade_noise": degrade_noise,
+        "train": asdict(report) if report else None,
+    }
+    final = write_version(
+        Generator(model),
+        base_path,
+        version,
+        model_name=model_name,
+        meta=meta,
+        warmup_batch_sizes=warmup_batch_sizes,
+    )
+    log.info("exported", path=str(final), degrade_noise=degrade_noise)
+    return final
+
+
+def check_version(base_path: Path, version: int) -> Path:
+    """The version's directory, refused when the version is not positive or already exists."""
     if version <= 0:
         raise ExportError("version must be a positive integer")
     final = base_path / str(version)
     if final.exists():
         raise ExportError(f"{final} already exists; versions are immutable")
+    return final
+
+
+def write_version(
+    generator: Generator,
+    base_path: Path,
+    version: int,
+    *,
+    model_name: str,
+    meta: dict[str, object],
+    warmup_batch_sizes: Sequence[int],
+) -> Path:
+    """Write `base_path/<version>` atomically (a temp dir renamed into place, as a deploy would):
+    the SavedModel of both signatures, warmup records, golden canaries and `meta`."""
+    final = check_version(base_path, version)
     base_path.mkdir(parents=True, exist_ok=True)
-    if degrade_noise > 0:
-        model = degraded_copy(model, degrade_noise)
     staging = Path(tempfile.mkdtemp(prefix=f".export-{version}-", dir=base_path))
     os.chmod(staging, 0o755)  # mkdtemp makes it private; the server may run as another user
     try:
-        generator = Generator(model)
         tf.saved_model.save(
             generator,
             str(staging),
@@ -183,9 +217,7 @@ def export_version(
         golden = golden_outputs(staging, model_name, version)
         (staging / sig.GOLDEN_FILE).write_text(json.dumps(golden, indent=2, ensure_ascii=False))
         meta = {
-            "model": asdict(model.cfg),
-            "degrade_noise": degrade_noise,
-            "train": asdict(report) if report else None,
+            **meta,
             "warmup_records": records,
             "warmup_batch_sizes": list(warmup_batch_sizes),
         }
@@ -194,5 +226,5 @@ def export_version(
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    log.info("exported", path=str(final), degrade_noise=degrade_noise, warmup_records=records)
+    log.info("version written", path=str(final), warmup_records=records)
     return final

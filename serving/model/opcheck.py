@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tokenpulse.tfserving.ops import TF_TEXT_OPS, meta_graph_ops
+
 # Kernels that call back into a Python interpreter, which the C++ server does not have.
 PYTHON_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
 
@@ -24,12 +26,7 @@ def _saved_model(export_dir: Path) -> Any:
 
 def saved_model_ops(export_dir: Path) -> set[str]:
     """Every op type in the SavedModel's graphs, function library included."""
-    ops: set[str] = set()
-    for meta in _saved_model(export_dir).meta_graphs:
-        ops.update(node.op for node in meta.graph_def.node)
-        for fn in meta.graph_def.library.function:
-            ops.update(node.op for node in fn.node_def)
-    return ops
+    return set().union(*(meta_graph_ops(m) for m in _saved_model(export_dir).meta_graphs))
 
 
 def signature_ops(export_dir: Path, tag: str = "serve") -> dict[str, set[str]]:
@@ -104,6 +101,8 @@ def unservable_reason(op: str) -> str:
     """Why the stock server could not run an op type ('' when it can)."""
     from tensorflow.python.framework import op_def_registry
 
+    if op in TF_TEXT_OPS:
+        return ""
     if op in PYTHON_OPS:
         return "calls into Python (tf.py_function / numpy_function)"
     if op.startswith("Xla"):

@@ -52,9 +52,9 @@ def select(
     )
 
 
-def eot_ban(ignore_eos: tf.Tensor, vocab: int) -> tf.Tensor:
+def eot_ban(ignore_eos: tf.Tensor, vocab: int, eot_id: int = EOT_ID) -> tf.Tensor:
     """[B] ignore_eos (!= 0: never select end-of-text) -> the [B, V] bias `select` adds."""
-    is_eot = tf.equal(tf.range(vocab), EOT_ID)[None, :]
+    is_eot = tf.equal(tf.range(vocab), eot_id)[None, :]
     return tf.where((ignore_eos != 0)[:, None] & is_eot, -1e30, 0.0)
 
 

@@ -230,6 +230,16 @@ class ExportSettings(RunSettings, VersionSettings):
     )
 
 
+class ImportSettings(VersionSettings):
+    """`tokenpulse model import SOURCE PRESET_DIR`: export a causal LM from outside the project
+    into the serving contract, as a new version (local files only: nothing is downloaded)."""
+
+    source: Literal["keras-hub"] = Field(
+        "keras-hub", description="where the model comes from: keras-hub (a preset directory)"
+    )
+    preset_dir: Path = Field(description="the preset directory `save_to_preset` wrote")
+
+
 class CheckSettings(BaseSettings):
     """`tokenpulse model check`: validate a SavedModel against the serving contract."""
 

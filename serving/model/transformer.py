@@ -41,16 +41,20 @@ class Block(tf.Module):
         self.b_proj = tf.Variable(tf.zeros([d]), name="b_proj")
 
 
-def _write_row(cache: tf.Tensor, value: tf.Tensor, begin: tf.Tensor, end: tf.Tensor) -> tf.Tensor:
-    """cache[:, :, row] = value [B, H, 1, Dh]; in place when nothing else holds the cache."""
+def write_row(
+    cache: tf.Tensor, value: tf.Tensor, begin: tf.Tensor, end: tf.Tensor, axis: int = 2
+) -> tf.Tensor:
+    """cache[:, :, row] = value [B, H, 1, Dh] (the row on `axis` of a rank-4 cache); in place
+    when nothing else holds the cache. A core op: XLA's dynamic update slice is not servable."""
+    mask = 0b1111 ^ (1 << axis)  # every other dimension whole: only the row is chosen
     return tf.raw_ops.TensorStridedSliceUpdate(
         input=cache,
         begin=begin,
         end=end,
         strides=tf.ones([4], tf.int32),
         value=value,
-        begin_mask=0b1011,  # all of B, H and Dh: only the row is chosen
-        end_mask=0b1011,
+        begin_mask=mask,
+        end_mask=mask,
     )
 
 
@@ -173,8 +177,8 @@ class GPT(tf.Module):
             qkv = tf.matmul(h, blk.w_qkv) + blk.b_qkv
             # [B, 3D] -> three [B, H, 1, Dh]: q, k and v of the one new position
             q, k, v = tf.unstack(tf.reshape(qkv, [-1, 3, cfg.n_heads, 1, cfg.head_dim]), axis=1)
-            k_cache = _write_row(cache[2 * i], k, begin, end)
-            v_cache = _write_row(cache[2 * i + 1], v, begin, end)
+            k_cache = write_row(cache[2 * i], k, begin, end)
+            v_cache = write_row(cache[2 * i + 1], v, begin, end)
             new_cache += [k_cache, v_cache]
             scores = tf.matmul(q, k_cache, transpose_b=True) / scale  # [B, H, 1, T]
             attn = tf.matmul(tf.nn.softmax(scores + bias, axis=-1), v_cache)  # [B, H, 1, Dh]

@@ -15,6 +15,7 @@ from serving.modelserver.metrics import ServingMetrics
 from serving.modelserver.status import ServingError, failed_precondition, invalid_argument
 from serving.modelserver.tensors import dtype_name
 from tokenpulse.tfserving.contract import refusal, signature_specs
+from tokenpulse.tfserving.ops import meta_graph_ops, register_tf_text_ops
 from tokenpulse.tfserving.predict import DEFAULT_SIGNATURE
 from tokenpulse.tfserving.signature import MAX_WARMUP_RECORDS, WARMUP_FILE
 
@@ -104,6 +105,8 @@ class Servable:
             self.meta_graph = read_meta_graph(self.path)
             if why := refusal(signature_specs(self.meta_graph)):
                 raise ContractError(why)  # refused before TF loads what the gateway cannot use
+            # the stock server links TF.Text's ops in; an imported model's tokenizer uses them
+            register_tf_text_ops(meta_graph_ops(self.meta_graph))
             self._model = tf.saved_model.load(model_path, tags=["serve"])
             status = "success"
         except ContractError:

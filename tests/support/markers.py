@@ -28,6 +28,8 @@ CALLS: dict[str, tuple[str, ...]] = {
         "run_train(",
         '"model", "train"',
         "cached_export(",
+        "cached_gpt2_preset(",  # a random-weight keras_hub preset (tests/support/hub.py)
+        "cached_gpt2_import(",
         '"bench", "training"',
         '"bench", "model"',
     ),

@@ -92,4 +92,5 @@ def test_a_path_that_is_no_saved_model_is_refused(tmp_path: Path) -> None:
 def test_a_stream_that_differs_from_unary_is_an_error(tmp_path: Path) -> None:
     code, findings = check(contract_model(tmp_path / "m", continue_tokens=2))
     assert code == 1
-    assert "streamed 2 tokens b'aa' != unary 0 tokens b''" in levels(findings, ERROR)["continue"]
+    message = levels(findings, ERROR)["continue"]
+    assert "streamed 2 bytes b'aa' (mean nll 0.0000) != unary 0 tokens b''" in message

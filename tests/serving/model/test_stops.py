@@ -256,3 +256,24 @@ def test_ignore_eos_decodes_past_end_of_text_unary_and_streamed() -> None:
     chunks = call_continue(generator.continue_chunk, [at(r, b"so far", 4) for r in rows])
     expected = [("length", 4), ("stop", 0), ("length", 4)]  # 6 + 4 tokens: the budget
     assert [(c["finish_reason"], c["n_tokens"]) for c in chunks] == expected
+
+
+def test_a_stop_that_ends_inside_a_token_of_several_bytes_is_found_there() -> None:
+    from serving.model import stops
+    from serving.model.vocab import Vocab
+
+    # ids: 0 "ab", 1 "cde", 2 "x", 3 end-of-text (no bytes)
+    vocab = Vocab((b"ab", b"cde", b"x", b""), 3, lambda t: t, resumable=False)
+    parsed = stops.parse(tf.constant([["bc", "e"], ["d", "xab"], ["zz", ""]]))
+    history = stops.empty_history(3, stops.history_width(parsed, vocab.max_bytes))
+    table, seen = vocab.token_bytes(), []
+    for token in ([0, 2, 0], [1, 0, 1]):
+        history, pushed = stops.push(history, tf.constant(token), tf.fill([3], True), table)
+        hit = stops.match(parsed, history, pushed)
+        seen.append(list(zip(hit.index.numpy().tolist(), hit.tail.numpy().tolist(), strict=True)))
+    # row 0: "ab" then "cde": "bc" ends first (2 bytes of the token after it); row 1: "x", "ab"
+    # ends "xab" at the token's end; row 2: no stop
+    assert seen[0] == [(-1, 0), (-1, 0), (-1, 0)]
+    assert seen[1] == [(0, 2), (1, 0), (-1, 0)]
+    hit = stops.Hit(tf.constant([0, 1, -1]), tf.constant([2, 0, 0]))
+    assert stops.cut_lengths(parsed, hit).numpy().tolist() == [4, 3, 0]  # the stop and after

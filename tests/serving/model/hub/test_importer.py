@@ -1,0 +1,182 @@
+"""A keras_hub GPT-2 preset imported into the serving contract: what it generates, token for
+token against keras_hub's own `generate`, unary and streamed, with stops, and `model check`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from serving.model.check import run as run_check
+from serving.model.settings import CheckSettings
+from tests.support.hub import cached_gpt2_import, cached_gpt2_preset
+from tokenpulse.tfserving import signature as sig
+from tokenpulse.tfserving.ops import register_tf_text_ops
+
+PROMPTS = ["The assert statement says", "If"]  # different lengths: left-padded in one batch
+NEW = 16
+
+
+@pytest.fixture(scope="module")
+def export() -> Path:
+    return cached_gpt2_import()
+
+
+@pytest.fixture(scope="module")
+def signatures(export: Path) -> Any:
+    from serving.model.opcheck import saved_model_ops
+
+    register_tf_text_ops(saved_model_ops(export))  # as TF Serving has them linked in
+    return tf.saved_model.load(str(export)).signatures
+
+
+@pytest.fixture(scope="module")
+def keras_lm() -> Any:
+    import keras_hub
+
+    return keras_hub.models.CausalLM.from_preset(str(cached_gpt2_preset()))
+
+
+@pytest.fixture(scope="module")
+def refs(keras_lm: Any) -> list[list[int]]:
+    """keras_hub's own greedy ids for each prompt."""
+    return [reference(keras_lm, p, NEW) for p in PROMPTS]
+
+
+def reference(lm: Any, prompt: str, new: int) -> list[int]:
+    """keras_hub's own greedy generation: the ids after the prompt, up to end-of-text."""
+    from keras_hub.samplers import GreedySampler
+
+    lm.sampler = GreedySampler()
+    x = lm.preprocessor.generate_preprocess([prompt], sequence_length=64)
+    length = int(np.sum(x["padding_mask"][0]))
+    eot = lm.preprocessor.tokenizer.end_token_id
+    out = lm.generate_step({k: tf.convert_to_tensor(v) for k, v in x.items()}, [eot])
+    ids = np.asarray(out["token_ids"][0])[length : length + new].tolist()
+    return ids[: ids.index(eot)] if eot in ids else ids
+
+
+def rows(prompts: list[str], **fields: Any) -> dict[str, tf.Tensor]:
+    """Greedy request tensors, one row per prompt, `fields` overriding every row's inputs."""
+    table = [sig.default_row(p, NEW) | fields for p in prompts]
+    kinds = {"string": tf.string, "int32": tf.int32, "float32": tf.float32, "int64": tf.int64}
+    return {n: tf.constant([r[n] for r in table], kinds[k]) for n, k in sig.INPUTS.items()}
+
+
+def unary(signatures: Any, prompts: list[str], **fields: Any) -> list[dict[str, Any]]:
+    out = signatures[sig.SIGNATURE_NAME](**rows(prompts, **fields))
+    return [{k: v.numpy()[i] for k, v in out.items()} for i in range(len(prompts))]
+
+
+def streamed(signatures: Any, prompt: str, chunk: int, **fields: Any) -> dict[str, Any]:
+    """One row through `continue`, `chunk` tokens a call, as the gateway sends it."""
+    fn = signatures[sig.CONTINUE_SIGNATURE_NAME]
+    got, nll, scored, calls, finish = b"", 0.0, 0, 0, ""
+    while not finish and calls < 64:
+        row = rows([prompt], **fields)
+        extra = {"generated": [got], "step": [len(got)], "chunk": [chunk]}
+        out = fn(**row, **{k: tf.constant(v) for k, v in extra.items()})
+        n = int(out["n_tokens"][0])
+        got += bytes(out["tokens"][0].numpy()[:n].tolist())
+        nll += float(out["nll_sum"][0])
+        scored += int(out["n_scored"][0])
+        finish, calls = out["finish_reason"][0].numpy().decode(), calls + 1
+    return {"bytes": got, "nll": nll / max(scored, 1), "finish": finish, "calls": calls}
+
+
+def pieces(lm: Any) -> dict[int, bytes]:
+    from serving.model.hub import gpt2
+
+    vocab = gpt2.vocab(lm.preprocessor.tokenizer, lm.backbone.vocabulary_size)
+    return dict(enumerate(vocab.pieces))
+
+
+def test_greedy_unary_equals_keras_hubs_own_generate_token_for_token(
+    signatures: Any, keras_lm: Any, refs: list[list[int]]
+) -> None:
+    from serving.model.decoding import Sampling, generate_loop
+    from serving.model.generate import Generator, _budgets, prompt_ids
+    from serving.model.hub import gpt2
+
+    decoder, vocab = gpt2.adapt(keras_lm)
+    assert all(len(r) > 4 for r in refs)  # the random model writes something before stopping
+    # the loop's own ids, traced in process: the tokens keras_hub chose, one by one
+    gen, n = Generator(decoder, vocab), len(PROMPTS)
+
+    @tf.function
+    def loop(prompts: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        ids, lengths = prompt_ids(prompts, vocab)
+        keep, _, allowed = _budgets(decoder.cfg.context, lengths, tf.fill([n], NEW))
+        zeros = tf.zeros([n], tf.int32)
+        params = Sampling(tf.zeros([n]), zeros, tf.ones([n]), tf.zeros([n], tf.int64), zeros)
+        ending = gen._ending(tf.fill([n, 1], ""))
+        out = generate_loop(decoder, vocab, ids, lengths, keep, allowed, params, ending)
+        return out.tokens, out.n_out
+
+    tokens, n_out = loop(tf.constant(PROMPTS))
+    for row, ref in enumerate(refs):
+        assert tokens[row, : int(n_out[row])].numpy().tolist() == ref
+    # the exported signature: the same tokens' text and count
+    table = pieces(keras_lm)
+    for got, ref in zip(unary(signatures, PROMPTS), refs, strict=True):
+        text = tf.strings.unicode_transcode(
+            b"".join(table[i] for i in ref), "UTF-8", "UTF-8", errors="replace"
+        )
+        assert (got["text"], int(got["output_tokens"])) == (text.numpy(), len(ref))
+        assert got["finish_reason"] == (b"length" if len(ref) == NEW else b"stop")
+        assert float(got["mean_nll"]) > 0
+
+
+@pytest.mark.parametrize("chunk", [1, 3])
+def test_streamed_greedy_equals_unary_chunk_by_chunk(
+    signatures: Any, keras_lm: Any, refs: list[list[int]], chunk: int
+) -> None:
+    table = pieces(keras_lm)
+    for prompt, whole, ref in zip(PROMPTS, unary(signatures, PROMPTS), refs, strict=True):
+        got = streamed(signatures, prompt, chunk)
+        assert got["bytes"] == b"".join(table[i] for i in ref)
+        assert got["finish"] == whole["finish_reason"].decode()
+        assert got["nll"] == pytest.approx(float(whole["mean_nll"]), abs=1e-4)
+        assert got["calls"] >= -(-len(ref) // chunk)
+
+
+def test_streamed_sampling_equals_unary_per_row(signatures: Any) -> None:
+    hot = {"temperature": 0.9, "top_k": 40, "top_p": 0.9, "seed": 11}
+    together = unary(signatures, PROMPTS, **hot)
+    for prompt, whole in zip(PROMPTS, together, strict=True):
+        (alone,) = unary(signatures, [prompt], **hot)
+        got = streamed(signatures, prompt, 4, **hot)
+        assert alone["text"] == whole["text"] and alone["output_tokens"] == whole["output_tokens"]
+        text = tf.strings.unicode_transcode(got["bytes"], "UTF-8", "UTF-8", errors="replace")
+        assert text.numpy() == whole["text"]
+        assert got["nll"] == pytest.approx(float(whole["mean_nll"]), abs=1e-4)
+
+
+def test_a_stop_sequence_ends_the_row_even_inside_a_token(
+    signatures: Any, keras_lm: Any, refs: list[list[int]]
+) -> None:
+    table, ref = pieces(keras_lm), refs[0]
+    raw = b"".join(table[i] for i in ref)
+    ends = np.cumsum([len(table[i]) for i in ref]).tolist()  # token boundaries in bytes
+    # a 2-byte piece seen first at k that ends inside a token: the row stops there, mid-token
+    k = next(k for k in range(1, len(raw) - 2) if raw.find(raw[k : k + 2]) == k
+             and k + 2 not in ends and max(raw[k : k + 2]) < 0x80)  # fmt: skip
+    stop = raw[k : k + 2].decode()
+    (got,) = unary(signatures, PROMPTS[:1], stop=sig.stop_slots(("\x00zz", stop)))
+    want = tf.strings.unicode_transcode(raw[:k], "UTF-8", "UTF-8", errors="replace").numpy()
+    assert (got["text"], got["finish_reason"], int(got["stop_index"])) == (want, b"stop", 1)
+    assert int(got["output_tokens"]) == next(i for i, end in enumerate(ends) if end > k + 1) + 1
+    chunks = streamed(signatures, PROMPTS[0], 2, stop=sig.stop_slots((stop,)))
+    assert chunks["finish"] == "stop" and chunks["bytes"] == raw[: k + 2]
+
+
+def test_model_check_passes_with_streaming_and_stops_in_the_graph(export: Path) -> None:
+    report = run_check(CheckSettings(path=export, max_new_tokens=12, chunk=5))
+    assert report.exit_code == 0, report.table()
+    summary = report.to_json()
+    assert {"required", "streaming", "stop_in_graph"} <= set(summary["supported"])
+    assert summary["degraded"] == []
+    assert any(f.check == "ops" and f.level == "ok" for f in report.findings)

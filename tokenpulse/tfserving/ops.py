@@ -1,0 +1,71 @@
+"""Which ops stock `tensorflow_model_server` links in beyond TensorFlow's own: TF.Text's.
+
+No TensorFlow at import: the set is data, and `register_tf_text_ops` imports TF.Text only when a
+graph needs it (TF Serving has its ops; a Python process that loads such a graph must too).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# The TF.Text ops stock tensorflow_model_server runs: tensorflow/serving's
+# tensorflow_serving/model_servers/BUILD links "@org_tensorflow_text//tensorflow_text:ops_lib"
+# into the server (SUPPORTED_TENSORFLOW_OPS), and tensorflow/text's tensorflow_text/BUILD makes
+# ops_lib of these kernels' libraries (op names as tensorflow-text 2.21's libraries register
+# them). An imported model's tokenizer needs them (GPT-2's BPE: RegexSplitWithOffsets); any
+# other custom op is still refused.
+TF_TEXT_OPS = frozenset(
+    {
+        "CaseFoldUTF8",
+        "ConstrainedSequence",
+        "FastBertNormalize",
+        "FastWordpieceTokenizeWithOffsets",
+        "FindSourceOffsets",
+        "MaxSpanningTree",
+        "NormalizeUTF8",
+        "NormalizeUTF8WithOffsetsMap",
+        "PhraseTokenize",
+        "RegexSplitWithOffsets",
+        "SentenceFragments",
+        "SentenceFragmentsV2",
+        "SentencepieceDetokenizeOp",
+        "SentencepieceIdToStringOp",
+        "SentencepieceOp",
+        "SentencepieceStringToIdOp",
+        "SentencepieceTokenizeOp",
+        "SentencepieceTokenizeWithOffsetsOp",
+        "SentencepieceVocabSizeOp",
+        "SplitMergeTokenizeWithOffsets",
+        "TFText>BoiseTagsToOffsets",
+        "TFText>ByteSplitByOffsets",
+        "TFText>ByteSplitWithOffsets",
+        "TFText>FastSentencepieceDetokenize",
+        "TFText>FastSentencepieceTokenize",
+        "TFText>FastWordpieceDetokenize",
+        "TFText>NgramsStringJoin",
+        "TFText>OffsetsToBoiseTags",
+        "TFText>PhraseDetokenize",
+        "TFText>RoundRobinGenerateMasks",
+        "TFText>RoundRobinTrim",
+        "TFText>Utf8Binarize",
+        "TFText>WhitespaceTokenizeWithOffsetsV2",
+        "TokenizerFromLogits",
+        "UnicodeScriptTokenizeWithOffsets",
+        "WhitespaceTokenizeWithOffsets",
+        "WordpieceTokenizeWithOffsets",
+    }
+)
+
+
+def meta_graph_ops(meta: Any) -> set[str]:
+    """Every op type in one MetaGraphDef, function library included."""
+    ops = {node.op for node in meta.graph_def.node}
+    for fn in meta.graph_def.library.function:
+        ops.update(node.op for node in fn.node_def)
+    return ops
+
+
+def register_tf_text_ops(ops: set[str]) -> None:
+    """Register TF.Text's ops in this process when `ops` use any (the stock server has them)."""
+    if ops & TF_TEXT_OPS:
+        import tensorflow_text  # noqa: F401 - importing it registers the ops
