@@ -33,7 +33,8 @@ RUNTIME_PACKAGES = ("tokenpulse", "serving", "exporter", "log_pipeline", "monito
 TREE_PACKAGES = (*RUNTIME_PACKAGES, "devtools")
 # The development tools (benches, stand-ins, the test stack) are not shipped; they may use extras.
 NOT_RUNTIME = ("devtools",)
-DEV_TOOLS = {"pytest", "pytest-timeout", "hypothesis", "schemathesis", "openai", "keras-hub"}
+# keras-hub is no dev tool either: `model import keras-hub` reads its presets
+DEV_TOOLS = {"pytest", "pytest-timeout", "hypothesis", "schemathesis", "openai"}
 # tensorboard is no dev tool: training writes its histograms with its summary metadata
 DEV_TOOLS |= {"ruff", "mypy", "fastapi", "uvicorn", "py-spy"}
 TF_DISTS = {"tensorflow", "tensorflow-serving-api", "tensorflow-text", "keras", "tensorboard"}
