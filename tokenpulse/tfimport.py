@@ -23,6 +23,6 @@ def import_tensorflow() -> ModuleType:
     try:
         import tensorflow
     finally:
-        if refused and sys.modules.get("keras", ModuleType("keras")) is None:
+        if refused and sys.modules.get("keras", False) is None:
             del sys.modules["keras"]
     return tensorflow
