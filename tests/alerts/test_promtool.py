@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from monitoring.mixin.config import DEFAULT as config
+from tests.support.promtool import run_test_file
 from tokenpulse.paths import ROOT
 
 ALERTS = ROOT / "alerts"
@@ -44,20 +45,18 @@ def test_check_rules_is_clean_with_every_lint(files: list[Path]) -> None:
 UNIT_FILES = [p for p in TEST_FILES if not p.name.startswith("scenarios_")]
 
 
-def promtool_test(path: Path) -> None:
+def promtool_test(path: Path, workdir: Path) -> None:
     """One promtool unit-test file passes (one process per file: a failure names its file, and
-    the slowest file sets the wall time, not the sum under one short timeout)."""
-    out = subprocess.run(
-        ["promtool", "test", "rules", path.name],
-        capture_output=True, text=True, timeout=600, cwd=path.parent,
-    )  # fmt: skip
+    the slowest file sets the wall time, not the sum under one short timeout), on the rules its
+    assertions read (tests/support/promtool.py)."""
+    out = run_test_file(path, workdir)
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.count("SUCCESS") == 1, out.stdout
 
 
 @pytest.mark.parametrize("path", UNIT_FILES, ids=lambda p: p.name.split(".")[0])
-def test_promtool_unit_tests_pass(path: Path) -> None:
-    promtool_test(path)
+def test_promtool_unit_tests_pass(path: Path, tmp_path: Path) -> None:
+    promtool_test(path, tmp_path)
 
 
 def test_every_alert_is_tested_firing_and_not_firing() -> None:

@@ -18,8 +18,8 @@ pytestmark = pytest.mark.skipif(shutil.which("promtool") is None, reason="promto
 
 
 @pytest.mark.parametrize("path", SCENARIO_FILES, ids=lambda p: p.name.split(".")[0])
-def test_scenario_file_passes(path: Path) -> None:
-    promtool_test(path)
+def test_scenario_file_passes(path: Path, tmp_path: Path) -> None:
+    promtool_test(path, tmp_path)
 
 
 def _rows() -> list[tuple[str, str, str]]:
