@@ -3,8 +3,9 @@ alerting test stack that the modules which only watch a stack share.
 
 Under pytest-xdist (`make test` runs `-n auto --dist loadscope`), tests.support.stack's lanes lay
 the suite out: each lane (the drill shards, the e2e stacks, the shared alerting stack, the clock
-modules) runs alone on a worker of its own, started first, while a worker per core takes whole
-modules at a lower CPU priority (tests.support.scheduling).
+modules) starts first on a worker of its own, while a worker per core takes whole modules at a
+lower CPU priority; a lane's worker then tears its stack down and joins them
+(tests.support.scheduling).
 Collection marks every test `stack` or `training` from what it and its fixtures call
 (tests.support.markers), which `make test-fast` deselects.
 """
@@ -20,7 +21,7 @@ import pytest
 
 from devtools.stack import Stack, running_stack
 from tests.support import markers
-from tests.support.scheduling import LaneScheduling, cores, niceness
+from tests.support.scheduling import LaneScheduling, cores, niceness, released
 from tests.support.stack import LANES, SHARED_STACK, run_order, scope_of
 from tokenpulse import logging as tp_logging
 
@@ -46,15 +47,30 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return None
 
 
-_priority_set = False
+_niceness = 0  # what this worker's process runs at now (os.nice only raises it)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """On a worker's first test: a computing worker beside the lanes yields them the CPU."""
-    global _priority_set
-    if not _priority_set and "PYTEST_XDIST_WORKER" in os.environ:
-        _priority_set = True
-        os.nice(niceness(item.nodeid, int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+    """A module outside the lanes yields the lanes' stacks the CPU: on a computing worker from
+    its first test, on a lane's worker once it leaves its lane."""
+    global _niceness
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        wanted = niceness(item.nodeid, int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+        if wanted > _niceness:
+            os.nice(wanted - _niceness)
+            _niceness = wanted
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    """Once the worker's next test does not use a lane's stack this one used, tear it down (its
+    fixture's own teardown: `released`); the session's end tears down the rest."""
+    result = yield
+    if nextitem is not None and isinstance(item, pytest.Function):
+        for name in released(item.fixturenames, getattr(nextitem, "fixturenames", ())):
+            for fixturedef in item._fixtureinfo.name2fixturedefs.get(name, ()):
+                fixturedef.finish(item._request)
+    return result
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the markers it applies

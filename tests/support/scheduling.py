@@ -1,4 +1,4 @@
-"""How the suite's units of work reach xdist's workers: lanes beside the cores.
+"""How the suite's units of work reach xdist's workers: lanes first, then the cores' share.
 
 tests/conftest.py hands xdist this scheduler (`--dist loadscope`) and, for `-n auto`, a worker
 count of one per core plus one per lane (tests/support/stack.py).
@@ -12,7 +12,7 @@ from typing import Any
 
 from xdist.scheduler import LoadScopeScheduling
 
-from tests.support.stack import LANES, scope_of
+from tests.support.stack import LANE_STACK_FIXTURES, LANES, scope_of
 
 
 def cores() -> int:
@@ -34,10 +34,11 @@ class LaneScheduling(LoadScopeScheduling):
     """Whole modules to a worker, a lane's modules as one unit; more work only to a worker about
     to run dry.
 
-    With a worker for each lane and more (`-n auto`), each lane gets a worker of its own that
-    runs that lane only, and the other workers, one per core, share every other module: the
-    lanes wait on clocks beside them instead of holding a core's worker idle. With fewer, a lane
-    is one unit among the rest and its worker takes more once it is done.
+    The lanes lead the queue, so with a worker for each lane and more (`-n auto`) every lane
+    starts at once on a worker of its own while the other workers, one per core, take the
+    other modules. A lane's worker then joins them: a lane is over in a few minutes (the clocks
+    lane in under three), and the modules left are many that wait (benches, model servers,
+    Prometheus) between short bursts of CPU, so more workers keep the cores busy.
 
     xdist tops a worker up while it has two tests or fewer left; a module's last test can be a
     long one, so a module queued behind it would wait that long while other workers idle. A
@@ -45,19 +46,8 @@ class LaneScheduling(LoadScopeScheduling):
     left, not before.
     """
 
-    beside: bool | None = None  # lanes on workers of their own: decided on the first assignment
-
     def _split_scope(self, nodeid: str) -> str:
         return scope_of(nodeid)
-
-    def _assign_work_unit(self, node: Any) -> None:
-        if self.beside is None:
-            queued = sum(scope in LANES for scope in self.workqueue)
-            self.beside = 0 < queued < len(self.nodes)
-        lane = next(iter(self.workqueue)) in LANES
-        super()._assign_work_unit(node)
-        if lane and self.beside:
-            node.shutdown()  # runs what it holds, then stops: the lane is all it runs
 
     def _reschedule(self, node: Any) -> None:
         if self.workqueue and not node.shutting_down:
@@ -70,11 +60,22 @@ class LaneScheduling(LoadScopeScheduling):
 COMPUTING_NICENESS = 10
 
 
-def niceness(first_nodeid: str, workers: int) -> int:
-    """The increment for a worker whose first test is `first_nodeid`: with lanes beside the cores,
-    a worker that computes yields the CPU to the lanes' stacks. Those answer on clocks (scrapes,
-    `for`, group waits, restart delays) and their drills judge what pages and when; a computing
-    worker only takes longer when it waits. With fewer workers every worker runs everything."""
-    if workers <= len(LANES) or scope_of(first_nodeid) in LANES:
+def niceness(nodeid: str, workers: int) -> int:
+    """The niceness a worker runs `nodeid` at: with a worker per lane (more workers than lanes),
+    a module outside the lanes yields the CPU to the lanes' stacks. Those answer on clocks
+    (scrapes, `for`, group waits, restart delays) and their drills judge what pages and when; a
+    computing module only takes longer when it waits. With fewer workers every worker runs
+    everything at one priority."""
+    if workers <= len(LANES) or scope_of(nodeid) in LANES:
         return 0
     return COMPUTING_NICENESS
+
+
+def released(used: set[str] | list[str], used_next: set[str] | list[str]) -> list[str]:
+    """The lane stacks (tests/support/stack.py's LANE_STACK_FIXTURES) a test used (`used`) that
+    the worker's next test (`used_next`) does not: tests/conftest.py tears those down then.
+
+    A lane's stack is session-scoped, since its modules share it, but a lane's worker goes on to
+    other modules: at the end of the session the stack would have served nobody for minutes and
+    taken their CPU. A later test that wants it again starts it again."""
+    return sorted(set(LANE_STACK_FIXTURES) & set(used) - set(used_next))

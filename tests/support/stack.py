@@ -65,6 +65,10 @@ CLOCK_MODULES = (
 # in the latency SLO's windows after its alerts resolve, and a burn it left paged in the soak.
 QUIET_FIRST = (SOAK_MODULE, SHARED_STACK_MODULES[0])
 
+# The session fixtures that start a lane's stack: torn down once a worker's next test does not use
+# them (tests/support/scheduling.py's `released`)
+LANE_STACK_FIXTURES = ("shared_stack", "drill_stack")
+
 # The lanes, longest first: xdist hands units out in this order, so every lane starts at once.
 LANES = (
     DRILL_STACK.format("restarts"), DRILL_STACK.format("faults"), E2E_STACKS, SHARED_STACK, CLOCKS,

@@ -3,11 +3,22 @@ DSession drives it, with workers that record what they are sent."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import SimpleNamespace
 
-from tests.support.scheduling import COMPUTING_NICENESS, LaneScheduling, cores, niceness
+from tests.support.scheduling import (
+    COMPUTING_NICENESS,
+    LaneScheduling,
+    cores,
+    niceness,
+    released,
+)
 from tests.support.stack import LANES
+from tokenpulse.paths import ROOT
 
 DRILLS = "tests/stack/test_drill.py::test_drills_pass_against_a_running_up"
 COLLECTION = [
@@ -64,26 +75,36 @@ def lanes_of(node: Worker) -> set[str]:
     return {t for t in node.sent if not t.startswith("tests/unit/")}
 
 
-def test_with_a_worker_per_lane_and_more_each_lane_runs_alone_beside_the_rest() -> None:
+def test_with_a_worker_per_lane_and_more_each_lane_starts_at_once_then_its_worker_helps() -> None:
     # the collection's four lanes (two drill shards, the e2e stacks, the shared stack) and two more
     sched, nodes = scheduled(len(LANES) + 2)
     run_all(sched, nodes)
-    assert sched.beside
-    assert [len(lanes_of(n)) for n in nodes[:4]] == [1, 1, 2, 1]
-    for node in nodes[:4]:  # each lane's worker ran that lane only, and was told to stop
-        assert node.shutting_down and all(not t.startswith("tests/unit/") for t in node.sent)
-    computing = [t for n in nodes[4:] for t in n.sent]
-    assert sorted(computing) == sorted(t for t in COLLECTION if t.startswith("tests/unit/"))
-    assert all(n.sent for n in nodes[4:])
+    for node in nodes[:4]:  # each lane went to a worker of its own, first, whole and alone
+        lane = lanes_of(node)
+        assert lane and node.sent[: len(lane)] == [t for t in COLLECTION if t in lane]
+        assert len({t.split("::")[0] for t in lane}) == 1 or lane == {
+            "tests/e2e/test_ha.py::test_a", "tests/e2e/test_replicas.py::test_b"
+        }  # fmt: skip
+    for node in nodes[4:]:  # the computing workers got no lane
+        assert node.sent and not lanes_of(node)
+    # every test ran once; a lane's worker held at most one lane, and went on to other modules
+    assert sorted(t for n in nodes for t in n.sent) == sorted(COLLECTION)
+    assert any(len(n.sent) > len(lanes_of(n)) for n in nodes[:4])
     assert not sched.workqueue and sched.tests_finished
 
 
 def test_with_fewer_workers_a_lane_is_one_unit_and_its_worker_takes_more() -> None:
     sched, nodes = scheduled(2)
     run_all(sched, nodes)
-    assert sched.beside is False
     assert sorted(t for n in nodes for t in n.sent) == sorted(COLLECTION)
     assert any(lanes_of(n) and len(lanes_of(n)) < len(n.sent) for n in nodes)
+
+
+def test_a_lanes_stack_is_released_when_the_next_test_does_not_use_it() -> None:
+    assert released(["shared_stack", "tmp_path"], ["tmp_path"]) == ["shared_stack"]
+    assert released(["drill_stack"], ["drill_stack", "capsys"]) == []  # the lane goes on
+    # a session fixture that is not a lane's stack (a cached export) is kept for later users
+    assert released(["tiny_export", "drill_stack"], []) == ["drill_stack"]
 
 
 def test_auto_counts_a_worker_per_core_and_one_per_lane() -> None:
@@ -100,3 +121,37 @@ def test_a_computing_worker_beside_the_lanes_yields_them_the_cpu() -> None:
     assert niceness("tests/alerts/test_e2e.py::test_c", beside) == 0
     # too few workers for lanes of their own: every worker runs everything, at one priority
     assert niceness("tests/unit/test_m0.py::test_0", 2) == 0
+
+
+def test_a_worker_tears_a_lanes_stack_down_when_it_moves_on_and_starts_it_again_if_asked(
+    tmp_path: Path,
+) -> None:
+    # a pytest run of its own with tests/conftest.py's hook: the stack's life as its fixture saw it
+    (tmp_path / "conftest.py").write_text(
+        "import pytest\n"
+        "from tests.conftest import pytest_runtest_teardown  # noqa: F401\n"
+        "EVENTS = []\n"
+        "@pytest.fixture(scope='session')\n"
+        "def drill_stack():\n"
+        "    EVENTS.append('up')\n"
+        "    yield 'stack'\n"
+        "    EVENTS.append('down')\n"
+        "@pytest.fixture\n"
+        "def events():\n"
+        "    return EVENTS\n"
+    )
+    (tmp_path / "test_lane.py").write_text(
+        "def test_a(drill_stack, events): assert events == ['up']\n"
+        "def test_b(drill_stack, events): assert events == ['up']\n"
+        "def test_c(events): assert events == ['up', 'down']\n"
+        "def test_d(drill_stack, events): assert events == ['up', 'down', 'up']\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+         "--rootdir", str(tmp_path), "-c", os.devnull, str(tmp_path)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "4 passed" in run.stdout
