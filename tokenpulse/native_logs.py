@@ -20,6 +20,8 @@ from collections.abc import Iterator, Sequence
 from types import ModuleType
 from typing import Any
 
+from tokenpulse.tfimport import keras_refused
+
 # TF_CPP_MIN_LOG_LEVEL: 0 shows INFO and up, 3 only FATAL. The cuInit line is an ERROR on every
 # machine without a GPU, so anything short of DEBUG keeps TensorFlow's C++ log quiet.
 _TF_CPP_LEVEL = {"DEBUG": "0", "INFO": "3", "WARNING": "3", "ERROR": "3"}
@@ -65,8 +67,9 @@ class _QuietLoader(importlib.abc.Loader):
         return module
 
     def exec_module(self, module: ModuleType) -> None:
-        """Import TensorFlow and start its devices (where cuInit and cudart log) quietly."""
-        with _chatter_dropped():
+        """Import TensorFlow (without Keras: tokenpulse.tfimport) and start its devices (where
+        cuInit and cudart log) quietly."""
+        with _chatter_dropped(), keras_refused():
             self.real.exec_module(module)
             module.config.list_physical_devices()
 

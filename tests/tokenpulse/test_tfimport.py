@@ -36,3 +36,17 @@ def test_a_process_with_tensorflow_already_gets_that_module_back() -> None:
         "print(import_tensorflow() is tensorflow, 'keras' in sys.modules)\n"
     )
     assert out == "True True"
+
+
+def test_a_configured_process_imports_tensorflow_without_keras_and_keras_after() -> None:
+    out = _run(
+        "import sys\n"
+        "from tokenpulse.logging import configure_logging\n"
+        "configure_logging('test', 'INFO')\n"
+        "import tensorflow as tf\n"
+        "print(float(tf.reduce_sum(tf.ones([2, 2]))), 'keras' in sys.modules,"
+        " 'matplotlib' in sys.modules)\n"
+        "import keras\n"
+        "print(keras.__name__, keras.ops.sum(keras.ops.ones([3])).numpy())\n"
+    )
+    assert out.splitlines() == ["4.0 False False", "keras 3.0"]
