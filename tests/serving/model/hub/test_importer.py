@@ -1,5 +1,7 @@
-"""A keras_hub GPT-2 preset imported into the serving contract: what it generates, token for
-token against keras_hub's own `generate`, unary and streamed, with stops, and `model check`."""
+"""keras_hub presets (GPT-2, Qwen) imported into the serving contract: what they generate, token
+for token against keras_hub's own `generate`, unary and streamed, with stops, and `model check`.
+
+Each family's module shares one cached import (tests/support/hub.py)."""
 
 from __future__ import annotations
 
@@ -12,17 +14,28 @@ import tensorflow as tf
 
 from serving.model.check import run as run_check
 from serving.model.settings import CheckSettings
-from tests.support.hub import cached_gpt2_import, cached_gpt2_preset
+from tests.support.hub import (
+    cached_gpt2_import,
+    cached_gpt2_preset,
+    cached_qwen_import,
+    cached_qwen_preset,
+)
 from tokenpulse.tfserving import signature as sig
 from tokenpulse.tfserving.ops import register_tf_text_ops
 
-PROMPTS = ["The assert statement says", "If"]  # different lengths: left-padded in one batch
+# different lengths, left-padded in one batch; a Chinese customer's question (3 bytes a character)
+PROMPTS = ["The assert statement says", "If", "请问我的订单什么时候发货？"]
 NEW = 16
 
 
+@pytest.fixture(scope="module", params=["gpt2", "qwen"])
+def family(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
-def export() -> Path:
-    return cached_gpt2_import()
+def export(family: str) -> Path:
+    return cached_gpt2_import() if family == "gpt2" else cached_qwen_import()
 
 
 @pytest.fixture(scope="module")
@@ -34,10 +47,11 @@ def signatures(export: Path) -> Any:
 
 
 @pytest.fixture(scope="module")
-def keras_lm() -> Any:
+def keras_lm(family: str) -> Any:
     import keras_hub
 
-    return keras_hub.models.CausalLM.from_preset(str(cached_gpt2_preset()))
+    preset = cached_gpt2_preset() if family == "gpt2" else cached_qwen_preset()
+    return keras_hub.models.CausalLM.from_preset(str(preset))
 
 
 @pytest.fixture(scope="module")
@@ -47,14 +61,21 @@ def refs(keras_lm: Any) -> list[list[int]]:
 
 
 def reference(lm: Any, prompt: str, new: int) -> list[int]:
-    """keras_hub's own greedy generation: the ids after the prompt, up to end-of-text."""
+    """keras_hub's own greedy generation: the ids after the prompt, up to end-of-text.
+
+    The prompt starts with end-of-text as beginning-of-text, as the export reads every prompt
+    (GPT-2's preprocessor adds that start token itself; Qwen's adds none)."""
     from keras_hub.samplers import GreedySampler
 
     lm.sampler = GreedySampler()
-    x = lm.preprocessor.generate_preprocess([prompt], sequence_length=64)
-    length = int(np.sum(x["padding_mask"][0]))
     eot = lm.preprocessor.tokenizer.end_token_id
-    out = lm.generate_step({k: tf.convert_to_tensor(v) for k, v in x.items()}, [eot])
+    ids = [eot, *np.asarray(lm.preprocessor.tokenizer(prompt)).tolist()]
+    length = len(ids)
+    x = {
+        "token_ids": tf.constant([ids + [0] * (64 - length)], tf.int32),
+        "padding_mask": tf.constant([[True] * length + [False] * (64 - length)]),
+    }
+    out = lm.generate_step(x, [eot])
     ids = np.asarray(out["token_ids"][0])[length : length + new].tolist()
     return ids[: ids.index(eot)] if eot in ids else ids
 
@@ -88,9 +109,9 @@ def streamed(signatures: Any, prompt: str, chunk: int, **fields: Any) -> dict[st
 
 
 def pieces(lm: Any) -> dict[int, bytes]:
-    from serving.model.hub import gpt2
+    from serving.model.hub import bpe
 
-    vocab = gpt2.vocab(lm.preprocessor.tokenizer, lm.backbone.vocabulary_size)
+    vocab = bpe.vocab(lm.preprocessor.tokenizer, lm.backbone.vocabulary_size)
     return dict(enumerate(vocab.pieces))
 
 
@@ -99,9 +120,9 @@ def test_greedy_unary_equals_keras_hubs_own_generate_token_for_token(
 ) -> None:
     from serving.model.decoding import Sampling, generate_loop
     from serving.model.generate import Generator, _budgets, prompt_ids
-    from serving.model.hub import gpt2
+    from serving.model.hub.importer import ADAPTERS
 
-    decoder, vocab = gpt2.adapt(keras_lm)
+    decoder, vocab = ADAPTERS[type(keras_lm).__name__][1](keras_lm)
     assert all(len(r) > 4 for r in refs)  # the random model writes something before stopping
     # the loop's own ids, traced in process: the tokens keras_hub chose, one by one
     gen, n = Generator(decoder, vocab), len(PROMPTS)
