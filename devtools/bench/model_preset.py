@@ -29,16 +29,17 @@ from devtools.bench.generation import (
     throughput,
 )
 from devtools.bench.harness import progress
+from stack.up.files import imported_from
 
 PROMPT_WORD = " a"  # one token in GPT-2's byte-level BPE, so N of them make an N-token prompt
 # Why the export is slower where it is (measured: see the README's "Bring your own model").
 LIMITS = (
-    "the export runs as TF Serving runs it: a graph of core ops, one kernel at a time, with no "
-    "XLA (stock TF Serving does not JIT-compile a SavedModel), so each decode step pays a fixed "
-    "per-kernel overhead that keras_hub's XLA-fused loop does not; it shows most at batch 1, "
-    "where that overhead is most of the step, and shrinks as the batch grows and the matmuls "
-    "dominate. The export also tokenizes and detokenizes in the graph, which keras_hub is spared "
-    "here (it is fed token ids)"
+    "the export is a plain graph of core ops, so that stock TF Serving runs it, with no XLA "
+    "cluster: one decode step schedules every node of the loop's body (the figure below) one "
+    "kernel at a time, each at a fixed cost, where keras_hub's loop is compiled by XLA, which "
+    "fuses them. That overhead is most of a step for a small model at batch 1 and shrinks as the "
+    "batch and the width grow and the matmuls dominate. The export also tokenizes and "
+    "detokenizes in the graph, which keras_hub is spared here (it is fed token ids)"
 )
 
 
@@ -49,10 +50,10 @@ class BenchError(RuntimeError):
 def _imported(preset_dir: Path, export: Path | None, base: Path) -> Path:
     """An import of PRESET_DIR: the given one (it must name that preset), or a fresh one."""
     if export is not None:
-        meta = json.loads((export / "assets.extra" / "tokenpulse_model.json").read_text())
-        source = (meta.get("imported") or {}).get("preset")
-        if source is None or Path(source).resolve() != preset_dir.resolve():
-            raise BenchError(f"{export} is not an import of {preset_dir} (it records {source})")
+        source = imported_from(export)
+        if source != preset_dir.resolve():
+            was = f"an import of {source}" if source else "no import"
+            raise BenchError(f"{export} is not an import of {preset_dir}: it is {was}")
         return export
     from serving.model.hub.importer import run_import
     from serving.model.settings import ImportSettings

@@ -64,6 +64,11 @@ def _imported_from(meta: dict[str, Any]) -> Path | None:
     return Path(str(imported["preset"])).resolve()
 
 
+def imported_from(path: Path) -> Path | None:
+    """The preset directory the version at PATH was imported from (None: not an import)."""
+    return _imported_from(_meta(path))
+
+
 def ensure_version(
     base: Path, version: int, preset: str, noise: float = 0.0, say: Say = print, label: str = ""
 ) -> Path:
@@ -105,7 +110,7 @@ def ensure_imported(
     there must be an import of that same directory, or it is not the model asked for."""
     path, wanted = base / str(version), preset_dir.resolve()
     if (path / "saved_model.pb").is_file():
-        source = _imported_from(_meta(path))
+        source = imported_from(path)
         if source != wanted:
             was = f"imported from {source}" if source else "built by `model build`"
             raise BuildFailed(

@@ -13,10 +13,9 @@ import openai
 import pytest
 
 from serving.gateway.chat import TEMPLATE_STOPS, flatten
-from tests.support.gateway import GatewayProcess, make_keys_file, running_gateway
+from tests.support.gateway import GatewayProcess, stable_behind_gateway
 from tests.support.hub import CONTEXT, cached_gpt2_import
-from tests.support.models import install_version
-from tests.support.modelserver import ModelServerProcess, running_modelserver
+from tests.support.modelserver import ModelServerProcess
 from tokenpulse.tfserving.signature import default_row, stop_slots
 
 pytestmark = pytest.mark.slow
@@ -31,22 +30,10 @@ def stack(
 ) -> Iterator[tuple[ModelServerProcess, GatewayProcess, openai.OpenAI]]:
     """Model server with the import as version 1 (stable), a gateway streaming in chunks of 4."""
     tmp = tmp_path_factory.mktemp("imported-e2e")
-    base = tmp / "gen"
-    install_version(cached_gpt2_import(), base, 1)
-    config = tmp / "models.config"
-    config.write_text(
-        f"model_config_list {{ config {{ name: 'gen' base_path: '{base}'\n"
-        "  model_platform: 'tensorflow' version_labels { key: 'stable' value: 1 }\n} }\n"
-    )
-    key = make_keys_file(tmp / "keys.json", demo={})["demo"]
-    with (
-        running_modelserver(config_file=config) as server,
-        running_gateway(
-            server.rest_url, tmp / "keys.json", model_config_file=str(config),
-            max_new_tokens_limit=48, context_window_tokens=CONTEXT, stream_chunk_tokens=CHUNK,
-            stream_first_chunk_tokens=CHUNK,
-        ) as gw,
-    ):  # fmt: skip
+    with stable_behind_gateway(
+        cached_gpt2_import(), tmp, max_new_tokens_limit=48, context_window_tokens=CONTEXT,
+        stream_chunk_tokens=CHUNK, stream_first_chunk_tokens=CHUNK,
+    ) as (server, gw, key):  # fmt: skip
         yield server, gw, openai.OpenAI(base_url=f"{gw.url}/v1", api_key=key, max_retries=0)
 
 
