@@ -5,6 +5,14 @@ this class drives them the way the shared loop needs: each row's positions and a
 are its own (prompts are left-padded), and each block's keys and values, [B, T, H, Dh] as
 keras_hub lays them out, are written at the loop's step with a core op (`write_row`) instead
 of keras_hub's own cache update (XLA's dynamic update slice, which TF Serving cannot run).
+
+The module tracks the backbone's weights as the plain `tf.Variable`s they wrap, never the Keras
+layers: a Keras 3 variable exports itself as two graph variables (`KerasVariable.
+_export_to_saved_model_graph` copies the inner `tf.Variable`, which the traced functions read,
+and adds a `tf.Variable` wrapping that copy, which the SavedModel's restore op fills). TF2's
+loader binds functions to restored objects and never notices; a TF1 session, which is how
+`tensorflow_model_server` loads a model (restore op, init op, then `Session::Run`), leaves the
+variables the functions read unset: "Could not find variable token_embedding/embeddings".
 """
 
 from __future__ import annotations
@@ -22,10 +30,25 @@ Write = Callable[[tf.Tensor, tf.Tensor], tuple[tf.Tensor, tf.Tensor]]
 
 
 @dataclass(frozen=True)
+class _Layers:
+    """The keras_hub backbone, held where `tf.Module` does not track it (see the module doc)."""
+
+    backbone: Any
+
+
+@dataclass(frozen=True)
 class HubWindow:
     """How many positions the model reads (its position table, or its preset's length)."""
 
     context: int
+
+
+def _plain(weight: Any) -> tf.Variable:
+    """The `tf.Variable` a Keras 3 weight wraps (a plain one as it is)."""
+    value = weight if isinstance(weight, tf.Variable) else weight.value
+    if not isinstance(value, tf.Variable):
+        raise TypeError(f"weight {weight.path} holds no tf.Variable: {type(value).__name__}")
+    return value
 
 
 class CachedDecoder(tf.Module):
@@ -33,8 +56,15 @@ class CachedDecoder(tf.Module):
 
     def __init__(self, backbone: Any, context: int, name: str) -> None:
         super().__init__(name=name)
-        self.backbone = backbone
+        self._layers = _Layers(backbone)
+        # the variables the traced functions read, saved and restored as themselves
+        self.weights = [_plain(w) for w in backbone.weights]
         self.cfg = HubWindow(context)
+
+    @property
+    def backbone(self) -> Any:
+        """The keras_hub backbone whose layers the decode runs (untracked: see the module doc)."""
+        return self._layers.backbone
 
     def _embed(self, ids: tf.Tensor, positions: tf.Tensor) -> tf.Tensor:
         """ids [B, S] at positions [B, S] -> hidden states [B, S, D]."""
