@@ -10,6 +10,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from serving.model.hub.preset import PresetError
 from serving.model.vocab import Vocab
 
 
@@ -21,8 +22,10 @@ def _byte_decoder() -> dict[str, bytes]:
     return {u: bytes(b) for b, u in zip(byte_list, unicode_list, strict=True)}
 
 
-def vocab(tokenizer: Any, size: int) -> Vocab:
-    """The preset tokenizer's ids as bytes (special tokens: none), `size` ids as the model has."""
+def vocab(preprocessor: Any, size: int) -> Vocab:
+    """The preset tokenizer's ids as bytes (special tokens: none), `size` ids as the model has;
+    a prompt starts with a start token where the preset's preprocessor adds one."""
+    tokenizer = preprocessor.tokenizer
     decoder = _byte_decoder()
     pieces = [b""] * size
     special = set(tokenizer.special_tokens)
@@ -33,4 +36,8 @@ def vocab(tokenizer: Any, size: int) -> Vocab:
     def encode(text: tf.Tensor) -> tf.RaggedTensor:
         return tf.cast(tokenizer(text), tf.int32)
 
-    return Vocab(tuple(pieces), int(tokenizer.end_token_id), encode, False, tokenizer)
+    eot = int(tokenizer.end_token_id)
+    start = tokenizer.start_token_id if preprocessor.add_start_token else None
+    if start is not None and int(start) != eot:
+        raise PresetError(f"start token {start} is not end-of-text {eot}: not importable yet")
+    return Vocab(tuple(pieces), eot, encode, False, tokenizer, starts=start is not None)

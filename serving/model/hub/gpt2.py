@@ -55,6 +55,4 @@ class GPT2Decoder(CachedDecoder):
 def adapt(causal_lm: Any) -> tuple[GPT2Decoder, Vocab]:
     """A loaded `GPT2CausalLM` as (decoder, vocabulary)."""
     backbone = causal_lm.backbone
-    return GPT2Decoder(backbone), bpe.vocab(
-        causal_lm.preprocessor.tokenizer, int(backbone.vocabulary_size)
-    )
+    return GPT2Decoder(backbone), bpe.vocab(causal_lm.preprocessor, int(backbone.vocabulary_size))

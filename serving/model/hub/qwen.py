@@ -68,5 +68,5 @@ def adapt(causal_lm: Any) -> tuple[QwenDecoder, Vocab]:
     """A loaded `QwenCausalLM` as (decoder, vocabulary)."""
     backbone, preprocessor = causal_lm.backbone, causal_lm.preprocessor
     return QwenDecoder(backbone, int(preprocessor.sequence_length)), bpe.vocab(
-        preprocessor.tokenizer, int(backbone.vocabulary_size)
+        preprocessor, int(backbone.vocabulary_size)
     )

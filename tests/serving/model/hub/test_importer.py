@@ -61,15 +61,17 @@ def refs(keras_lm: Any) -> list[list[int]]:
 
 
 def reference(lm: Any, prompt: str, new: int) -> list[int]:
-    """keras_hub's own greedy generation: the ids after the prompt, up to end-of-text.
+    """keras_hub's own greedy generation from its own preprocessor's ids: the ids after the
+    prompt, up to end-of-text.
 
-    The prompt starts with end-of-text as beginning-of-text, as the export reads every prompt
-    (GPT-2's preprocessor adds that start token itself; Qwen's adds none)."""
+    GPT-2's preprocessor starts a prompt with end-of-text, Qwen's with nothing; a blank prompt,
+    which keras_hub cannot generate from without a start token, starts with end-of-text."""
     from keras_hub.samplers import GreedySampler
 
     lm.sampler = GreedySampler()
     eot = lm.preprocessor.tokenizer.end_token_id
-    ids = [eot, *np.asarray(lm.preprocessor.tokenizer(prompt)).tolist()]
+    x = lm.preprocessor.generate_preprocess([prompt], sequence_length=64)
+    ids = np.asarray(x["token_ids"][0])[np.asarray(x["padding_mask"][0])].tolist() or [eot]
     length = len(ids)
     x = {
         "token_ids": tf.constant([ids + [0] * (64 - length)], tf.int32),
@@ -78,6 +80,12 @@ def reference(lm: Any, prompt: str, new: int) -> list[int]:
     out = lm.generate_step(x, [eot])
     ids = np.asarray(out["token_ids"][0])[length : length + new].tolist()
     return ids[: ids.index(eot)] if eot in ids else ids
+
+
+def text_of(table: dict[int, bytes], ids: list[int]) -> bytes:
+    """The text `serving_default` answers for these ids (a split character replaced)."""
+    joined = b"".join(table[i] for i in ids)
+    return tf.strings.unicode_transcode(joined, "UTF-8", "UTF-8", errors="replace").numpy()
 
 
 def rows(prompts: list[str], **fields: Any) -> dict[str, tf.Tensor]:
@@ -111,7 +119,7 @@ def streamed(signatures: Any, prompt: str, chunk: int, **fields: Any) -> dict[st
 def pieces(lm: Any) -> dict[int, bytes]:
     from serving.model.hub import bpe
 
-    vocab = bpe.vocab(lm.preprocessor.tokenizer, lm.backbone.vocabulary_size)
+    vocab = bpe.vocab(lm.preprocessor, lm.backbone.vocabulary_size)
     return dict(enumerate(vocab.pieces))
 
 
@@ -129,7 +137,7 @@ def test_greedy_unary_equals_keras_hubs_own_generate_token_for_token(
 
     @tf.function
     def loop(prompts: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        ids, lengths = prompt_ids(prompts, vocab)
+        ids, lengths, _ = prompt_ids(prompts, vocab)
         keep, _, allowed = _budgets(decoder.cfg.context, lengths, tf.fill([n], NEW))
         zeros = tf.zeros([n], tf.int32)
         params = Sampling(tf.zeros([n]), zeros, tf.ones([n]), tf.zeros([n], tf.int64), zeros)
@@ -140,15 +148,40 @@ def test_greedy_unary_equals_keras_hubs_own_generate_token_for_token(
     tokens, n_out = loop(tf.constant(PROMPTS))
     for row, ref in enumerate(refs):
         assert tokens[row, : int(n_out[row])].numpy().tolist() == ref
-    # the exported signature: the same tokens' text and count
-    table = pieces(keras_lm)
-    for got, ref in zip(unary(signatures, PROMPTS), refs, strict=True):
-        text = tf.strings.unicode_transcode(
-            b"".join(table[i] for i in ref), "UTF-8", "UTF-8", errors="replace"
-        )
-        assert (got["text"], int(got["output_tokens"])) == (text.numpy(), len(ref))
+    # the exported signature: the same tokens' text and count, the prompt read as keras_hub's
+    # preprocessor reads it (its own tokens only: no start token counted)
+    table, tokenizer = pieces(keras_lm), keras_lm.preprocessor.tokenizer
+    for prompt, got, ref in zip(PROMPTS, unary(signatures, PROMPTS), refs, strict=True):
+        assert (got["text"], int(got["output_tokens"])) == (text_of(table, ref), len(ref))
+        assert int(got["prompt_tokens"]) == len(tokenizer(prompt))
         assert got["finish_reason"] == (b"length" if len(ref) == NEW else b"stop")
         assert float(got["mean_nll"]) > 0
+
+
+def test_a_blank_prompt_starts_from_end_of_text(signatures: Any, keras_lm: Any) -> None:
+    ref = reference(keras_lm, "", NEW)
+    (got,) = unary(signatures, [""])
+    assert (got["text"], int(got["output_tokens"])) == (text_of(pieces(keras_lm), ref), len(ref))
+    assert (int(got["prompt_tokens"]), int(got["truncated_prompt_tokens"])) == (0, 0)
+
+
+def test_a_tf1_session_loads_it_as_tf_serving_does_and_answers_the_same(
+    export: Path, signatures: Any
+) -> None:
+    """TF Serving restores the variables with the SavedModel's restore op and runs the
+    signature's tensors in a session: it must find every weight and answer as the TF2 load does
+    (both signatures read the same variables, so one is enough)."""
+    from serving.model import session
+
+    hot = {"temperature": 0.9, "top_k": 40, "top_p": 0.9, "seed": 5}
+    batch = [sig.default_row(p, NEW) for p in PROMPTS] + [sig.default_row(PROMPTS[0], NEW) | hot]
+    with session.load(export) as model:
+        got = model.run(sig.SIGNATURE_NAME, batch)
+    want = unary(signatures, PROMPTS) + unary(signatures, PROMPTS[:1], **hot)
+    for i, row in enumerate(want):
+        for name in ("text", "output_tokens", "finish_reason", "prompt_tokens"):
+            assert got[name][i] == row[name], (i, name)
+        assert got["mean_nll"][i] == pytest.approx(float(row["mean_nll"]), abs=1e-5)
 
 
 @pytest.mark.parametrize("chunk", [1, 3])
