@@ -29,7 +29,7 @@ from devtools.bench.generation import (
     throughput,
 )
 from devtools.bench.harness import progress
-from stack.up.files import imported_from
+from stack.up.files import imported_from, recorded_context
 
 PROMPT_WORD = " a"  # one token in GPT-2's byte-level BPE, so N of them make an N-token prompt
 # Why the export is slower where it is (measured: see the README's "Bring your own model").
@@ -111,8 +111,8 @@ def export_runner(export: Path) -> Runner:
     return Runner("tokenpulse export", generate)
 
 
-def keras_hub_runner(preset_dir: Path) -> tuple[Runner, int]:
-    """keras_hub's own `generate` on the preset (XLA on, greedy); and its window."""
+def keras_hub_runner(preset_dir: Path) -> Runner:
+    """keras_hub's own `generate` on the preset (XLA on, greedy)."""
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     import keras_hub
     import numpy as np
@@ -132,7 +132,7 @@ def keras_hub_runner(preset_dir: Path) -> tuple[Runner, int]:
         mask[:, :prompt_len] = True
         lm.generate({"token_ids": ids, "padding_mask": mask}, stop_token_ids=None)
 
-    return Runner("keras_hub generate (XLA)", generate), int(lm.backbone.max_sequence_length)
+    return Runner("keras_hub generate (XLA)", generate)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             say(f"importing {args.preset_dir}")
         export = _imported(args.preset_dir, args.export, Path(tmp) / "gen")
         ours, nodes = export_runner(export), decode_step_nodes(export)
-        peer, context = keras_hub_runner(args.preset_dir)
+        peer, context = keras_hub_runner(args.preset_dir), recorded_context(export)
         new_tokens = min(NEW_TOKENS, context - PROMPT_LEN - 2)  # the window bounds the run
         runners = [ours, peer]
         tps = throughput(runners, PROMPT_LEN, new_tokens, args.repeats, say)

@@ -213,10 +213,15 @@ def setup_elasticsearch(settings: UpSettings, say: Callable[[str], None] = print
         raise EsSetupFailed(f"`tokenpulse es setup` against {settings.es_url} failed (see above)")
 
 
+def recorded_context(path: Path) -> int:
+    """The context window the version at PATH recorded: its own model's or its import's."""
+    meta = json.loads((path / META_FILE).read_text())
+    return int((meta.get("model") or meta["imported"])["context"])
+
+
 def context_window(settings: UpSettings, version: int = 1) -> int:
     """The served model's context window, as its export recorded it (the gateway's 400 limit)."""
-    meta = json.loads((settings.models_dir / MODEL / str(version) / META_FILE).read_text())
-    return int((meta.get("model") or meta["imported"])["context"])
+    return recorded_context(settings.models_dir / MODEL / str(version))
 
 
 def served_model(settings: UpSettings, version: int = STABLE) -> str:
