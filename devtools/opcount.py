@@ -1,10 +1,10 @@
 """Counts the kernels one decode step runs, in a TF1 session as `tensorflow_model_server` runs it.
 
-The count is taken, not read off the graph: the SavedModel is loaded with the same loader the
-stock server uses (Grappler and control-flow lowering included), a request is run with a full
-trace, and every executed node is counted. Two requests that differ only in how many tokens they
-generate differ only in decode steps, so their difference per extra token is the per-step
-figure. Both signatures can be counted: `serving_default` (`max_new_tokens` tokens) and
+The count is taken, not read off the graph: the SavedModel is loaded as the stock server loads
+it (`serving/model/session.py`: Grappler and control-flow lowering included), a request is run
+with a full trace, and every executed node is counted. Two requests that differ only in how
+many tokens they generate differ only in decode steps, so their difference per extra token is
+the per-step figure. Both signatures can be counted: `serving_default` (`max_new_tokens` tokens) and
 `continue` (one chunk of that many tokens, resumed a few bytes into a generation).
 """
 
@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from serving.model import session
 from tokenpulse.tfserving import signature as sig
 
 SHORT, LONG = 2, 18
@@ -41,24 +42,14 @@ def executed_ops(
     signature: str = sig.SIGNATURE_NAME,
 ) -> Counter[str]:
     """Op type -> kernel runs for one request of `signature` (checks no row stopped early)."""
-    import numpy as np
     import tensorflow as tf
 
     rows = [r | {"temperature": temperature} for r in request_rows(signature, prompts, new_tokens)]
-    kinds = sig.INPUTS if signature == sig.SIGNATURE_NAME else sig.CONTINUE_INPUTS
-    dtypes = {"string": object, "int32": np.int32, "float32": np.float32, "int64": np.int64}
-    with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
-        meta = tf.compat.v1.saved_model.loader.load(sess, ["serve"], str(export_dir))
-        signature_def = meta.signature_def[signature]
-        feed = {
-            signature_def.inputs[name].name: np.array([r[name] for r in rows], dtype=dtypes[kind])
-            for name, kind in kinds.items()
-        }
-        fetch = {name: t.name for name, t in signature_def.outputs.items()}
-        sess.run(fetch, feed)  # the first run pays one-off work; count the second
+    with session.load(export_dir) as model:
+        model.run(signature, rows)  # the first run pays one-off work; count the second
         options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
         metadata = tf.compat.v1.RunMetadata()
-        out: dict[str, Any] = sess.run(fetch, feed, options=options, run_metadata=metadata)
+        out = model.run(signature, rows, options=options, run_metadata=metadata)
     produced = out["output_tokens" if signature == sig.SIGNATURE_NAME else "n_tokens"]
     if int(produced.min()) != new_tokens:
         raise RuntimeError(f"a row stopped early ({produced.tolist()}); the count needs full rows")

@@ -131,6 +131,8 @@ class StackConfig:
     run_dir: Path  # absolute: logs/, generated configs, spool, stores, TSDB
     ports: Ports = Ports()
     model: str = DEFAULT_MODEL_NAME
+    # the keras_hub preset versions 1 and 2 were imported from; None: our own model
+    model_preset_dir: Path | None = None
     rules: RuleSet = "normal"
     custom_rules: tuple[Path, ...] = ()  # tests: these rule files instead of the set's
     gpu_backend: GpuBackend = "off"
@@ -229,6 +231,7 @@ class StackConfig:
         doc = asdict(self)
         doc["run_dir"] = str(self.run_dir)
         doc["training_cache_dir"] = str(self.training_cache_dir)
+        doc["model_preset_dir"] = str(self.model_preset_dir or "") or None
         doc["alertmanager_config"] = str(self.alertmanager_config or "") or None
         doc["es_api_key"] = ""
         doc["replica_ports"] = [list(p) for p in self.replica_ports]
@@ -250,6 +253,8 @@ class StackConfig:
             values["ports"] = Ports(**doc.get("ports", {}))
             if doc.get("ha") is not None:
                 values["ha"] = HaPorts(**doc["ha"])
+            if doc.get("model_preset_dir"):
+                values["model_preset_dir"] = Path(doc["model_preset_dir"])
             if doc.get("alertmanager_config"):
                 values["alertmanager_config"] = Path(doc["alertmanager_config"])
             values["replica_ports"] = tuple(tuple(p) for p in doc.get("replica_ports", ()))

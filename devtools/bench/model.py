@@ -6,7 +6,8 @@ this one run, side by side, including the matmul peak the FLOP/s are compared ag
 models take turns call by call, so load from elsewhere on the machine hits both alike. The
 TokenPulse run also reports how many kernels one decode step runs in the exported SavedModel.
 keras_hub is an optional extra (`pip install 'tokenpulse[bench-model]'`); without it the bench
-says so and measures the TokenPulse side only.
+says so and measures the TokenPulse side only. `--preset-dir DIR` benches an imported keras_hub
+preset against keras_hub itself instead (model_preset.py).
 """
 
 from __future__ import annotations
@@ -14,20 +15,22 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Mapping
-from functools import partial
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from devtools.bench import model_preset
+from devtools.bench.generation import (
+    BATCH_SIZES,
+    NEW_TOKENS,
+    PROMPT_LEN,
+    Runner,
+    decode_cost,
+    throughput,
+)
 from devtools.bench.harness import median_time, progress
-
-BATCH_SIZES = (1, 8, 32)
-PROMPT_LEN = 16
-NEW_TOKENS = 64
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,6 +42,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         dest="peer",
         action="store_false",
         help="skip the keras_hub GPT2CausalLM comparison (needs the bench-model extra)",
+    )
+    parser.add_argument(
+        "--preset-dir",
+        type=Path,
+        default=None,
+        help="instead: a keras_hub causal-LM preset, imported into our contract, against "
+        "keras_hub's own generate (XLA on) on the same weights (devtools/bench/model_preset.py)",
+    )
+    parser.add_argument(
+        "--export",
+        type=Path,
+        default=None,
+        help="with --preset-dir: an import of it made earlier (a version directory), so the "
+        "bench does not import it again",
     )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
 
@@ -59,34 +76,6 @@ def flops_per_token(cfg: Any, attended: float) -> float:
     d, layers = cfg.d_model, cfg.n_layers
     weights = layers * (3 * d * d + d * d + 2 * d * cfg.d_ff)
     return 2 * weights + 2 * cfg.vocab_size * d + 4 * layers * d * attended
-
-
-class Runner:
-    """One model's `generate(batch, prompt_len, new_tokens)` with a uniform interface."""
-
-    def __init__(
-        self,
-        name: str,
-        generate: Callable[[int, int, int], None],
-        ops_per_step: Callable[[], dict[str, float]] | None = None,
-    ) -> None:
-        self.name = name
-        self.generate = generate
-        self.ops_per_step = ops_per_step
-
-
-def interleaved_medians(calls: Mapping[str, Callable[[], Any]], repeats: int) -> dict[str, float]:
-    """Median seconds of each call, timed in turns (a, b, a, b, ...) after one untimed warm-up
-    call each, so a burst of load elsewhere lands on both sides rather than on one."""
-    for call in calls.values():
-        call()
-    times: dict[str, list[float]] = {name: [] for name in calls}
-    for _ in range(max(1, repeats)):
-        for name, call in calls.items():
-            start = time.perf_counter()
-            call()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(ts) for name, ts in times.items()}
 
 
 def ours(cfg: Any) -> Runner:
@@ -164,38 +153,21 @@ def measure(
 ) -> dict[str, dict[str, Any]]:
     """Per runner: tokens/s per batch size, decode cost late vs early in the window, FLOP/s."""
     new_tokens = min(NEW_TOKENS, cfg.context - PROMPT_LEN - 2)  # the window bounds the run
-    results: dict[str, dict[str, Any]] = {
-        r.name: {"new_tokens": new_tokens, "prompt_len": PROMPT_LEN, "tokens_per_s": {}}
-        for r in runners
-    }
-
-    def timed(batch: int, prompt_len: int, tokens: int) -> dict[str, float]:
-        calls = {r.name: partial(r.generate, batch, prompt_len, tokens) for r in runners}
-        return interleaved_medians(calls, repeats)
-
-    for batch in BATCH_SIZES:
-        say(f"batch {batch}: " + " vs ".join(r.name for r in runners))
-        for name, secs in timed(batch, PROMPT_LEN, new_tokens).items():
-            results[name]["tokens_per_s"][batch] = round(batch * new_tokens / secs, 1)
-    short, long = 8, 32
-
-    def per_token(prompt_len: int) -> dict[str, float]:
-        t_long, t_short = timed(8, prompt_len, long), timed(8, prompt_len, short)
-        return {name: (t_long[name] - t_short[name]) / (long - short) for name in t_long}
-
-    say("decode cost early vs late in the window")
-    early, late = per_token(8), per_token(cfg.context - long - 8)
+    tps = throughput(runners, PROMPT_LEN, new_tokens, repeats, say)
+    costs = decode_cost(runners, cfg.context, repeats, say)
     attended = PROMPT_LEN + new_tokens / 2
+    results: dict[str, dict[str, Any]] = {}
     for runner in runners:
-        result = results[runner.name]
-        result["decode_ms_per_step_early"] = round(early[runner.name] * 1e3, 3)
-        result["decode_ms_per_step_late"] = round(late[runner.name] * 1e3, 3)
-        result["late_over_early"] = round(late[runner.name] / early[runner.name], 3)
+        result: dict[str, Any] = {
+            "new_tokens": new_tokens, "prompt_len": PROMPT_LEN, "tokens_per_s": tps[runner.name],
+            **costs[runner.name],
+        }  # fmt: skip
         flops = flops_per_token(cfg, attended) * result["tokens_per_s"][32]
         result["achieved_flop_per_s_batch32"] = round(flops)
         if runner.ops_per_step is not None:
             say(f"{runner.name}: kernels per decode step")
             result["ops_per_decode_step"] = runner.ops_per_step()
+        results[runner.name] = result
     return results
 
 
@@ -207,6 +179,11 @@ KERAS_HUB_MISSING = (
 
 def main(args: argparse.Namespace) -> int:
     """Run every measurement and print a table (or JSON)."""
+    if args.preset_dir is not None:
+        return model_preset.main(args)
+    if args.export is not None:
+        print("bench model: error: --export goes with --preset-dir", file=sys.stderr)
+        return 2
     from serving.model.config import get_preset
 
     cfg = get_preset(args.preset).model

@@ -2,8 +2,9 @@
 
 The signatures are judged by the contract (`tokenpulse/tfserving/contract.py`, which the model
 server's load path also applies), the ops by what the stock `tensorflow_model_server` runs; then
-a greedy smoke predict, and the same generation streamed through `continue` chunk by chunk must
-equal the unary one, bytes and mean NLL.
+a greedy smoke predict, the same generation streamed through `continue` chunk by chunk must
+equal the unary one, bytes and mean NLL, and the same predict in a TF1 session, loaded as the
+stock `tensorflow_model_server` loads it (`session.py`), must give the same answer.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from serving.model import opcheck
+from serving.model import opcheck, session
 from serving.model.settings import CheckSettings
 from tokenpulse.tfserving import contract
 from tokenpulse.tfserving import signature as sig
@@ -115,6 +116,8 @@ def run(settings: CheckSettings) -> CheckReport:
     if sig.CONTINUE_SIGNATURE_NAME in specs and unary[1] is not None:
         fn = signatures[sig.CONTINUE_SIGNATURE_NAME]
         findings += _streamed(fn, specs, settings, unary[1])
+    if unary[1] is not None:
+        findings += _in_session(settings, unary[1])
     return CheckReport(str(settings.path), findings)
 
 
@@ -222,6 +225,36 @@ def _streamed(
     return [Finding(OK, "stream", subject, detail)]
 
 
+def _in_session(settings: CheckSettings, unary: dict[str, Any]) -> list[Finding]:
+    """The smoke predict again in a TF1 session, as the stock server restores and runs it."""
+    subject = sig.SIGNATURE_NAME
+    try:
+        with session.load(settings.path) as model:
+            out = model.run(subject, [_row(settings)])
+    except Exception as exc:  # noqa: BLE001 - whatever the load or run raises is the finding
+        return [Finding(ERROR, "tfserving", subject, f"a TF1 session load fails: {_one_line(exc)}")]
+    got = {k: v[0] for k, v in out.items()}
+    same = all(got[k] == unary[k] for k in ("text", "output_tokens", "finish_reason"))
+    if "mean_nll" in unary:
+        nll = float(unary["mean_nll"])
+        same = same and abs(float(got["mean_nll"]) - nll) <= 1e-3 * max(1.0, nll)
+    if not same:
+        return [
+            Finding(
+                ERROR,
+                "tfserving",
+                subject,
+                f"a TF1 session answers {int(got['output_tokens'])} tokens "
+                f"{bytes(got['text'][:40])!r}, the TF2 load {int(unary['output_tokens'])} "
+                f"tokens {bytes(unary['text'][:40])!r}",
+            )
+        ]
+    detail = "loaded as stock TF Serving loads it (TF1 session): the same greedy answer"
+    return [Finding(OK, "tfserving", subject, detail)]
+
+
 def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"[:200]
+    """The exception's first telling line (TensorFlow leads with "Graph execution error:")."""
+    lines = [line.strip() for line in str(exc).strip().splitlines()]
+    told = [line for line in lines if line and not line.endswith(":") and not line.startswith("[[")]
+    return f"{type(exc).__name__}: {(told or lines or [''])[0]}"[:200]

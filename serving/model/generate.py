@@ -61,18 +61,34 @@ def _empty_outputs() -> dict[str, tf.Tensor]:
     }
 
 
-def prompt_ids(prompt: tf.Tensor, vocab: Vocab = BYTES) -> tuple[tf.RaggedTensor, tf.Tensor]:
-    """[B] prompts -> (ragged ids with end-of-text as beginning-of-text, [B] lengths)."""
+def prompt_ids(
+    prompt: tf.Tensor, vocab: Vocab = BYTES
+) -> tuple[tf.RaggedTensor, tf.Tensor, tf.Tensor]:
+    """[B] prompts -> (ragged ids, [B] lengths, [B] leading ids that are no prompt text).
+
+    End-of-text doubles as beginning-of-text: before every prompt where the vocabulary's
+    preprocessor puts it (`Vocab.starts`), else before a blank prompt only.
+    """
     ids = vocab.encode(sanitize_utf8(prompt))
-    bos = tf.fill([tf.shape(prompt)[0], 1], vocab.eot_id)
-    ids = tf.concat([bos, ids], axis=1)  # end-of-text doubles as beginning-of-text
-    return ids, tf.cast(ids.row_lengths(), tf.int32)
+    if vocab.starts:
+        lead = tf.ones([tf.shape(prompt)[0]], tf.int32)
+        bos = tf.fill([tf.shape(prompt)[0], 1], vocab.eot_id)
+    else:
+        lead = tf.cast(ids.row_lengths() == 0, tf.int32)
+        bos = tf.RaggedTensor.from_row_lengths(
+            tf.fill([tf.reduce_sum(lead)], vocab.eot_id), tf.cast(lead, ids.row_splits.dtype)
+        )
+    ids = tf.concat([bos, ids], axis=1)
+    return ids, tf.cast(ids.row_lengths(), tf.int32), lead
 
 
-def prompt_counts(keep: tf.Tensor, dropped: tf.Tensor, lengths: tf.Tensor) -> dict[str, tf.Tensor]:
-    """`prompt_tokens` and `truncated_prompt_tokens`: prompt tokens seen and dropped (no BOS)."""
-    seen = keep - tf.cast(dropped == 0, tf.int32)  # BOS is kept only when nothing is dropped
-    return {"prompt_tokens": seen, "truncated_prompt_tokens": lengths - 1 - seen}
+def prompt_counts(
+    keep: tf.Tensor, dropped: tf.Tensor, lengths: tf.Tensor, lead: tf.Tensor
+) -> dict[str, tf.Tensor]:
+    """`prompt_tokens` and `truncated_prompt_tokens`: prompt tokens seen and dropped (not the
+    `lead` ids before the prompt, which are kept only when nothing is dropped)."""
+    seen = keep - tf.where(dropped == 0, lead, 0)
+    return {"prompt_tokens": seen, "truncated_prompt_tokens": lengths - lead - seen}
 
 
 class Generator(tf.Module):
@@ -130,7 +146,7 @@ class Generator(tf.Module):
 
     def generate(self, prompt, max_new_tokens, params: Sampling, stop):
         """Graph body of `serve` (also traced by tests and the benchmark)."""
-        ids, lengths = prompt_ids(prompt, self.vocab)
+        ids, lengths, lead = prompt_ids(prompt, self.vocab)
         keep, dropped, allowed = _budgets(self.model.cfg.context, lengths, max_new_tokens)
         ending = self._ending(stop)
         out = generate_loop(self.model, self.vocab, ids, lengths, keep, allowed, params, ending)
@@ -143,15 +159,15 @@ class Generator(tf.Module):
             "finish_reason": finish,
             "mean_nll": tf.math.divide_no_nan(out.nll_sum, tf.cast(out.n_scored, tf.float32)),
             "stop_index": out.stop_index,
-            **prompt_counts(keep, dropped, lengths),
+            **prompt_counts(keep, dropped, lengths, lead),
         }
 
     def next_chunk(self, prompt, generated, step, chunk, max_new_tokens, params: Sampling, stop):
         """Graph body of `continue_chunk`: the window `generate` uses, resumed at `step`."""
         context, vocab = self.model.cfg.context, self.vocab
-        ids, lengths = prompt_ids(prompt, vocab)
+        ids, lengths, lead = prompt_ids(prompt, vocab)
         keep, dropped, allowed = _budgets(context, lengths, max_new_tokens)
-        counts = prompt_counts(keep, dropped, lengths)
+        counts = prompt_counts(keep, dropped, lengths, lead)
         if not vocab.resumable:  # replay from the first token, booking past the bytes given
             replay = Replay(tf.strings.length(generated), chunk)
             ending = self._ending(stop)

@@ -48,6 +48,9 @@ class Vocab:
     `continue` resumes by feeding them back; otherwise `continue` replays the generation (the
     same bytes can be several token sequences, and only one is what the model chose).
     `module`: a trackable that holds the encoder's state (lookup tables), saved with the model.
+    `starts`: every prompt starts with end-of-text as beginning-of-text (our model's way, and
+    GPT-2's preprocessor's); otherwise a prompt is read as it is (Qwen's preprocessor adds no
+    start token), and only a blank one gets end-of-text, since a row needs a token to read.
     """
 
     pieces: tuple[bytes, ...]
@@ -55,6 +58,7 @@ class Vocab:
     encode: Callable[[tf.Tensor], tf.RaggedTensor]
     resumable: bool
     module: Any = None
+    starts: bool = True
 
     @property
     def size(self) -> int:

@@ -9,6 +9,7 @@ from monitoring.mixin.prometheus import REPLICA_EXTERNAL_LABEL
 from serving.gateway.snippets import curl_snippet, openai_snippet
 from stack.components import enabled
 from stack.config import HaPorts, StackConfig
+from stack.up.files import CANARY, MODEL, STABLE, served_model
 from stack.up.settings import UpSettings
 
 READY_LINE = "Ctrl-C stops everything."
@@ -82,7 +83,13 @@ def banner(s: UpSettings, config: StackConfig, key: str, pids: dict[str, int]) -
         lines.append(
             f"  {c.name:<{width}}{c.url(config):<40} pid {pids[c.name]:<8} logs/{c.name}.log"
         )
-    lines += ["", "Metrics pages Prometheus scrapes:"]
+    lines += [
+        "",
+        f"Model {MODEL}: {served_model(s)}; version {STABLE} stable, {CANARY} canary "
+        f"({s.canary_weight:.0%} of requests)",
+        "",
+        "Metrics pages Prometheus scrapes:",
+    ]
     lines += [f"  {c.name:<{width}}{c.metrics(config)}" for c in components if c.name != "oncall"]
     pace = f"{config.rules} rules, scraped every {config.scrape_interval}"
     lines += ["", f"Key graphs in Prometheus ({pace}):"]

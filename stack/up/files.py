@@ -10,6 +10,7 @@ import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from serving.gateway.keys import add_key
 from stack.launch import tokenpulse_argv
@@ -38,22 +39,51 @@ class EsSetupFailed(RuntimeError):
     """`tokenpulse es setup` failed against ES_URL; its own output has said why."""
 
 
-def _recorded_noise(path: Path) -> float | None:
+def _meta(path: Path) -> dict[str, Any]:
+    """What a version's export recorded about its build ({}: nothing readable)."""
+    try:
+        meta = json.loads((path / META_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def _recorded_noise(meta: dict[str, Any]) -> float | None:
     """The --degrade-noise a version was built with, as its export recorded it (None: unknown)."""
     try:
-        return float(json.loads((path / META_FILE).read_text())["degrade_noise"])
-    except (OSError, ValueError, KeyError, TypeError):
+        return float(meta["degrade_noise"])
+    except (KeyError, TypeError, ValueError):
         return None
+
+
+def _imported_from(meta: dict[str, Any]) -> Path | None:
+    """The preset directory an imported version came from (None: not an import)."""
+    imported = meta.get("imported")
+    if not isinstance(imported, dict) or "preset" not in imported:
+        return None
+    return Path(str(imported["preset"])).resolve()
+
+
+def imported_from(path: Path) -> Path | None:
+    """The preset directory the version at PATH was imported from (None: not an import)."""
+    return _imported_from(_meta(path))
 
 
 def ensure_version(
     base: Path, version: int, preset: str, noise: float = 0.0, say: Say = print, label: str = ""
 ) -> Path:
     """BASE/<version>, built from PRESET's cached checkpoint (with --degrade-noise NOISE) when
-    missing; one already there must have been built with that noise, or it is not what was asked."""
+    missing; one already there must have been built, with that noise, or it is not what was
+    asked."""
     path = base / str(version)
     if (path / "saved_model.pb").is_file():
-        recorded = _recorded_noise(path)
+        meta = _meta(path)
+        if (source := _imported_from(meta)) is not None:
+            raise BuildFailed(
+                f"version {version} in {path} was imported from the preset {source}, not built "
+                f"by `model build`: remove it, or serve it with --model-preset-dir {source}"
+            )
+        recorded = _recorded_noise(meta)
         if recorded is not None and not math.isclose(recorded, noise, rel_tol=1e-5):
             raise BuildFailed(
                 f"version {version} in {path} was built with --degrade-noise {recorded:g}, not "
@@ -70,6 +100,32 @@ def ensure_version(
         argv += ["--degrade-noise", f"{noise:g}"]
     if subprocess.run(argv, check=False).returncode != 0:
         raise BuildFailed(f"building version {version} into {path} failed (output above)")
+    return path
+
+
+def ensure_imported(
+    base: Path, version: int, preset_dir: Path, say: Say = print, label: str = ""
+) -> Path:
+    """BASE/<version>, imported from the keras_hub preset PRESET_DIR when missing; one already
+    there must be an import of that same directory, or it is not the model asked for."""
+    path, wanted = base / str(version), preset_dir.resolve()
+    if (path / "saved_model.pb").is_file():
+        source = imported_from(path)
+        if source != wanted:
+            was = f"imported from {source}" if source else "built by `model build`"
+            raise BuildFailed(
+                f"version {version} in {path} was {was}, not imported from {wanted}: remove "
+                "it, or give another --models-dir"
+            )
+        return path
+    what = f"version {version}" + (f" ({label})" if label else "")
+    say(f"importing the keras_hub preset {wanted} as {what} into {path}")
+    argv = tokenpulse_argv(
+        "model", "import", "keras-hub", str(wanted), "--base-path", str(base),
+        "--version", str(version),
+    )  # fmt: skip
+    if subprocess.run(argv, check=False).returncode != 0:
+        raise BuildFailed(f"importing version {version} into {path} failed (output above)")
     return path
 
 
@@ -101,9 +157,13 @@ def ensure_models(settings: UpSettings, say: Say = print) -> None:
     The first build trains the preset (with progress) and caches the checkpoint; version 2 is a
     second export of the same checkpoint, so stable and canary compare like for like. With
     canary_degrade_noise, version 2 is a degraded build carrying stable's golden answers (a drill
-    the canary alerts catch).
+    the canary alerts catch). With model_preset_dir, both are imports of that keras_hub preset.
     """
     base, preset = settings.models_dir / MODEL, settings.preset
+    if settings.model_preset_dir is not None:
+        ensure_imported(base, STABLE, settings.model_preset_dir, say, "stable")
+        ensure_imported(base, CANARY, settings.model_preset_dir, say, "canary")
+        return
     ensure_version(base, STABLE, preset, 0.0, say, "stable")
     if noise := settings.canary_degrade_noise:
         ensure_degraded(base, CANARY, STABLE, preset, noise, say, "canary")
@@ -153,7 +213,25 @@ def setup_elasticsearch(settings: UpSettings, say: Callable[[str], None] = print
         raise EsSetupFailed(f"`tokenpulse es setup` against {settings.es_url} failed (see above)")
 
 
+def recorded_context(path: Path) -> int:
+    """The context window the version at PATH recorded: its own model's or its import's."""
+    meta = json.loads((path / META_FILE).read_text())
+    return int((meta.get("model") or meta["imported"])["context"])
+
+
 def context_window(settings: UpSettings, version: int = 1) -> int:
     """The served model's context window, as its export recorded it (the gateway's 400 limit)."""
-    meta = settings.models_dir / MODEL / str(version) / META_FILE
-    return int(json.loads(meta.read_text())["model"]["context"])
+    return recorded_context(settings.models_dir / MODEL / str(version))
+
+
+def served_model(settings: UpSettings, version: int = STABLE) -> str:
+    """Which model the stack serves, in words, from what its export recorded."""
+    meta = _meta(settings.models_dir / MODEL / str(version))
+    if (source := _imported_from(meta)) is not None:
+        imported = meta["imported"]
+        return (
+            f"{imported.get('task', '?')} imported from the keras_hub preset {source} "
+            f"(window {imported.get('context', '?')} tokens)"
+        )
+    window = (meta.get("model") or {}).get("context", "?")
+    return f"TokenPulse's own model (window {window} tokens)"

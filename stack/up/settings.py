@@ -12,6 +12,7 @@ from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from monitoring.mixin.config import DEFAULT as mixin
+from serving.model.hub.preset import PresetError, check_preset
 from serving.model.targets import TARGETS_DIR
 from stack.config import (
     MAX_MODEL_SERVER_REPLICAS,
@@ -50,6 +51,12 @@ class UpSettings(BaseSettings):
     )
     models_dir: Path = Field(Path("models"), description="model base paths live in DIR/<model>")
     preset: str = Field("default", description="model preset built when no version exists")
+    model_preset_dir: Path | None = Field(
+        None,
+        description="serve a keras_hub causal-LM preset (the directory `save_to_preset` wrote) "
+        "instead of our own model: versions 1 and 2 are imported from DIR (`tokenpulse model "
+        "import keras-hub`) when missing; not with --preset or --canary-degrade-noise",
+    )
     run_dir: Path = Field(
         Path("run"), description="keys, generated configs, logs, spool, stores, TSDB"
     )
@@ -209,6 +216,33 @@ class UpSettings(BaseSettings):
         if name not in PROFILES:
             return data  # the field's own check names the known profiles
         return {**profile(name), **data}
+
+    @field_validator("model_preset_dir")
+    @classmethod
+    def _a_preset(cls, value: Path | None) -> Path | None:
+        # its files only: `up` stays free of keras_hub; the import names an unsupported family
+        if value is None:
+            return None
+        try:
+            check_preset(value)
+        except PresetError as exc:
+            raise ValueError(str(exc)) from None
+        return value.resolve()
+
+    @model_validator(mode="after")
+    def _one_model(self) -> UpSettings:
+        if self.model_preset_dir is None:
+            return self
+        if "preset" in self.model_fields_set:
+            raise ValueError(
+                "model_preset_dir serves an imported model; preset sizes our own: give one of them"
+            )
+        if self.canary_degrade_noise:
+            raise ValueError(
+                "canary_degrade_noise degrades our own model's weights at export; an imported "
+                "model has no degraded build (its canary is a second import, identical to stable)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _one_proxied_replica(self) -> UpSettings:

@@ -30,6 +30,8 @@ CALLS: dict[str, tuple[str, ...]] = {
         "cached_export(",
         "cached_gpt2_preset(",  # a random-weight keras_hub preset (tests/support/hub.py)
         "cached_gpt2_import(",
+        "cached_qwen_preset(",
+        "cached_qwen_import(",
         '"bench", "training"',
         '"bench", "model"',
     ),

@@ -78,12 +78,14 @@ def contract_model(
     py_function: bool = False,
     continue_tokens: int = 0,
     answers: dict[str, object] | None = None,
+    keras_weight: bool = False,
 ) -> Path:
     """A SavedModel with the contract's signatures and trivial answers (empty text, 0 tokens),
     saved in well under a second: leave out tensors (`drop`, "signature.name" or a name in
     every signature), change dtypes (`dtypes`, same keys), run `text` through tf.py_function, or
     have `continue` stream `continue_tokens` bytes the unary text lacks; `answers` sets an
-    output of `serving_default` to a value of its own."""
+    output of `serving_default` to a value of its own; `keras_weight` adds a Keras 3 weight
+    (0.0) to `mean_nll`, tracked as it is, which a TF1 session cannot restore."""
     import tensorflow as tf
 
     from tokenpulse.tfserving import signature as sig
@@ -121,13 +123,19 @@ def contract_model(
                     out[name] = tf.fill(batch, value)
                 else:
                     out[name] = tf.zeros(batch, dtype(signature, name, kind))
+            if weight is not None and "mean_nll" in out:
+                out["mean_nll"] += weight.value
             if py_function and "text" in out:
                 out["text"] = tf.py_function(lambda t: t, [out["text"]], tf.string)
             return out
 
         return fn
 
-    module = tf.Module()
+    module, weight = tf.Module(), None
+    if keras_weight:
+        import keras
+
+        module.weight = weight = keras.Variable(0.0, name="weight")
     concrete = {}
     for signature in signatures:
         inputs, outputs = tables[signature]

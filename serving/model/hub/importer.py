@@ -8,7 +8,7 @@ from typing import Any
 from serving.model.decoding import Decoder
 from serving.model.export import check_version, write_version
 from serving.model.generate import Generator
-from serving.model.hub import gpt2
+from serving.model.hub import gpt2, qwen
 from serving.model.hub.preset import load_causal_lm
 from serving.model.settings import ImportSettings
 from serving.model.vocab import Vocab
@@ -18,9 +18,10 @@ from tokenpulse.logging import get_logger
 log = get_logger(__name__)
 
 # task class -> (family, adapter): a family is one module that turns the loaded task into our
-# Decoder and Vocab (a Llama-style one would add its SentencePiece vocabulary the same way)
+# Decoder and Vocab (a SentencePiece family would add its vocabulary the same way)
 ADAPTERS: dict[str, tuple[str, Callable[[Any], tuple[Decoder, Vocab]]]] = {
     gpt2.TASK_CLASS: (gpt2.FAMILY, gpt2.adapt),
+    qwen.TASK_CLASS: (qwen.FAMILY, qwen.adapt),
 }
 
 

@@ -32,6 +32,13 @@ def _task_class(path: Path) -> str:
         raise PresetError(f"{task} is unreadable: {exc}") from exc
 
 
+def check_preset(path: Path) -> str:
+    """The task class a causal-LM preset directory holds (PresetError when it holds none),
+    read from its files alone: a process that only plans, such as `tokenpulse up`, checks a
+    preset without importing keras_hub or TensorFlow."""
+    return _task_class(path)
+
+
 def load_causal_lm(path: Path, supported: tuple[str, ...]) -> Any:
     """The preset's causal LM (weights, preprocessor and tokenizer), if its class is supported."""
     name = _task_class(path)

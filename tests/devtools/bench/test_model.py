@@ -34,3 +34,42 @@ def test_without_keras_hub_it_says_how_to_install_it_and_measures_tokenpulse(tmp
     ops = run["ops_per_decode_step"]
     assert 0 < ops["greedy_batch1"] < ops["sampled_batch1"]  # greedy skips the sampling ops
     assert "ratio_tokenpulse_over_keras_hub" not in report
+
+
+def test_a_preset_dir_is_timed_against_keras_hub_on_the_same_weights_side_by_side() -> None:
+    from tests.support.hub import cached_gpt2_import, cached_gpt2_preset
+
+    preset, export = cached_gpt2_preset(), cached_gpt2_import()  # `--export`: no second import
+    done = subprocess.run(
+        [sys.executable, "-m", "stack.cli", "bench", "model", "--preset-dir", str(preset),
+         "--export", str(export), "--repeats", "1", "--json"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert list(report["runs"]) == ["tokenpulse export", "keras_hub generate (XLA)"]
+    for run in report["runs"].values():
+        assert set(run["tokens_per_s"]) == {"1", "8", "32"}
+        assert all(v > 0 for v in run["tokens_per_s"].values())  # measured, not copied
+        assert {"decode_ms_per_step_early", "decode_ms_per_step_late"} <= set(run)
+    ratio = report["ratio_export_over_keras_hub"]
+    assert set(ratio) == {f"tokens_per_s_batch{n}" for n in (1, 8, 32)}
+    assert all(v > 0 for v in ratio.values())
+    assert report["export_decode_step_graph_nodes"] > 0
+    assert (report["limits"] is None) == (min(ratio.values()) >= 1)  # said where it is slower
+
+
+def test_an_export_of_another_preset_is_refused_in_one_line(tmp_path: Path) -> None:
+    from tests.support.hub import cached_gpt2_preset
+
+    export = tmp_path / "1"
+    (export / "assets.extra").mkdir(parents=True)
+    (export / "assets.extra" / "tokenpulse_model.json").write_text('{"model": {"context": 64}}')
+    done = subprocess.run(
+        [sys.executable, "-m", "stack.cli", "bench", "model", "--preset-dir",
+         str(cached_gpt2_preset()), "--export", str(export)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("bench model: error: ")
+    assert "is not an import of" in done.stderr

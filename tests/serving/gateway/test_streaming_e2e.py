@@ -12,9 +12,8 @@ import openai
 import pytest
 
 from tests.serving.gateway.helpers import auth, metric_value
-from tests.support.gateway import GatewayProcess, make_keys_file, running_gateway
-from tests.support.models import install_version
-from tests.support.modelserver import ModelServerProcess, running_modelserver
+from tests.support.gateway import GatewayProcess, stable_behind_gateway
+from tests.support.modelserver import ModelServerProcess
 
 pytestmark = pytest.mark.slow
 CHUNK = 4
@@ -26,22 +25,10 @@ def stack(
 ) -> Iterator[tuple[ModelServerProcess, GatewayProcess, openai.OpenAI, str]]:
     """Model server (version 1, label stable) and a gateway streaming in chunks of 4."""
     tmp = tmp_path_factory.mktemp("stream-e2e")
-    base = tmp / "gen"
-    install_version(tiny_export, base, 1)
-    config = tmp / "models.config"
-    config.write_text(
-        f"model_config_list {{ config {{ name: 'gen' base_path: '{base}'\n"
-        "  model_platform: 'tensorflow' version_labels { key: 'stable' value: 1 }\n} }\n"
-    )
-    key = make_keys_file(tmp / "keys.json", demo={})["demo"]
-    with (
-        running_modelserver(config_file=config) as server,
-        running_gateway(
-            server.rest_url, tmp / "keys.json", model_config_file=str(config),
-            max_new_tokens_limit=48, context_window_tokens=64, stream_chunk_tokens=CHUNK,
-            stream_first_chunk_tokens=CHUNK,
-        ) as gw,
-    ):  # fmt: skip
+    with stable_behind_gateway(
+        tiny_export, tmp, max_new_tokens_limit=48, context_window_tokens=64,
+        stream_chunk_tokens=CHUNK, stream_first_chunk_tokens=CHUNK,
+    ) as (server, gw, key):  # fmt: skip
         client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key=key, max_retries=0)
         yield server, gw, client, key
 

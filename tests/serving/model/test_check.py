@@ -28,6 +28,7 @@ def test_the_tiny_export_supports_every_feature(tiny_export: Path) -> None:
     ok = {(f.check, f.subject) for f in findings if f.level == OK}
     assert {("contract", s) for s in ("required", "streaming", "stop_in_graph")} <= ok
     assert {("ops", "graph"), ("predict", "serving_default"), ("stream", "continue")} <= ok
+    assert ("tfserving", "serving_default") in ok  # as the stock server loads it, same answer
     stream = next(f for f in findings if f.check == "stream")
     assert "equal the unary 8 tokens" in stream.message  # greedy, 8 tokens, in chunks of 3
     table = CheckReport(str(tiny_export), findings).table()
@@ -69,6 +70,15 @@ def test_a_smoke_predict_with_a_wrong_answer_is_an_error(
     code, findings = check(contract_model(tmp_path / "m", answers=answers))
     assert code == 1
     assert levels(findings, ERROR) == {"serving_default": message}
+
+
+def test_a_model_a_tf1_session_cannot_restore_is_an_error(tmp_path: Path) -> None:
+    """TF2's loader runs it; the stock server's loader (a TF1 session) finds a weight unset."""
+    code, findings = check(contract_model(tmp_path / "m", keras_weight=True))
+    assert code == 1
+    assert ("predict", "serving_default") in {(f.check, f.subject) for f in findings}
+    message = levels(findings, ERROR)["serving_default"]
+    assert message.startswith("a TF1 session load fails: FailedPreconditionError: Could not find")
 
 
 def test_a_model_without_continue_serves_without_streaming(tmp_path: Path) -> None:

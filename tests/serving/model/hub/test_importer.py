@@ -1,5 +1,7 @@
-"""A keras_hub GPT-2 preset imported into the serving contract: what it generates, token for
-token against keras_hub's own `generate`, unary and streamed, with stops, and `model check`."""
+"""keras_hub presets (GPT-2, Qwen) imported into the serving contract: what they generate, token
+for token against keras_hub's own `generate`, unary and streamed, with stops, and `model check`.
+
+Each family's module shares one cached import (tests/support/hub.py)."""
 
 from __future__ import annotations
 
@@ -12,17 +14,28 @@ import tensorflow as tf
 
 from serving.model.check import run as run_check
 from serving.model.settings import CheckSettings
-from tests.support.hub import cached_gpt2_import, cached_gpt2_preset
+from tests.support.hub import (
+    cached_gpt2_import,
+    cached_gpt2_preset,
+    cached_qwen_import,
+    cached_qwen_preset,
+)
 from tokenpulse.tfserving import signature as sig
 from tokenpulse.tfserving.ops import register_tf_text_ops
 
-PROMPTS = ["The assert statement says", "If"]  # different lengths: left-padded in one batch
+# different lengths, left-padded in one batch; a Chinese customer's question (3 bytes a character)
+PROMPTS = ["The assert statement says", "If", "请问我的订单什么时候发货？"]
 NEW = 16
 
 
+@pytest.fixture(scope="module", params=["gpt2", "qwen"])
+def family(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
-def export() -> Path:
-    return cached_gpt2_import()
+def export(family: str) -> Path:
+    return cached_gpt2_import() if family == "gpt2" else cached_qwen_import()
 
 
 @pytest.fixture(scope="module")
@@ -34,10 +47,11 @@ def signatures(export: Path) -> Any:
 
 
 @pytest.fixture(scope="module")
-def keras_lm() -> Any:
+def keras_lm(family: str) -> Any:
     import keras_hub
 
-    return keras_hub.models.CausalLM.from_preset(str(cached_gpt2_preset()))
+    preset = cached_gpt2_preset() if family == "gpt2" else cached_qwen_preset()
+    return keras_hub.models.CausalLM.from_preset(str(preset))
 
 
 @pytest.fixture(scope="module")
@@ -47,16 +61,31 @@ def refs(keras_lm: Any) -> list[list[int]]:
 
 
 def reference(lm: Any, prompt: str, new: int) -> list[int]:
-    """keras_hub's own greedy generation: the ids after the prompt, up to end-of-text."""
+    """keras_hub's own greedy generation from its own preprocessor's ids: the ids after the
+    prompt, up to end-of-text.
+
+    GPT-2's preprocessor starts a prompt with end-of-text, Qwen's with nothing; a blank prompt,
+    which keras_hub cannot generate from without a start token, starts with end-of-text."""
     from keras_hub.samplers import GreedySampler
 
     lm.sampler = GreedySampler()
-    x = lm.preprocessor.generate_preprocess([prompt], sequence_length=64)
-    length = int(np.sum(x["padding_mask"][0]))
     eot = lm.preprocessor.tokenizer.end_token_id
-    out = lm.generate_step({k: tf.convert_to_tensor(v) for k, v in x.items()}, [eot])
+    x = lm.preprocessor.generate_preprocess([prompt], sequence_length=64)
+    ids = np.asarray(x["token_ids"][0])[np.asarray(x["padding_mask"][0])].tolist() or [eot]
+    length = len(ids)
+    x = {
+        "token_ids": tf.constant([ids + [0] * (64 - length)], tf.int32),
+        "padding_mask": tf.constant([[True] * length + [False] * (64 - length)]),
+    }
+    out = lm.generate_step(x, [eot])
     ids = np.asarray(out["token_ids"][0])[length : length + new].tolist()
     return ids[: ids.index(eot)] if eot in ids else ids
+
+
+def text_of(table: dict[int, bytes], ids: list[int]) -> bytes:
+    """The text `serving_default` answers for these ids (a split character replaced)."""
+    joined = b"".join(table[i] for i in ids)
+    return tf.strings.unicode_transcode(joined, "UTF-8", "UTF-8", errors="replace").numpy()
 
 
 def rows(prompts: list[str], **fields: Any) -> dict[str, tf.Tensor]:
@@ -88,9 +117,9 @@ def streamed(signatures: Any, prompt: str, chunk: int, **fields: Any) -> dict[st
 
 
 def pieces(lm: Any) -> dict[int, bytes]:
-    from serving.model.hub import gpt2
+    from serving.model.hub import bpe
 
-    vocab = gpt2.vocab(lm.preprocessor.tokenizer, lm.backbone.vocabulary_size)
+    vocab = bpe.vocab(lm.preprocessor, lm.backbone.vocabulary_size)
     return dict(enumerate(vocab.pieces))
 
 
@@ -99,16 +128,16 @@ def test_greedy_unary_equals_keras_hubs_own_generate_token_for_token(
 ) -> None:
     from serving.model.decoding import Sampling, generate_loop
     from serving.model.generate import Generator, _budgets, prompt_ids
-    from serving.model.hub import gpt2
+    from serving.model.hub.importer import ADAPTERS
 
-    decoder, vocab = gpt2.adapt(keras_lm)
+    decoder, vocab = ADAPTERS[type(keras_lm).__name__][1](keras_lm)
     assert all(len(r) > 4 for r in refs)  # the random model writes something before stopping
     # the loop's own ids, traced in process: the tokens keras_hub chose, one by one
     gen, n = Generator(decoder, vocab), len(PROMPTS)
 
     @tf.function
     def loop(prompts: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        ids, lengths = prompt_ids(prompts, vocab)
+        ids, lengths, _ = prompt_ids(prompts, vocab)
         keep, _, allowed = _budgets(decoder.cfg.context, lengths, tf.fill([n], NEW))
         zeros = tf.zeros([n], tf.int32)
         params = Sampling(tf.zeros([n]), zeros, tf.ones([n]), tf.zeros([n], tf.int64), zeros)
@@ -119,15 +148,40 @@ def test_greedy_unary_equals_keras_hubs_own_generate_token_for_token(
     tokens, n_out = loop(tf.constant(PROMPTS))
     for row, ref in enumerate(refs):
         assert tokens[row, : int(n_out[row])].numpy().tolist() == ref
-    # the exported signature: the same tokens' text and count
-    table = pieces(keras_lm)
-    for got, ref in zip(unary(signatures, PROMPTS), refs, strict=True):
-        text = tf.strings.unicode_transcode(
-            b"".join(table[i] for i in ref), "UTF-8", "UTF-8", errors="replace"
-        )
-        assert (got["text"], int(got["output_tokens"])) == (text.numpy(), len(ref))
+    # the exported signature: the same tokens' text and count, the prompt read as keras_hub's
+    # preprocessor reads it (its own tokens only: no start token counted)
+    table, tokenizer = pieces(keras_lm), keras_lm.preprocessor.tokenizer
+    for prompt, got, ref in zip(PROMPTS, unary(signatures, PROMPTS), refs, strict=True):
+        assert (got["text"], int(got["output_tokens"])) == (text_of(table, ref), len(ref))
+        assert int(got["prompt_tokens"]) == len(tokenizer(prompt))
         assert got["finish_reason"] == (b"length" if len(ref) == NEW else b"stop")
         assert float(got["mean_nll"]) > 0
+
+
+def test_a_blank_prompt_starts_from_end_of_text(signatures: Any, keras_lm: Any) -> None:
+    ref = reference(keras_lm, "", NEW)
+    (got,) = unary(signatures, [""])
+    assert (got["text"], int(got["output_tokens"])) == (text_of(pieces(keras_lm), ref), len(ref))
+    assert (int(got["prompt_tokens"]), int(got["truncated_prompt_tokens"])) == (0, 0)
+
+
+def test_a_tf1_session_loads_it_as_tf_serving_does_and_answers_the_same(
+    export: Path, signatures: Any
+) -> None:
+    """TF Serving restores the variables with the SavedModel's restore op and runs the
+    signature's tensors in a session: it must find every weight and answer as the TF2 load does
+    (both signatures read the same variables, so one is enough)."""
+    from serving.model import session
+
+    hot = {"temperature": 0.9, "top_k": 40, "top_p": 0.9, "seed": 5}
+    batch = [sig.default_row(p, NEW) for p in PROMPTS] + [sig.default_row(PROMPTS[0], NEW) | hot]
+    with session.load(export) as model:
+        got = model.run(sig.SIGNATURE_NAME, batch)
+    want = unary(signatures, PROMPTS) + unary(signatures, PROMPTS[:1], **hot)
+    for i, row in enumerate(want):
+        for name in ("text", "output_tokens", "finish_reason", "prompt_tokens"):
+            assert got[name][i] == row[name], (i, name)
+        assert got["mean_nll"][i] == pytest.approx(float(row["mean_nll"]), abs=1e-5)
 
 
 @pytest.mark.parametrize("chunk", [1, 3])

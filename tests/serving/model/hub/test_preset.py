@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from stack.cli import main
-from tests.support.hub import cached_gpt2_preset
+from tests.support.hub import cached_gpt2_preset, cached_qwen_preset
 
 
 def import_error(capsys: pytest.CaptureFixture[str], preset: Path, base: Path) -> str:
@@ -57,7 +57,9 @@ def test_a_task_of_another_kind_is_refused_by_name(capsys, preset: Path, tmp_pat
     task = json.loads((other / "task.json").read_text())
     (other / "task.json").write_text(json.dumps(task | {"class_name": "BertTextClassifier"}))
     err = import_error(capsys, other, tmp_path / "base")
-    assert err.endswith("is a BertTextClassifier preset; importable causal LMs: GPT2CausalLM")
+    assert err.endswith(
+        "is a BertTextClassifier preset; importable causal LMs: GPT2CausalLM, QwenCausalLM"
+    )
 
 
 def test_a_version_that_exists_is_never_overwritten(capsys, preset: Path, tmp_path: Path) -> None:
@@ -66,3 +68,17 @@ def test_a_version_that_exists_is_never_overwritten(capsys, preset: Path, tmp_pa
     err = import_error(capsys, preset, tmp_path / "base")
     assert err.endswith("already exists; versions are immutable")
     assert (tmp_path / "base" / "1" / "saved_model.pb").read_bytes() == b"kept"
+
+
+def test_a_qwen_with_a_window_narrower_than_its_context_is_refused(capsys, tmp_path: Path) -> None:
+    narrow = copy_of(cached_qwen_preset(), tmp_path / "sliding")
+    sliding = {"use_sliding_window_attention": True, "sliding_window_size": 16}
+    config, task = (json.loads((narrow / n).read_text()) for n in ("config.json", "task.json"))
+    config["config"] |= sliding
+    task["config"]["backbone"]["config"] |= sliding  # the task loads its own copy
+    (narrow / "config.json").write_text(json.dumps(config))
+    (narrow / "task.json").write_text(json.dumps(task))
+    err = import_error(capsys, narrow, tmp_path / "base")
+    assert err.endswith("sliding-window attention (16 < the window 128) is not importable: "
+                        "keras_hub masks it from a shared cache index")  # fmt: skip
+    assert not (tmp_path / "base").exists()
