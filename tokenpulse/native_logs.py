@@ -20,8 +20,6 @@ from collections.abc import Iterator, Sequence
 from types import ModuleType
 from typing import Any
 
-from tokenpulse.tfimport import keras_refused
-
 # TF_CPP_MIN_LOG_LEVEL: 0 shows INFO and up, 3 only FATAL. The cuInit line is an ERROR on every
 # machine without a GPU, so anything short of DEBUG keeps TensorFlow's C++ log quiet.
 _TF_CPP_LEVEL = {"DEBUG": "0", "INFO": "3", "WARNING": "3", "ERROR": "3"}
@@ -50,6 +48,20 @@ def _chatter_dropped() -> Iterator[None]:
                 if not NATIVE_CHATTER.match(line):
                     sys.stderr.write(line + "\n")
             sys.stderr.flush()
+
+
+@contextlib.contextmanager
+def keras_refused() -> Iterator[None]:
+    """For the block, `import keras` fails as a missing module's would, so that TensorFlow leaves
+    `tf.keras` to load later (tokenpulse.tfimport); unless Keras is imported already."""
+    refused = "keras" not in sys.modules
+    if refused:
+        sys.modules["keras"] = None  # type: ignore[assignment]  # the import system's "no such module"
+    try:
+        yield
+    finally:
+        if refused and sys.modules.get("keras", False) is None:
+            del sys.modules["keras"]
 
 
 class _QuietLoader(importlib.abc.Loader):

@@ -10,24 +10,10 @@ is taken back), and in a process that imported Keras first nothing changes.
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from collections.abc import Iterator
 from types import ModuleType
 
-
-@contextlib.contextmanager
-def keras_refused() -> Iterator[None]:
-    """For the block, `import keras` fails as a missing module's would (TensorFlow then leaves
-    `tf.keras` to load later); unless Keras is imported already."""
-    refused = "keras" not in sys.modules
-    if refused:
-        sys.modules["keras"] = None  # type: ignore[assignment]  # the import system's "no such module"
-    try:
-        yield
-    finally:
-        if refused and sys.modules.get("keras", False) is None:
-            del sys.modules["keras"]
+from tokenpulse.native_logs import keras_refused
 
 
 def import_tensorflow() -> ModuleType:
