@@ -56,8 +56,10 @@ class LaneScheduling(LoadScopeScheduling):
         super()._reschedule(node)
 
 
-# how much lower a computing worker runs than the lanes' stacks (os.nice's increment)
-COMPUTING_NICENESS = 10
+# How much lower a computing worker runs than the lanes' stacks (os.nice's increment). Niceness
+# weighs threads, not processes: at 10, seven workers' TensorFlow threads (the lanes' workers join
+# them) outweighed a drill's export, which then missed its 180 s bound.
+COMPUTING_NICENESS = 19
 
 
 def niceness(nodeid: str, workers: int) -> int:
