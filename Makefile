@@ -71,11 +71,14 @@ test: venv debs
 	@$(BYTECODE)
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
-# The inner loop: no running stack and no TensorFlow training (markers the collection applies from
-# what each test and its fixtures call: tests/support/markers.py), a worker per core.
+# The inner loop: no running stack, no TensorFlow training (markers the collection applies from
+# what each test and its fixtures call: tests/support/markers.py) and nothing `slow` (venv builds,
+# kill loops); two workers per core, since many of the modules left wait on a clock or a child
+# between bursts (a worker per core left ~0.8 of 2 cores idle).
+FAST := -m "not stack and not training and not slow"
 test-fast: venv debs
 	@$(BYTECODE)
-	$(BIN)/python -m pytest -n $$(nproc) --dist loadscope -m "not stack and not training" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $$(( 2 * $$(nproc) )) --dist loadscope $(FAST) $(PYTEST_ARGS)
 
 lint: venv
 	$(BIN)/ruff check .
