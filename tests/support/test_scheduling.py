@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
+from stack.drill.training import BELOW_SERVING_NICENESS
 from tests.support.scheduling import (
     COMPUTING_NICENESS,
     LaneScheduling,
@@ -121,6 +122,8 @@ def test_a_computing_worker_beside_the_lanes_yields_them_the_cpu() -> None:
     assert niceness("tests/alerts/test_e2e.py::test_c", beside) == 0
     # too few workers for lanes of their own: every worker runs everything, at one priority
     assert niceness("tests/unit/test_m0.py::test_0", 2) == 0
+    # and to what a drill runs below its stack (training, an export): those have clocks too
+    assert COMPUTING_NICENESS > BELOW_SERVING_NICENESS
 
 
 def test_a_worker_tears_a_lanes_stack_down_when_it_moves_on_and_starts_it_again_if_asked(
