@@ -292,7 +292,8 @@ def test_the_writer_runs_in_a_session_of_its_own_niced_there_too(make: Make) -> 
     pid = sink.writer.proc.pid
     # the sink returns once the writer reported ready, which it does after it niced itself
     assert os.getsid(pid) == pid != os.getsid(0)
-    assert os.getpriority(os.PRIO_PROCESS, pid) == os.getpriority(os.PRIO_PROCESS, 0) + 7
+    # nice adds to the parent's, up to 19 (a suite's computing worker may already run at 19)
+    assert os.getpriority(os.PRIO_PROCESS, pid) == min(19, os.getpriority(os.PRIO_PROCESS, 0) + 7)
     autogroup = Path(f"/proc/{pid}/autogroup")
     if autogroup.exists():  # a kernel that shares CPU by session first: the session is niced
         assert autogroup.read_text().split()[-1] == "7", autogroup.read_text()
