@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import httpx
 
 from devtools.standins.tfserving import TfServingStandin
 from serving.gateway.breaker import BreakerState, CircuitBreaker
+from stack.launch import wait_until
 from tests.serving.gateway.helpers import auth, metric_value
 from tests.support.gateway import running_gateway
 
@@ -92,7 +92,9 @@ def test_failing_upstream_opens_the_breaker_and_calls_stop(
 def test_killed_model_server_opens_and_its_return_closes(
     standin: TfServingStandin, keys_file: Path, keys: dict[str, str]
 ) -> None:
-    settings = {"breaker_failure_threshold": 2, "breaker_open_s": 1.0}
+    # a cool-down long enough that the checks of the open state below finish inside it on a
+    # busy machine (at 1 s, one run saw it half-open by the /readyz check)
+    settings = {"breaker_failure_threshold": 2, "breaker_open_s": 5.0}
     with running_gateway(standin.url, keys_file, **settings) as gw:
         assert _generate(gw.url, keys["demo"]).status_code == 200
         assert metric_value(gw.url, STATE) == BreakerState.CLOSED
@@ -108,8 +110,8 @@ def test_killed_model_server_opens_and_its_return_closes(
         assert ready.json()["upstream_reachable"] is False
         assert ready.json()["upstream_ready"] is False
         standin.start()  # same port
-        time.sleep(1.1)  # the cool-down: the next request is the half-open probe
-        assert metric_value(gw.url, STATE) == BreakerState.HALF_OPEN
+        # once the cool-down is over, the next request is the half-open probe
+        wait_until(lambda: metric_value(gw.url, STATE) == BreakerState.HALF_OPEN, 15, "half-open")
         assert _generate(gw.url, keys["demo"]).status_code == 200
         assert metric_value(gw.url, STATE) == BreakerState.CLOSED
         assert httpx.get(f"{gw.url}/readyz").json()["upstream_ready"] is True
