@@ -56,9 +56,14 @@ class LaneScheduling(LoadScopeScheduling):
         super()._reschedule(node)
 
 
-# How much lower a computing worker runs than the lanes' stacks (os.nice's increment). Niceness
-# weighs threads, not processes: at 10, seven workers' TensorFlow threads (the lanes' workers join
-# them) outweighed a drill's export, which then missed its 180 s bound.
+# How much lower a computing worker runs than the lanes (os.nice's increment). A kernel that
+# shares the CPU by session first (autogroup, sched(7): on when the suite runs in the root CPU
+# cgroup, as on our 2-core machine) ranks nice only inside a session: the lanes' stack components
+# each run in a session of their own (stack/launch.py) and get a session's share whatever the
+# workers' nice, while the xdist workers share the run's session with what the lanes' workers
+# start there themselves: a drill's training run and export (stack/drill/training.py runs them
+# at 10). Niceness weighs threads, not processes: at 10, seven workers' TensorFlow threads
+# outweighed such an export, which then missed its 180 s bound.
 COMPUTING_NICENESS = 19
 
 
