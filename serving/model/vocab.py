@@ -48,6 +48,7 @@ class Vocab:
     `continue` resumes by feeding them back; otherwise `continue` replays the generation (the
     same bytes can be several token sequences, and only one is what the model chose).
     `module`: a trackable that holds the encoder's state (lookup tables), saved with the model.
+    `also_end`: ids besides end-of-text that end a row as it does (our end-of-turn).
     """
 
     pieces: tuple[bytes, ...]
@@ -55,6 +56,17 @@ class Vocab:
     encode: Callable[[tf.Tensor], tf.RaggedTensor]
     resumable: bool
     module: Any = None
+    also_end: tuple[int, ...] = ()
+
+    @property
+    def end_ids(self) -> tuple[int, ...]:
+        """Every id that ends a row (finish reason stop), end-of-text first."""
+        return (self.eot_id, *self.also_end)
+
+    def is_end(self, tokens: tf.Tensor) -> tf.Tensor:
+        """[B] ids -> [B] whether each ends its row."""
+        ends = tf.constant(list(self.end_ids), tf.int32)
+        return tf.reduce_any(tokens[:, None] == ends[None, :], axis=1)
 
     @property
     def size(self) -> int:

@@ -301,7 +301,7 @@ def test_max_tokens_beyond_the_window_is_vllms_context_length_error(served) -> N
     with pytest.raises(openai.BadRequestError) as err:
         client.chat.completions.create(model="gen", messages=HELLO, max_tokens=WINDOW)
     e = err.value
-    prompt_tokens = len(b"User: Hello!\nAssistant: ") + 1  # the start token
+    prompt_tokens = len(b"User: Hello!<|endofturn|>\nAssistant: ") + 1  # the start token
     assert e.code == "context_length_exceeded" and e.param == "messages"
     assert e.body["message"].startswith(
         f"This model's maximum context length is {WINDOW} tokens. However, you requested "

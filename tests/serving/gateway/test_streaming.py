@@ -111,7 +111,7 @@ def test_a_character_split_across_chunks_arrives_whole(served, fake) -> None:
 
 
 def test_chat_streamed_and_unary(served, fake) -> None:
-    prompt = "System: Be brief.\nUser: Hi\nAssistant: "
+    prompt = "System: Be brief.<|endofturn|>\nUser: Hi<|endofturn|>\nAssistant: "
     fake.state.outputs[prompt] = b"Hello there.\nUser: and the model goes on"
     client = _client(served)
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 
-from serving.model.config import EOT_ID, get_preset
+from serving.model.config import get_preset
 from serving.model.generate import Generator, Sampling
+from serving.model.tokenizer import BYTE_EOT_ID, byte_vocab
 from serving.model.transformer import GPT
 from tests.serving.model.test_continuation import (
     at,
@@ -113,7 +114,7 @@ def test_of_two_stops_ending_at_one_byte_the_longer_cuts_the_text(unary, cont) -
 def counting_generator() -> tuple[Generator, list[int]]:
     """A random tiny model that never ends its text, counting its decode steps (run eagerly)."""
     model = GPT(get_preset("tiny").model, seed=3)
-    model.lnf_b.assign(-10.0 * model.wte[EOT_ID])
+    model.lnf_b.assign(-10.0 * model.wte[BYTE_EOT_ID])
     calls: list[int] = []
     decode = model.decode
 
@@ -122,7 +123,7 @@ def counting_generator() -> tuple[Generator, list[int]]:
         return decode(*args)
 
     model.decode = counted
-    return Generator(model), calls
+    return Generator(model, byte_vocab(model.cfg.vocab_size)), calls
 
 
 def greedy_params(n: int) -> Sampling:
@@ -228,8 +229,8 @@ def eot_everywhere() -> Generator:
     """A tiny model whose likeliest token is end-of-text everywhere."""
     model = GPT(get_preset("tiny").model)
     model.lnf_g.assign(tf.zeros_like(model.lnf_g))
-    model.lnf_b.assign(model.wte[EOT_ID] * 50.0)
-    return Generator(model)
+    model.lnf_b.assign(model.wte[BYTE_EOT_ID] * 50.0)
+    return Generator(model, byte_vocab(model.cfg.vocab_size))
 
 
 def test_ignore_eos_decodes_past_end_of_text_unary_and_streamed() -> None:
@@ -247,8 +248,8 @@ def test_ignore_eos_decodes_past_end_of_text_unary_and_streamed() -> None:
     ]
     # this model's logits are the same at every position: the best byte, every time, and its
     # nll under the model's whole distribution (end-of-text included)
-    logits = generator.model.logits(tf.constant([[EOT_ID, 97]]))[0, -1].numpy()
-    byte = int(logits[:EOT_ID].argmax())
+    logits = generator.model.logits(tf.constant([[BYTE_EOT_ID, 97]]))[0, -1].numpy()
+    byte = int(logits[:BYTE_EOT_ID].argmax())
     assert out[0]["text"] == text_of(bytes([byte]) * 10)
     nll = -float(tf.nn.log_softmax(logits)[byte])
     assert float(out[0]["mean_nll"]) == pytest.approx(nll, rel=1e-4)
