@@ -22,7 +22,6 @@ from tests.serving.model.test_continuation import (
 )
 from tokenpulse.tfserving import signature as sig
 
-
 BYTE_CFG = dataclasses.replace(get_preset("tiny").model, vocab_size=BYTE_EOT_ID + 1)
 
 
