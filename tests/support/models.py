@@ -39,7 +39,8 @@ def cached_export(kind: str) -> Path:
     from serving.model.settings import BuildSettings
 
     root = cache_root()
-    target_base = root / "test-models" / model_revision() / kind
+    folder = f"{kind}-{DEGRADE_NOISE:g}" if kind == "degraded" else kind  # a new noise rebuilds
+    target_base = root / "test-models" / model_revision() / folder
     ready = target_base / "1" / "saved_model.pb"
     if ready.exists():
         return target_base / "1"
