@@ -82,7 +82,7 @@ PRESETS: dict[str, Preset] = {
         "tiny",
         ModelConfig(context=128, d_model=64, n_layers=2, n_heads=2, vocab_size=509),
         TrainConfig(
-            steps=120,
+            steps=100,
             batch_size=8,
             learning_rate=5e-3,
             warmup_steps=10,
