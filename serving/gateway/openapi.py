@@ -23,6 +23,7 @@ from serving.gateway.native import GenerateChunk, GenerateRequest, GenerateRespo
 from serving.gateway.pipeline import MIN_REQUEST_TIMEOUT_S
 from serving.gateway.probes import Health, Readiness
 from serving.gateway.settings import GatewaySettings
+from tokenpulse import chatformat
 
 _ERRORS = {
     "400": "Malformed JSON or invalid UTF-8, an X-Request-Timeout out of range, or (on the "
@@ -180,10 +181,10 @@ def _get(summary: str, schema: str | None, not_ready: bool = False) -> dict[str,
 
 def _message_schema(settings: GatewaySettings) -> dict[str, Any]:
     """One chat message as `chat.flatten` takes it; content no longer than can ever fit."""
-    # a message alone must fit: "User: <content>\nAssistant: ", a start token, one new token
+    # a message alone must fit: its turn, "Assistant: ", a start token, one new token
     longest = min(
         settings.max_prompt_chars,
-        settings.context_window_tokens - 2 - len("User: \nAssistant: "),
+        settings.context_window_tokens - 2 - len(chatformat.render([("User", "")])),
     )
     text_part = {
         "type": "object",
@@ -277,10 +278,10 @@ def _apply_limits(schemas: dict[str, Any], settings: GatewaySettings) -> None:
         schemas[name]["then"] = {"properties": {"stream": {"const": True}}, "required": ["stream"]}
     chat["messages"]["items"] = _message_schema(settings)
     # bounds every accepted request meets (the flattened prompt must fit the window, see
-    # chat.CHAT_TEMPLATE): at least "User: " and a newline per message, "Assistant: " at the end
-    # and the start token; none refuses what the code would take
-    room = settings.context_window_tokens - 1 - len("\nAssistant: ")
-    chat["messages"]["maxItems"] = max(1, room // len("User: \n"))
+    # tokenpulse.chatformat): at least an empty turn per message, "Assistant: " at the end and
+    # the start token; none refuses what the code would take
+    room = settings.context_window_tokens - 1 - len(chatformat.ANSWER_PREFIX)
+    chat["messages"]["maxItems"] = max(1, room // chatformat.overhead("User"))
     comment = schemas["FeedbackRequest"]["properties"]["comment"]
     comment["anyOf"][0]["maxLength"] = settings.feedback_max_comment_chars
 

@@ -46,7 +46,7 @@ def stack(
             tmp / "keys.json",
             model_config_file=str(config),
             max_new_tokens_limit=32,
-            context_window_tokens=64,  # the tiny preset's window
+            context_window_tokens=128,  # the tiny preset's window
         ) as gw,
     ):
         yield server, gw, keys
@@ -216,11 +216,11 @@ def test_a_prompt_longer_than_the_window_is_a_400_unless_truncation_is_asked(
     )
     assert native.status_code == 400
     assert native.json()["error"]["message"].startswith(
-        "This model's maximum context length is 64 tokens. However, you requested 1217 tokens "
+        "This model's maximum context length is 128 tokens. However, you requested 1217 tokens "
         "(1201 in the prompt, 16 in the completion)"
     )
     client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key=keys["demo"], max_retries=0)
-    with pytest.raises(openai.BadRequestError, match="maximum context length is 64 tokens"):
+    with pytest.raises(openai.BadRequestError, match="maximum context length is 128 tokens"):
         client.completions.create(model="gen", prompt=prompt, max_tokens=4)
     cut = httpx.post(
         f"{gw.url}/v1/generate",
@@ -228,22 +228,21 @@ def test_a_prompt_longer_than_the_window_is_a_400_unless_truncation_is_asked(
         headers=auth(keys["demo"]),
     )
     assert cut.status_code == 200
-    assert (
-        cut.json()["signals"]["truncated_prompt_tokens"]
-        == 1200 - cut.json()["usage"]["prompt_tokens"]
-    )
+    # the gateway counts bytes, the model its subwords: it kept the end that fits its window
+    kept = cut.json()["usage"]["prompt_tokens"]
+    assert cut.json()["signals"]["truncated_prompt_tokens"] > 0 and 0 < kept < 128
     done = client.completions.create(
         model="gen", prompt=prompt, max_tokens=4, extra_body={"truncate_prompt_tokens": 20}
     )
-    assert done.usage.prompt_tokens == 20
+    assert 0 < done.usage.prompt_tokens <= 20  # the last 20 bytes, as the gateway counts
     # a gateway told a larger window than the model's still refuses what the model cut
     key = make_keys_file(tmp_path / "keys.json", demo={})["demo"]
     with running_gateway(
-        server.rest_url, tmp_path / "keys.json", context_window_tokens=128
+        server.rest_url, tmp_path / "keys.json", context_window_tokens=1024
     ) as wrong:
         resp = httpx.post(
             f"{wrong.url}/v1/generate",
-            json={"prompt": "z" * 100, "max_new_tokens": 4},
+            json={"prompt": "abcdefghij " * 60, "max_new_tokens": 4},
             headers=auth(key),
         )
     assert resp.status_code == 400
