@@ -10,11 +10,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from stack.drill.canary import DEGRADE_NOISE
 from tokenpulse.paths import ROOT
 
 MODEL_SRC = ROOT / "serving" / "model"
 CHAT_FORMAT = ROOT / "tokenpulse" / "chatformat.py"
-DEGRADE_NOISE = 0.6  # 2.0 collapses the subword model into a confident loop (lower NLL)
 
 
 def model_revision() -> str:
@@ -39,7 +39,8 @@ def cached_export(kind: str) -> Path:
     from serving.model.settings import BuildSettings
 
     root = cache_root()
-    folder = f"{kind}-{DEGRADE_NOISE:g}" if kind == "degraded" else kind  # a new noise rebuilds
+    # the degraded export is the drill's degraded version (its noise); a new noise rebuilds
+    folder = f"{kind}-{DEGRADE_NOISE:g}" if kind == "degraded" else kind
     target_base = root / "test-models" / model_revision() / folder
     ready = target_base / "1" / "saved_model.pb"
     if ready.exists():
