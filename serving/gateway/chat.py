@@ -24,7 +24,7 @@ from serving.gateway.jobs import (
     PositiveInt,
     check_max_new_tokens,
     check_prompts,
-    fit_window,
+    fit_or_recount,
     stream_options,
     validate_body,
 )
@@ -140,10 +140,10 @@ def parse(raw: bytes, limits: Limits) -> Job:
     if asked is not None:
         check_max_new_tokens(asked, limits, param, BadRequest)
     options = stream_options(req.stream, req.stream_options, BadRequest)
-    prompts, max_tokens = fit_window(
+    prompts, max_tokens, recount = fit_or_recount(
         [prompt], asked, limits, req.truncate_prompt_tokens, where="messages"
     )
-    return openai_job(req, prompts, max_tokens, options, TEMPLATE_STOPS)
+    return openai_job(req, prompts, max_tokens, options, TEMPLATE_STOPS, recount)
 
 
 class ChatMessage(BaseModel):

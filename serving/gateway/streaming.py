@@ -163,7 +163,8 @@ class StreamRun:
                 )
             self._unsettled = True
             await self._admit()
-            chunks = await self._call()
+            settled = await self.p.settle_window(self.job, route, self.deadline)
+            chunks = await self._call() if settled else None
             if chunks is not None:
                 self._unsettled = False
                 self.p.breaker.record_success()

@@ -110,7 +110,6 @@ def test_the_turn_ends_at_the_next_role_line() -> None:
         ({"messages": [{"role": "user", "content": "x"}], "tool_choice": "auto"}, "tools"),
         ({"messages": [{"role": "user", "content": "x"}], "n": 2}, "n: 2 is not supported"),
         ({"messages": [{"role": "user", "content": "x"}], "bogus": 1}, "bogus"),
-        ({"messages": [{"role": "user", "content": "x" * 200}]}, "maximum context length"),
     ],
 )
 def test_refusals_are_400_with_a_reason(body: dict, words: str) -> None:
@@ -132,7 +131,10 @@ def test_without_max_tokens_chat_gets_the_rest_of_the_window_and_completions_16(
     assert job.max_new_tokens == 64  # type: ignore[attr-defined]  # the deployment's cap
     roomy = dataclasses.replace(LIMITS, max_new_tokens_limit=512)
     raw = json.dumps({"model": "gen", "messages": [{"role": "user", "content": "x"}]}).encode()
-    assert parse(raw, roomy).max_new_tokens == 128 - 33
+    job = parse(raw, roomy)  # the window, not the cap, bounds it: the model's count settles it
+    assert job.recount is not None and job.max_new_tokens == 127  # reserved: the most it can be
+    job.settle([33])  # a byte model's count: 32 bytes and the start token
+    assert job.max_new_tokens == 128 - 33
     completion = completions_parse(b'{"model": "gen", "prompt": "x"}', roomy)
     assert completion.max_new_tokens == 16
 
@@ -145,8 +147,11 @@ def test_top_k_and_seed_reach_the_model() -> None:
 
 def test_the_window_is_enforced_after_templating_and_truncation_keeps_the_end() -> None:
     content = "y" * 100  # fits on its own (128 - 16 - 1), not with the template around it
-    with pytest.raises(BadRequest, match="maximum context length"):
-        _parse(messages=[{"role": "user", "content": content}])
+    job = _parse(messages=[{"role": "user", "content": content}])
+    assert job.recount is not None  # type: ignore[attr-defined]
+    with pytest.raises(BadRequest, match="maximum context length is 128 tokens") as refused:
+        job.settle([len(job.prompts[0].encode()) + 1])  # type: ignore[attr-defined]
+    assert refused.value.param == "messages"
     job = _parse(messages=[{"role": "user", "content": content}], truncate_prompt_tokens=50)
     assert job.prompts[0].endswith("\nAssistant: ") and len(job.prompts[0]) == 50  # type: ignore[attr-defined]
 

@@ -155,6 +155,17 @@ def test_chat_refuses_what_it_cannot_do_with_400(served, fake, messages, words) 
     assert resp.status_code == 400 and words in resp.json()["error"]["message"]
 
 
+def test_a_stream_fits_the_window_in_the_models_tokens(served, fake) -> None:
+    fake.state.bytes_per_token = 4  # a subword model: the prompt's 200 bytes are 50 tokens
+    prompt = "word " * 40
+    fake.state.outputs[prompt] = b"the answer"
+    client = _client(served)
+    pieces = client.completions.create(model="gen", prompt=prompt, max_tokens=32, stream=True)
+    assert "".join(c.choices[0].text for c in pieces if c.choices) == "the answer"
+    with pytest.raises(openai.BadRequestError, match=r"requested 97 tokens \(51 in the prompt"):
+        client.completions.create(model="gen", prompt=prompt, max_tokens=46, stream=True)
+
+
 def test_chat_tools_get_a_clear_400(served) -> None:
     client = _client(served)
     tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
