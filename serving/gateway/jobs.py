@@ -243,22 +243,6 @@ def cut_prompts(prompts: list[str], truncate: int | None) -> list[str]:
     return prompts
 
 
-def fit_window(
-    prompts: list[str],
-    max_new_tokens: int | None,
-    limits: Limits,
-    truncate: int | None,
-    where: str = "prompt",
-    counts: list[int] | None = None,
-) -> tuple[list[str], int]:
-    """Apply `truncate_prompt_tokens` (`cut_prompts`), then check that prompt and completion
-    fit the window (`fit_tokens`); `counts`: each cut prompt's tokens as the model counts them,
-    a start token included; None: the byte bound (`byte_bound`)."""
-    prompts = cut_prompts(prompts, truncate)
-    longest = max(counts) if counts is not None else max(byte_bound(p) for p in prompts)
-    return prompts, fit_tokens(longest, max_new_tokens, limits, truncate, where)
-
-
 def fit_tokens(
     longest: int, max_new_tokens: int | None, limits: Limits, truncate: int | None, where: str
 ) -> int:
@@ -300,11 +284,13 @@ def fit_or_recount(
     truncate: int | None,
     where: str = "prompt",
 ) -> tuple[list[str], int, Recount | None]:
-    """`fit_window` at parse time, where the model's counts are not known yet: settled by the
-    byte bound when it passes and gives what a prompt of one token would get, so that every
-    count in between gives it too (a short prompt's case); else the job carries a `Recount`
-    and, until it is settled, the most `max_new_tokens` any count could give (what the rate
-    limiter reserves). A refusal waits for the model's counts too, so that it names them."""
+    """Apply `truncate_prompt_tokens` (`cut_prompts`) and check the window (`fit_tokens`) at
+    parse time, where the model's counts are not known yet: settled by the byte bound when it
+    passes and gives what a prompt of one token would get, so that every count in between gives
+    it too (a short prompt's case); else the job carries a `Recount` and, until it is settled,
+    the most `max_new_tokens` any count could give (what the rate limiter reserves). A refusal
+    waits for the model's counts too, so that it names them. Returns (cut prompts, new tokens,
+    recount or None)."""
     cut = cut_prompts(prompts, truncate)
     try:
         most = fit_tokens(1, max_new_tokens, limits, truncate, where)

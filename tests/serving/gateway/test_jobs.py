@@ -1,6 +1,6 @@
 """The prompt window: a prompt the model cannot hold is refused unless truncation is asked for.
 
-`fit_window` checks with the byte bound (a byte model's own count) or with the model's counts;
+`fit_tokens` checks a prompt's count, which for a byte model is the byte bound (`_byte_model`);
 `fit_or_recount` decides at parse time whether the byte bound settles it, and `Job.settle`
 settles the rest on the counts the model gives (`Pipeline.settle_window`)."""
 
@@ -9,7 +9,15 @@ from __future__ import annotations
 import pytest
 
 from serving.gateway.errors import BadRequest, ContextLengthExceeded
-from serving.gateway.jobs import Job, Limits, Recount, fit_or_recount, fit_window
+from serving.gateway.jobs import (
+    Job,
+    Limits,
+    Recount,
+    byte_bound,
+    cut_prompts,
+    fit_or_recount,
+    fit_tokens,
+)
 
 LIMITS = Limits(
     max_prompt_chars=16_384,
@@ -21,9 +29,20 @@ LIMITS = Limits(
 )
 
 
+def _byte_model(
+    prompts: list[str],
+    max_new: int | None,
+    limits: Limits,
+    truncate: int | None,
+    where: str = "prompt",
+) -> tuple[list[str], int]:
+    """What a byte model (its count is the byte bound) runs: the cut prompts, the new tokens."""
+    cut = cut_prompts(prompts, truncate)
+    return cut, fit_tokens(max(byte_bound(p) for p in cut), max_new, limits, truncate, where)
+
+
 def _fit(prompts: list[str], max_new: int, limits: Limits, truncate: int | None) -> list[str]:
-    """The prompts a byte model runs (its tokens are the byte bound's)."""
-    return fit_window(prompts, max_new, limits, truncate)[0]
+    return _byte_model(prompts, max_new, limits, truncate)[0]
 
 
 def test_a_prompt_longer_than_the_window_is_refused_in_vllms_words() -> None:
@@ -56,11 +75,11 @@ def test_max_tokens_beyond_the_window_is_refused_whatever_the_prompt() -> None:
 
 
 def test_without_a_length_the_rest_of_the_window_up_to_the_cap() -> None:
-    assert fit_window(["y" * 27], None, LIMITS, None) == (["y" * 27], 100)
+    assert _byte_model(["y" * 27], None, LIMITS, None) == (["y" * 27], 100)
     capped = Limits(**{**vars(LIMITS), "max_new_tokens_limit": 32})
-    assert fit_window(["y" * 27], None, capped, None) == (["y" * 27], 32)
+    assert _byte_model(["y" * 27], None, capped, None) == (["y" * 27], 32)
     with pytest.raises(ContextLengthExceeded, match="your request has 128 input tokens"):
-        fit_window(["y" * 127], None, LIMITS, None, where="messages")
+        _byte_model(["y" * 127], None, LIMITS, None, where="messages")
 
 
 def test_tokens_are_utf8_bytes() -> None:
@@ -84,7 +103,7 @@ def test_minus_one_refuses_a_completion_the_model_would_cut() -> None:
     with pytest.raises(ContextLengthExceeded, match="at most 64 new tokens"):
         _fit([long], 65, LIMITS, -1)
     assert _fit(["short"], 100, LIMITS, -1) == ["short"]  # no cut needed: fits whole
-    assert fit_window([long], None, LIMITS, -1) == ([long], 64)
+    assert _byte_model([long], None, LIMITS, -1) == ([long], 64)
 
 
 def _job(prompt: str, recount: Recount | None, max_new: int, truncate: int | None = None) -> Job:
