@@ -50,7 +50,8 @@ def executed_ops(
         options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
         metadata = tf.compat.v1.RunMetadata()
         out = model.run(signature, rows, options=options, run_metadata=metadata)
-    produced = out["output_tokens" if signature == sig.SIGNATURE_NAME else "n_tokens"]
+    # `continue` counts its chunk's bytes in n_tokens; its tokens are the ones it scored
+    produced = out["output_tokens" if signature == sig.SIGNATURE_NAME else "n_scored"]
     if int(produced.min()) != new_tokens:
         raise RuntimeError(f"a row stopped early ({produced.tolist()}); the count needs full rows")
     ops: Counter[str] = Counter()

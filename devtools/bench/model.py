@@ -58,6 +58,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "bench does not import it again",
     )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=Path(".cache/tokenpulse"),
+        help="where `model build` cached the preset's trained checkpoint (held-out figures)",
+    )
 
 
 def _matmul_peak(repeats: int) -> float:
@@ -82,14 +88,15 @@ def ours(cfg: Any) -> Runner:
     """TokenPulse's in-graph generator."""
     import tensorflow as tf
 
-    from serving.model.config import EOT_ID
     from serving.model.generate import Generator
+    from serving.model.tokenizer import BYTE_EOT_ID, byte_vocab
     from serving.model.transformer import GPT
     from tokenpulse.tfserving.signature import STOP_SLOTS
 
     model = GPT(cfg, seed=0)
-    model.lnf_b.assign(-10.0 * model.wte[EOT_ID])  # never stop early: we time full lengths
-    gen = Generator(model)
+    model.lnf_b.assign(-10.0 * model.wte[BYTE_EOT_ID])  # never stop early: we time full lengths
+    # byte ids in the model's vocabulary size: a prompt of n letters is n tokens, as keras_hub's
+    gen = Generator(model, byte_vocab(cfg.vocab_size))
 
     def generate(batch: int, prompt_len: int, new_tokens: int) -> None:
         out = gen.serve(
@@ -171,6 +178,33 @@ def measure(
     return results
 
 
+def held_out(preset_name: str, cache_dir: Path) -> dict[str, float] | str:
+    """Bits per token and per byte of the preset's trained checkpoint on held-out text (bits per
+    byte compares across tokenizers: the byte-level model's bits per token were per byte)."""
+    import numpy as np
+
+    from serving.model import data, train
+    from serving.model.config import get_preset
+    from serving.model.transformer import GPT
+
+    preset = get_preset(preset_name)
+    model = GPT(preset.model)
+    cached = train.load_cached(model, cache_dir, preset)
+    if cached is None:
+        return f"no trained {preset_name} checkpoint in {cache_dir}: `tokenpulse model build` first"
+    spec = cached[1]
+    held = data.split(train.prepare(preset, spec)[1])[1]
+    cfg = preset.train
+    figures = train.held_out(
+        model, held, spec, cfg.eval_batches, cfg.eval_batch_size, np.random.default_rng(0)
+    )
+    return {
+        "bits_per_token": round(figures.bits_per_token, 4),
+        "bytes_per_token": round(figures.bytes_per_token, 4),
+        "bits_per_byte": round(figures.bits_per_byte, 4),
+    }
+
+
 KERAS_HUB_MISSING = (
     "keras_hub is not installed, so the GPT2CausalLM comparison is skipped; install it with "
     "`pip install 'tokenpulse[bench-model]'` (or pass --no-peer to silence this)"
@@ -215,6 +249,8 @@ def main(args: argparse.Namespace) -> int:
             f"tokens_per_s_batch{n}": round(a["tokens_per_s"][n] / b["tokens_per_s"][n], 2)
             for n in BATCH_SIZES
         }
+    say("held-out text")
+    report["held_out"] = held_out(args.preset, args.cache_dir)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -238,3 +274,11 @@ def _print_table(report: dict[str, Any]) -> None:
             print(f"{name:>24}: kernels per decode step: {ops}")
     for key, value in report.get("ratio_tokenpulse_over_keras_hub", {}).items():
         print(f"tokenpulse / keras_hub {key}: {value}x")
+    held = report["held_out"]
+    if isinstance(held, dict):
+        print(
+            f"held-out text: {held['bits_per_token']} bits per token, {held['bits_per_byte']} "
+            f"bits per byte ({held['bytes_per_token']} bytes per token)"
+        )
+    else:
+        print(f"held-out text: {held}")

@@ -59,7 +59,7 @@ def _measure(args: argparse.Namespace, logdir: str) -> dict[str, Any]:
 
     from serving.model import data
     from serving.model.config import get_preset
-    from serving.model.train import Trainer, _lr
+    from serving.model.train import Trainer, _lr, prepare
     from serving.model.transformer import GPT
 
     preset = get_preset(args.preset)
@@ -67,7 +67,8 @@ def _measure(args: argparse.Namespace, logdir: str) -> dict[str, Any]:
     every = max(1, args.every)
     model = GPT(preset.model, seed=cfg.seed)
     trainer = Trainer(model, cfg.weight_decay, every)
-    train_ids, _ = data.split(data.token_stream(data.documents(cfg.corpus_bytes)))
+    _, stream = prepare(preset)  # the recipe's own vocabulary and text, as a build trains on
+    train_ids, _ = data.split(stream)
     rng = np.random.default_rng(cfg.seed)
 
     def batch() -> tf.Tensor:

@@ -66,6 +66,7 @@ class StandinState:
     finish_reason: str = FINISH_LENGTH
     mean_nll: float = 1.5
     output_tokens: int | None = None  # None: the row's max_new_tokens (else the text's length)
+    bytes_per_token: int = 1  # a prompt's tokens: its bytes over this, rounded up (a subword model)
 
 
 def _error(status: int, message: str) -> web.Response:
@@ -123,7 +124,7 @@ class TfServingStandin(BackgroundStandin):
         return {
             "text": text,
             "mean_nll": nll,
-            "prompt_tokens": len(prompt.encode()),
+            "prompt_tokens": -(-len(prompt.encode()) // s.bytes_per_token),
             "output_tokens": tokens,
             "finish_reason": s.finish_reason,
             "truncated_prompt_tokens": 0,

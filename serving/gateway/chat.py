@@ -1,7 +1,8 @@
 """`POST /v1/chat/completions`: OpenAI chat on a text-completion model, by a documented template.
 
-The model continues text, so the messages are flattened into one prompt (CHAT_TEMPLATE) and the
-turn ends where the model starts the next role line (TEMPLATE_STOPS, applied like `stop`). The
+The model continues text, so the messages are flattened into one prompt by the chat format our
+model is trained on (`tokenpulse.chatformat`), and the turn ends at the model's end-of-turn
+token or where it starts the next role line (TEMPLATE_STOPS, applied like `stop`). The
 context window is checked on the flattened prompt, with the same 400 and
 `truncate_prompt_tokens` as `/v1/completions`; without max_tokens the answer may use the rest
 of the window, as in vLLM. Fields the model cannot honour follow `serving.gateway.fields`.
@@ -23,7 +24,7 @@ from serving.gateway.jobs import (
     PositiveInt,
     check_max_new_tokens,
     check_prompts,
-    fit_window,
+    fit_or_recount,
     stream_options,
     validate_body,
 )
@@ -40,25 +41,12 @@ from serving.gateway.protocol import (
     usage,
 )
 from serving.gateway.streaming import Piece
+from tokenpulse import chatformat
 from tokenpulse.samples import RequestStats
 
-ROLES = {"system": "System", "developer": "System", "user": "User", "assistant": "Assistant"}
 NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
-CHAT_TEMPLATE = (
-    "Each message becomes one line `<Role>: <content>` in order: Role is System (for system "
-    "and developer), User or Assistant, followed by ` (<name>)` when the message has a name; "
-    'list content is its text parts joined with "\n". The prompt ends with `Assistant: ` for '
-    "the model to continue, and the answer ends where the model starts another role line "
-    "(`\nSystem:`, `\nUser:`, `\nAssistant:`, or with a name, `\nUser (`...): "
-    'finish_reason "stop". A line of content that starts like a role line (any case) is '
-    "indented by one space, so content cannot forge a turn. "
-    'E.g. [system "Be brief.", user "Hi"] -> "System: Be brief.\nUser: Hi\nAssistant: ".'
-)
-TEMPLATE_STOPS = tuple(
-    f"\n{role}{sep}" for role in ("System", "User", "Assistant") for sep in (":", " (")
-)
-# a content line the model could read as a turn: a role word at the start, then `:` or ` (`
-_ROLE_LINE = re.compile(r"^(system|developer|user|assistant)(:| \()", re.IGNORECASE | re.MULTILINE)
+CHAT_TEMPLATE = chatformat.DESCRIPTION
+TEMPLATE_STOPS = chatformat.ROLE_STOPS
 
 
 class ChatRequest(OpenAIRequest):
@@ -115,15 +103,9 @@ def _check_fields(message: dict[str, Any], i: int) -> None:
         )
 
 
-def _escape(content: str) -> str:
-    """Content as it goes into its line: newlines normalised, role-like lines indented."""
-    content = content.replace("\r\n", "\n").replace("\r", "\n")
-    return _ROLE_LINE.sub(lambda m: " " + m.group(0), content)
-
-
 def flatten(messages: list[dict[str, Any]]) -> str:
     """The prompt the model continues (see CHAT_TEMPLATE); 400 on roles and tool calls."""
-    lines = []
+    turns = []
     for i, message in enumerate(messages):
         role = message.get("role")
         if role in ("tool", "function"):
@@ -131,7 +113,7 @@ def flatten(messages: list[dict[str, Any]]) -> str:
                 f"messages[{i}]: {role} messages are not supported: this model cannot call tools",
                 param="messages",
             )
-        if role not in ROLES:
+        if role not in chatformat.ROLES:
             raise BadRequest(
                 f"messages[{i}].role must be system, developer, user or assistant, got {role!r}",
                 param="messages",
@@ -142,9 +124,9 @@ def flatten(messages: list[dict[str, Any]]) -> str:
                 param="messages",
             )
         _check_fields(message, i)
-        who = ROLES[role] + (f" ({message['name']})" if message.get("name") else "")
-        lines.append(f"{who}: {_escape(_content(message, i))}")
-    return "\n".join([*lines, "Assistant: "])
+        who = chatformat.ROLES[role] + (f" ({message['name']})" if message.get("name") else "")
+        turns.append((who, _content(message, i)))
+    return chatformat.render(turns)
 
 
 def parse(raw: bytes, limits: Limits) -> Job:
@@ -158,10 +140,10 @@ def parse(raw: bytes, limits: Limits) -> Job:
     if asked is not None:
         check_max_new_tokens(asked, limits, param, BadRequest)
     options = stream_options(req.stream, req.stream_options, BadRequest)
-    prompts, max_tokens = fit_window(
+    prompts, max_tokens, recount = fit_or_recount(
         [prompt], asked, limits, req.truncate_prompt_tokens, where="messages"
     )
-    return openai_job(req, prompts, max_tokens, options, TEMPLATE_STOPS)
+    return openai_job(req, prompts, max_tokens, options, TEMPLATE_STOPS, recount)
 
 
 class ChatMessage(BaseModel):

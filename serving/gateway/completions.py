@@ -19,7 +19,7 @@ from serving.gateway.jobs import (
     PositiveInt,
     check_max_new_tokens,
     check_prompts,
-    fit_window,
+    fit_or_recount,
     stream_options,
     validate_body,
 )
@@ -79,8 +79,10 @@ def parse(raw: bytes, limits: Limits) -> Job:
     max_tokens = req.max_tokens if req.max_tokens is not None else limits.default_max_new_tokens
     check_max_new_tokens(max_tokens, limits, "max_tokens", BadRequest)
     options = stream_options(req.stream, req.stream_options, BadRequest)
-    prompts, max_tokens = fit_window(prompts, max_tokens, limits, req.truncate_prompt_tokens)
-    return openai_job(req, prompts, max_tokens, options)
+    prompts, max_tokens, recount = fit_or_recount(
+        prompts, max_tokens, limits, req.truncate_prompt_tokens
+    )
+    return openai_job(req, prompts, max_tokens, options, recount=recount)
 
 
 def respond(job: Job, texts: list[str], stats: RequestStats) -> CompletionResponse:

@@ -29,10 +29,12 @@ SeedInt = Annotated[int, Ge(-INT64 - 1), Le(INT64), BeforeValidator(_whole_float
 # vLLM's top_k: -1 (vLLM's "off") or 0 is no cut, k keeps the k most likely tokens
 TopK = Annotated[int, Ge(-1), Le(100_000), BeforeValidator(_whole_float_to_int)]
 # vLLM's parameter: -1 lets the model keep the end of the prompt that fits, k >= 1 keeps the last k
+# bytes (vLLM's k tokens; here k tokens at most)
 TruncateTokens = Literal[-1] | PositiveInt
 TRUNCATE_DESCRIPTION = (
     "Unset: a prompt longer than the model's window is refused with 400. "
-    "-1: the model keeps the end of the prompt that fits. k: keep the prompt's last k tokens."
+    "-1: the model keeps the end of the prompt that fits. k: keep the prompt's last k bytes "
+    "(k tokens at most)."
 )
 
 
@@ -46,6 +48,18 @@ class Limits:
     default_max_new_tokens: int
     default_model: str
     context_window_tokens: int
+
+
+@dataclass(frozen=True)
+class Recount:
+    """A window check the byte bound cannot settle: the model's own count of each prompt's
+    tokens settles it before the job runs (`Job.settle`, `Pipeline.settle_window`). What the
+    request asked for (`max_new_tokens`; None: the rest of the window), where its prompt came
+    from, and the limits it was parsed under."""
+
+    max_new_tokens: int | None
+    where: str
+    limits: Limits
 
 
 @dataclass
@@ -67,6 +81,18 @@ class Job:
     stream: bool = False  # answer with server-sent events, chunk by chunk
     include_usage: bool = False  # streams: a last event with the usage (stream_options)
     continuous_usage: bool = False  # streams: the usage so far on every event (vLLM's option)
+    recount: Recount | None = None  # the window check the model's token counts settle
+
+    def settle(self, counts: list[int]) -> None:
+        """Settle `recount` on the model's count of each prompt's tokens (a start token
+        included): the new tokens the job gets, or ContextLengthExceeded naming the window."""
+        if self.recount is None:
+            return
+        r = self.recount
+        self.max_new_tokens = fit_tokens(
+            max(counts), r.max_new_tokens, r.limits, self.truncate_prompt_tokens, r.where
+        )
+        self.recount = None
 
     @property
     def token_budget(self) -> int:
@@ -203,33 +229,35 @@ def _keep_last(prompt: str, tokens: int) -> str:
     return prompt if len(raw) <= tokens else raw[-tokens:].decode("utf-8", "ignore")
 
 
-def prompt_tokens(prompt: str) -> int:
-    """Tokens the model sees for `prompt`: its UTF-8 bytes and one start token."""
+def byte_bound(prompt: str) -> int:
+    """The most tokens a model can make of `prompt`, its start token included: its UTF-8 bytes
+    and one (every token of a byte-level vocabulary stands for at least one byte). A byte
+    model's count; a subword model's own is lower (`Recount`)."""
     return len(prompt.encode("utf-8")) + 1
 
 
-def fit_window(
-    prompts: list[str],
-    max_new_tokens: int | None,
-    limits: Limits,
-    truncate: int | None,
-    where: str = "prompt",
-) -> tuple[list[str], int]:
-    """Apply `truncate_prompt_tokens`, then check that prompt and completion fit the window, as
-    vLLM does: prompt tokens (UTF-8 bytes plus a start token) + max_new_tokens <= window, else a
-    400 `context_length_exceeded` in vLLM's words. `max_new_tokens` None (chat without
-    max_tokens): the rest of the window after the longest prompt, up to the deployment's cap.
+def cut_prompts(prompts: list[str], truncate: int | None) -> list[str]:
+    """`truncate_prompt_tokens` k >= 1: each prompt's last k bytes, which are k tokens at most."""
+    if truncate is not None and truncate > 0:
+        return [_keep_last(p, truncate) for p in prompts]
+    return prompts
+
+
+def fit_tokens(
+    longest: int, max_new_tokens: int | None, limits: Limits, truncate: int | None, where: str
+) -> int:
+    """The new tokens a request gets when its longest prompt is `longest` tokens, as vLLM checks
+    it: prompt tokens + max_new_tokens <= window, else a 400 `context_length_exceeded` in vLLM's
+    words. `max_new_tokens` None (chat without max_tokens): the rest of the window after the
+    longest prompt, up to the deployment's cap.
 
     Whatever passes runs whole: the model's own rule (`serving/model/generate.py:_budgets`)
     drops prompt tokens or caps the output only for what does not fit, which only
     `truncate_prompt_tokens: -1` lets through (see `_cut_by_the_model`).
     """
     window = limits.context_window_tokens
-    if truncate is not None and truncate > 0:
-        prompts = [_keep_last(p, truncate) for p in prompts]
-    longest = max(prompt_tokens(p) for p in prompts)
     if truncate == -1:
-        return prompts, _cut_by_the_model(longest, max_new_tokens, limits, where)
+        return _cut_by_the_model(longest, max_new_tokens, limits, where)
     if max_new_tokens is None:
         if longest >= window:
             raise ContextLengthExceeded(
@@ -237,7 +265,7 @@ def fit_window(
                 f"has {longest} input tokens. Please reduce the length of the input {where}.",
                 param=where,
             )
-        return prompts, min(window - longest, limits.max_new_tokens_limit)
+        return min(window - longest, limits.max_new_tokens_limit)
     if longest + max_new_tokens > window:
         raise ContextLengthExceeded(
             f"This model's maximum context length is {window} tokens. However, you requested "
@@ -246,7 +274,36 @@ def fit_window(
             "truncate_prompt_tokens (-1 keeps the end of the prompt that fits).",
             param=where,
         )
-    return prompts, max_new_tokens
+    return max_new_tokens
+
+
+def fit_or_recount(
+    prompts: list[str],
+    max_new_tokens: int | None,
+    limits: Limits,
+    truncate: int | None,
+    where: str = "prompt",
+) -> tuple[list[str], int, Recount | None]:
+    """Apply `truncate_prompt_tokens` (`cut_prompts`) and check the window (`fit_tokens`) at
+    parse time, where the model's counts are not known yet: settled by the byte bound when it
+    passes and gives what a prompt of one token would get, so that every count in between gives
+    it too (a short prompt's case); else the job carries a `Recount` and, until it is settled,
+    the most `max_new_tokens` any count could give (what the rate limiter reserves). A refusal
+    waits for the model's counts too, so that it names them. Returns (cut prompts, new tokens,
+    recount or None)."""
+    cut = cut_prompts(prompts, truncate)
+    try:
+        most = fit_tokens(1, max_new_tokens, limits, truncate, where)
+    except ContextLengthExceeded:  # no count fits; the model's says by how much
+        cap = limits.max_new_tokens_limit if max_new_tokens is None else max_new_tokens
+        return cut, cap, Recount(max_new_tokens, where, limits)
+    try:
+        bounded: int | None = fit_tokens(
+            max(byte_bound(p) for p in cut), max_new_tokens, limits, truncate, where
+        )
+    except ContextLengthExceeded:
+        bounded = None
+    return cut, most, None if bounded == most else Recount(max_new_tokens, where, limits)
 
 
 def _cut_by_the_model(longest: int, max_new_tokens: int | None, limits: Limits, where: str) -> int:
@@ -266,10 +323,3 @@ def _cut_by_the_model(longest: int, max_new_tokens: int | None, limits: Limits, 
             param=where,
         )
     return max_new_tokens
-
-
-def fit_prompts(
-    prompts: list[str], max_new_tokens: int, limits: Limits, truncate: int | None
-) -> list[str]:
-    """`fit_window` for a request that set its length."""
-    return fit_window(prompts, max_new_tokens, limits, truncate)[0]

@@ -17,7 +17,7 @@ from serving.gateway.jobs import (
     TruncateTokens,
     check_max_new_tokens,
     check_prompts,
-    fit_prompts,
+    fit_or_recount,
     validate_body,
 )
 from serving.gateway.protocol import (
@@ -93,9 +93,10 @@ def parse(raw: bytes, limits: Limits) -> Job:
     check_prompts([req.prompt], limits, InvalidParameter)
     max_new = req.max_new_tokens or limits.default_max_new_tokens
     check_max_new_tokens(max_new, limits, "max_new_tokens", InvalidParameter)
+    prompts, _, recount = fit_or_recount([req.prompt], max_new, limits, req.truncate_prompt_tokens)
     return Job(
         model=req.model or limits.default_model,
-        prompts=fit_prompts([req.prompt], max_new, limits, req.truncate_prompt_tokens),
+        prompts=prompts,
         max_new_tokens=max_new,
         temperature=req.temperature,
         top_k=req.top_k,
@@ -105,6 +106,7 @@ def parse(raw: bytes, limits: Limits) -> Job:
         user=req.user,
         truncate_prompt_tokens=req.truncate_prompt_tokens,
         stream=req.stream,
+        recount=recount,
     )
 
 

@@ -179,12 +179,10 @@ def _get(summary: str, schema: str | None, not_ready: bool = False) -> dict[str,
 
 
 def _message_schema(settings: GatewaySettings) -> dict[str, Any]:
-    """One chat message as `chat.flatten` takes it; content no longer than can ever fit."""
-    # a message alone must fit: "User: <content>\nAssistant: ", a start token, one new token
-    longest = min(
-        settings.max_prompt_chars,
-        settings.context_window_tokens - 2 - len("User: \nAssistant: "),
-    )
+    """One chat message as `chat.flatten` takes it; content no longer than can ever fit (the
+    deployment's prompt size: how many characters fit the window depends on the model's
+    tokens, which a subword model packs several characters into)."""
+    longest = settings.max_prompt_chars
     text_part = {
         "type": "object",
         "required": ["type", "text"],
@@ -230,7 +228,7 @@ def _apply_limits(schemas: dict[str, Any], settings: GatewaySettings) -> None:
             },
         ]
     }
-    # prompt tokens (bytes + a start token, at least 2) + max_tokens must fit the window
+    # prompt tokens (a token and the start token at least) + max_tokens must fit the window
     most = min(settings.max_new_tokens_limit, settings.context_window_tokens - 2)
     openai["max_tokens"]["anyOf"][0]["maximum"] = most
     openai["stop"] = {
@@ -277,10 +275,9 @@ def _apply_limits(schemas: dict[str, Any], settings: GatewaySettings) -> None:
         schemas[name]["then"] = {"properties": {"stream": {"const": True}}, "required": ["stream"]}
     chat["messages"]["items"] = _message_schema(settings)
     # bounds every accepted request meets (the flattened prompt must fit the window, see
-    # chat.CHAT_TEMPLATE): at least "User: " and a newline per message, "Assistant: " at the end
-    # and the start token; none refuses what the code would take
-    room = settings.context_window_tokens - 1 - len("\nAssistant: ")
-    chat["messages"]["maxItems"] = max(1, room // len("User: \n"))
+    # tokenpulse.chatformat): a token at least per turn, one for "Assistant: " and the start
+    # token, whatever the model's vocabulary; none refuses what the code would take
+    chat["messages"]["maxItems"] = max(1, settings.context_window_tokens - 2)
     comment = schemas["FeedbackRequest"]["properties"]["comment"]
     comment["anyOf"][0]["maxLength"] = settings.feedback_max_comment_chars
 

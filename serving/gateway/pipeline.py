@@ -281,6 +281,11 @@ class Pipeline:
         if remaining <= 0:
             raise DeadlineExceeded("deadline passed while waiting for a slot")
         started = time.perf_counter()
+        if not await self.settle_window(job, route, deadline):
+            stats.upstream_s = time.perf_counter() - started
+            return None, "neutral"
+        counted = time.perf_counter() - started  # the window's count, when it took a call
+        started = time.perf_counter()
         try:
             rows = job.rows(await self.in_graph(route, min(remaining, 1.0)))
             preds, seconds = await self.client.predict(
@@ -288,10 +293,30 @@ class Pipeline:
             )
         except UpstreamError as exc:
             if isinstance(exc, (UpstreamTimeout, UpstreamHTTPError)):
-                stats.upstream_s = time.perf_counter() - started
+                stats.upstream_s = counted + time.perf_counter() - started
             return self.upstream_failed(exc, deadline)
-        stats.upstream_s = seconds
+        stats.upstream_s = counted + seconds
         return preds, "success"
+
+    async def settle_window(self, job: Job, route: Route, deadline: Deadline) -> bool:
+        """Settle a window check the byte bound left open (`Job.recount`) on the routed
+        version's own count of each prompt's tokens: the prompts run with no new tokens (a
+        prefill; its `prompt_tokens` and `truncated_prompt_tokens` are every prompt token), and
+        the job gets its new tokens or a 400 naming the window. False: the version went away."""
+        if job.recount is None:
+            return True
+        in_graph = await self.in_graph(route, min(deadline.remaining(), 1.0))
+        probe = dataclasses.replace(job, max_new_tokens=0, stop=(), ignore_eos=False)
+        try:
+            preds, _ = await self.client.predict(
+                route.model, route.version, probe.rows(in_graph), deadline.remaining()
+            )
+        except UpstreamError as exc:
+            self.upstream_failed(exc, deadline)  # raises, or says: route again
+            return False
+        # the start token the byte bound counts (`jobs.byte_bound`): GPT-2's and ours
+        job.settle([p.prompt_tokens + p.truncated_prompt_tokens + 1 for p in preds])
+        return True
 
     def _record_failure(self, exc: UpstreamError) -> None:
         """One failure per failed call, however many streams shared it."""

@@ -22,6 +22,7 @@ from serving.gateway.jobs import (
     TRUNCATE_DESCRIPTION,
     Job,
     Limits,
+    Recount,
     SeedInt,
     StreamOptions,
     TopK,
@@ -67,9 +68,11 @@ def openai_job(
     max_tokens: int,
     options: StreamOptions,
     extra_stops: tuple[str, ...] = (),
+    recount: Recount | None = None,
 ) -> Job:
     """The job of an OpenAI request, with OpenAI's defaults (temperature 1, no cuts, a random
-    seed) and `extra_stops` after the client's own."""
+    seed), `extra_stops` after the client's own, and the window check left to the model's
+    token counts (`recount`), if any."""
     return Job(
         model=req.model,
         prompts=prompts,
@@ -85,6 +88,7 @@ def openai_job(
         stream=bool(req.stream),
         include_usage=options.include_usage,
         continuous_usage=options.continuous_usage_stats,
+        recount=recount,
     )
 
 

@@ -43,8 +43,9 @@ class GatewaySettings(BaseSettings):
     context_window_tokens: int = Field(
         128,
         ge=8,
-        description="the model's context window in tokens (prompt bytes + 1): 64 for the tiny "
-        "preset, 128 for the default; a longer prompt gets 400 unless truncate_prompt is set",
+        description="the model's context window in its own tokens (a prompt's tokens + 1 start "
+        "token + max_tokens must fit): 128 for the tiny preset, 256 for the default; more gets "
+        "400 unless truncate_prompt_tokens is set",
     )
     stream_chunk_tokens: int = Field(
         DEFAULT_STREAM_CHUNK,

@@ -82,6 +82,7 @@ class Row:
     finish_reason: str = FINISH_NONE
     nll_sum: float = 0.0
     n_scored: int = 0
+    output_tokens: int = 0  # the model's tokens (a subword model's bytes are more)
     prompt_tokens: int = 0
     truncated_prompt_tokens: int = 0
 
@@ -143,7 +144,7 @@ class StreamRun:
 
     def progress(self) -> tuple[int, int]:
         """(prompt tokens, tokens generated) so far, over all outputs."""
-        return sum(r.prompt_tokens for r in self.rows), sum(len(r.generated) for r in self.rows)
+        return sum(r.prompt_tokens for r in self.rows), sum(r.output_tokens for r in self.rows)
 
     async def start(self) -> list[Piece]:
         """Admit the stream and run its first chunk (errors here keep unary's status codes)."""
@@ -162,7 +163,8 @@ class StreamRun:
                 )
             self._unsettled = True
             await self._admit()
-            chunks = await self._call()
+            settled = await self.p.settle_window(self.job, route, self.deadline)
+            chunks = await self._call() if settled else None
             if chunks is not None:
                 self._unsettled = False
                 self.p.breaker.record_success()
@@ -189,7 +191,7 @@ class StreamRun:
         self._release_slot()
         self._settle_neutral()  # frees a half-open probe the stream was let through on
         if self._reservation is not None:
-            used = sum(len(r.generated) for r in self.rows)
+            used = sum(r.output_tokens for r in self.rows)
             self.p.limiter.refund(self._reservation, used)
             self._reservation = None
         if self.stats.outputs or not any(r.generated or r.done for r in self.rows):
@@ -200,7 +202,7 @@ class StreamRun:
             self.stats.outputs.append(
                 OutputSignals(
                     prompt_tokens=r.prompt_tokens,
-                    output_tokens=len(r.generated),
+                    output_tokens=r.output_tokens,
                     finish_reason=FINISH_STOP if stopped else r.finish_reason,
                     empty=not sent.strip(),
                     repetition_ratio=repetition_ratio(sent),
@@ -295,6 +297,7 @@ class StreamRun:
             row.generated += chunk.tokens
             row.nll_sum += chunk.nll_sum
             row.n_scored += chunk.n_scored
+            row.output_tokens += chunk.output_tokens
             row.finish_reason = chunk.finish_reason
             text = row.text.feed(chunk.tokens, final=row.done)
             if row.text.stopped:

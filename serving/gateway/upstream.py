@@ -21,6 +21,8 @@ from tokenpulse.tfserving.predict import parse_predictions as parse_rows
 from tokenpulse.tfserving.signature import (
     CONTINUE_OUTPUTS,
     CONTINUE_SIGNATURE_NAME,
+    FINISH_STOP,
+    NO_STOP,
     OUTPUTS,
     SIGNATURE_NAME,
     STOP_OUTPUTS,
@@ -86,6 +88,13 @@ class Chunk:
     n_scored: int
     prompt_tokens: int
     truncated_prompt_tokens: int
+    ended: bool = False  # the model's end token ended the row (scored, not an output token)
+
+    @property
+    def output_tokens(self) -> int:
+        """The model's tokens in this chunk: what it scored but its end token (a byte model's
+        tokens are its bytes; a subword model's are fewer)."""
+        return self.n_scored - int(self.ended)
 
 
 def parse_chunks(doc: Any, rows: int) -> list[Chunk]:
@@ -107,6 +116,8 @@ def parse_chunks(doc: Any, rows: int) -> list[Chunk]:
                     n_scored=int(row["n_scored"]),
                     prompt_tokens=int(row["prompt_tokens"]),
                     truncated_prompt_tokens=int(row["truncated_prompt_tokens"]),
+                    ended=decode_text(row["finish_reason"]) == FINISH_STOP
+                    and int(row.get("stop_index", NO_STOP)) == NO_STOP,
                 )
             )
         except (TypeError, ValueError) as exc:

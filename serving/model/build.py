@@ -32,9 +32,10 @@ def run_build(settings: BuildSettings) -> dict[str, object]:
             raise FileExistsError(f"{target} already exists (use --overwrite to replace it)")
         shutil.rmtree(target)
     model = GPT(preset.model, seed=preset.train.seed)
-    report = train(model, preset, settings.cache_dir, progress=settings.progress)
+    report, spec = train(model, preset, settings.cache_dir, progress=settings.progress)
     path = export_version(
         model,
+        spec,
         settings.base_path,
         settings.version,
         model_name=settings.model_name,
@@ -94,6 +95,7 @@ def run_export(settings: ExportSettings) -> dict[str, object]:
     from serving.model import checkpoints
     from serving.model.config import get_preset
     from serving.model.export import export_version
+    from serving.model.tokenizer import read_spec
     from serving.model.transformer import GPT
     from serving.model.warmup import choose_warmup_batch_sizes
 
@@ -108,8 +110,12 @@ def run_export(settings: ExportSettings) -> dict[str, object]:
         raise checkpoints.CheckpointError(f"{prefix}: {exc}") from exc
     model = GPT(preset.model)
     checkpoints.load_weights(model, prefix)
+    spec = read_spec(prefix)
+    if spec is None:
+        raise checkpoints.CheckpointError(f"{prefix} carries no vocabulary (a byte-level run)")
     path = export_version(
         model,
+        spec,
         settings.base_path,
         settings.version,
         model_name=settings.model_name,

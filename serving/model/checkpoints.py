@@ -1,8 +1,9 @@
 """Training checkpoints: weights, optimiser moments, and where the run stands (step, recipe, data).
 
 A run directory keeps its checkpoints in `checkpoints/` (`ckpt-<step>`, the newest M, through
-`tf.train.CheckpointManager`). Besides the weights and the optimiser each carries a `TrainState`:
-the global step, the preset and recipe fingerprint it was trained under (a resume with another
+`tf.train.CheckpointManager`). Besides the weights, the optimiser and the vocabulary
+(`tokenizer.SavedSpec`: export and a resumed run read it) each carries a `TrainState`: the
+global step, the preset and recipe fingerprint it was trained under (a resume with another
 recipe is refused), the numpy generator's state after the step's batch (the data position: a
 resumed run draws the windows an unbroken one draws) and the running loss average.
 """
@@ -15,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
+from serving.model.bpe import BpeSpec
+from serving.model.tokenizer import SavedSpec
 from serving.model.train import AdamW
 from serving.model.transformer import GPT
 
@@ -59,9 +62,13 @@ class _Moments(tf.Module):
         self.m, self.v, self.t = optimizer.m, optimizer.v, optimizer.t
 
 
-def checkpoint(model: GPT, optimizer: AdamW, state: TrainState) -> tf.train.Checkpoint:
-    """The object graph a training checkpoint saves."""
-    return tf.train.Checkpoint(model=model, optimizer=_Moments(optimizer), state=state)
+def checkpoint(
+    model: GPT, optimizer: AdamW, state: TrainState, spec: BpeSpec
+) -> tf.train.Checkpoint:
+    """The object graph a training checkpoint saves (the vocabulary too: export reads it)."""
+    return tf.train.Checkpoint(
+        model=model, optimizer=_Moments(optimizer), state=state, tokenizer=SavedSpec(spec)
+    )
 
 
 def manager(ckpt: tf.train.Checkpoint, directory: Path, keep: int) -> tf.train.CheckpointManager:

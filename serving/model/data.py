@@ -1,18 +1,23 @@
-"""Training text the project makes from what Python ships: pydoc topics and stdlib docstrings.
+"""Training text: what Python ships (pydoc topics, stdlib docstrings) and our chat dialogues.
 
 No downloads: the corpus is assembled from the interpreter's own bundled documentation, in a
-fixed order, so the same Python version always yields the same bytes.
+fixed order, so the same Python version always yields the same bytes, and from the
+customer-service dialogues of `dialogues.py` (Chinese and English, in the chat format), a
+`dialogue_share` of it, shuffled in among the documents with the recipe's seed. The tokens are
+our BPE's (`bpe.py`), each document followed by end-of-text.
 """
 
 from __future__ import annotations
 
 import ast
+import random
 import sysconfig
 from pathlib import Path
 
 import numpy as np
 
-from serving.model.config import EOT_ID
+from serving.model import bpe, dialogues
+from serving.model.config import TrainConfig
 
 
 def _docstrings(stdlib: Path, budget: int) -> list[str]:
@@ -54,13 +59,29 @@ def documents(max_bytes: int) -> list[str]:
     return out
 
 
-def token_stream(docs: list[str]) -> np.ndarray:
-    """Documents as one uint16 array of byte ids, each followed by the end-of-text id."""
+def corpus(cfg: TrainConfig) -> list[str]:
+    """The recipe's training text: documents and dialogues, in an order fixed by its seed."""
+    chat = int(cfg.corpus_bytes * cfg.dialogue_share)
+    docs = documents(cfg.corpus_bytes - chat) + dialogues.dialogues(chat, cfg.seed)
+    random.Random(cfg.seed).shuffle(docs)
+    return docs
+
+
+def token_stream(docs: list[str], spec: bpe.BpeSpec | None = None) -> np.ndarray:
+    """Documents as one int32 array of `spec`'s ids, each followed by end-of-text (no spec:
+    one of 1024 ids trained on `docs`)."""
+    spec = spec or bpe.train(docs, 1024)
+    eot = np.array([spec.special_ids[0]], np.int32)
     parts = []
-    for doc in docs:
-        parts.append(np.frombuffer(doc.encode("utf-8", errors="replace"), dtype=np.uint8))
-        parts.append(np.array([EOT_ID]))
+    for ids in bpe.Encoder(spec).encode(docs):
+        parts += [ids, eot]
     return np.concatenate(parts).astype(np.int32)
+
+
+def bytes_per_token(stream: np.ndarray, spec: bpe.BpeSpec) -> float:
+    """How many bytes of text a token of `stream` stands for on average."""
+    lengths = np.array([len(p) for p in spec.pieces()])
+    return float(lengths[stream].sum()) / max(1, len(stream))
 
 
 def split(stream: np.ndarray, held_out: float = 0.05) -> tuple[np.ndarray, np.ndarray]:

@@ -2,10 +2,11 @@
 
 Prompts are left-padded so every row writes the same cache row at each step; each row keeps its
 own positions, mask, sampling parameters and stopping rule, so its output does not depend on
-the rest of the batch. A row is done at end-of-text (unless it ignores it), at its budget, or
-when its bytes contain one of its stop sequences (`stops.py`); the loop ends when every row is
-done, so a stopped batch costs the steps it used. The model is anything with `cfg.context`,
-`prefill`, `new_cache` and `decode` (`Decoder`); its tokens are described by a `Vocab`.
+the rest of the batch. A row is done at end-of-text or end-of-turn (unless it ignores them), at
+its budget, or when its bytes contain one of its stop sequences (`stops.py`); the loop ends
+when every row is done, so a stopped batch costs the steps it used. The model is anything with
+`cfg.context`, `prefill`, `new_cache` and `decode` (`Decoder`); its tokens are described by a
+`Vocab`.
 """
 
 from __future__ import annotations
@@ -134,7 +135,7 @@ def generate_loop(
         loop, so a request without them pays none of their per-step ops."""
         eot_bias = None
         if endings and params.ignore_eos is not None:
-            eot_bias = sampling.eot_ban(params.ignore_eos, vocab.size, vocab.eot_id)
+            eot_bias = sampling.eot_ban(params.ignore_eos, vocab.size, vocab.end_ids)
         table = vocab.token_bytes() if endings else None  # [V, M]: only to match stops
         piece_lengths = vocab.token_lengths() if replay is not None else None
 
@@ -148,7 +149,7 @@ def generate_loop(
             """Book one selected token per row: emitted, stopped, scored, or ignored once done."""
             s = dict(s)
             live = tf.logical_not(s["done"])
-            is_eot = tf.equal(token, vocab.eot_id)
+            is_eot = vocab.is_end(token)  # end-of-text, or end-of-turn
             emitted = live & tf.logical_not(is_eot)
             scored, kept = live, emitted
             if replay is not None and piece_lengths is not None:

@@ -13,7 +13,9 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
+from serving.model.bpe import BpeSpec
 from serving.model.generate import Generator
+from serving.model.tokenizer import bpe_vocab
 from serving.model.train import TrainReport
 from serving.model.transformer import GPT
 from serving.model.warmup import DEFAULT_WARMUP_BATCH_SIZES
@@ -150,6 +152,7 @@ def golden_outputs(export_dir: Path, model_name: str, version: int) -> dict[str,
 
 def export_version(
     model: GPT,
+    spec: BpeSpec,
     base_path: Path,
     version: int,
     *,
@@ -158,17 +161,18 @@ def export_version(
     degrade_noise: float = 0.0,
     warmup_batch_sizes: Sequence[int] = DEFAULT_WARMUP_BATCH_SIZES,
 ) -> Path:
-    """Write our trained model as `base_path/<version>` (see `write_version`)."""
+    """Write our trained model and its vocabulary as `base_path/<version>` (`write_version`)."""
     check_version(base_path, version)
     if degrade_noise > 0:
         model = degraded_copy(model, degrade_noise)
     meta = {
         "model": asdict(model.cfg),
+        "tokenizer": {"kind": "byte-level-bpe", "merges": len(spec.merges)},
         "degrade_noise": degrade_noise,
         "train": asdict(report) if report else None,
     }
     final = write_version(
-        Generator(model),
+        Generator(model, bpe_vocab(spec)),
         base_path,
         version,
         model_name=model_name,

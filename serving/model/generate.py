@@ -1,9 +1,10 @@
 """The two signatures every exported model answers: `serving_default` and `continue`.
 
-Both run the shared loop (`decoding.py`) over the model's own tokens (`vocab.py`): our byte
-model, or an imported one (`serving/model/keras_hub/`). `continue` (streaming,
-`continuation.py`) re-reads the prompt and the bytes generated so far and runs the same loop
-from that step on (bytes are tokens), or replays it (they are not).
+Both run the shared loop (`decoding.py`) over the model's own tokens (`vocab.py`): our model's
+subword vocabulary (`tokenizer.bpe_vocab`), an imported one's (`serving/model/hub/`), or bytes
+(`tokenizer.byte_vocab`). `continue` (streaming, `continuation.py`) re-reads the prompt and the
+bytes generated so far and runs the same loop from that step on (bytes are tokens), or replays
+it (they are not).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from serving.model.decoding import (
     Sampling,
     generate_loop,
 )
-from serving.model.tokenizer import BYTES
 from serving.model.vocab import Vocab, encode_bytes, sanitize_utf8
 from tokenpulse.tfserving.signature import FINISH_LENGTH, FINISH_STOP
 
@@ -61,9 +61,7 @@ def _empty_outputs() -> dict[str, tf.Tensor]:
     }
 
 
-def prompt_ids(
-    prompt: tf.Tensor, vocab: Vocab = BYTES
-) -> tuple[tf.RaggedTensor, tf.Tensor, tf.Tensor]:
+def prompt_ids(prompt: tf.Tensor, vocab: Vocab) -> tuple[tf.RaggedTensor, tf.Tensor, tf.Tensor]:
     """[B] prompts -> (ragged ids, [B] lengths, [B] leading ids that are no prompt text).
 
     End-of-text doubles as beginning-of-text: before every prompt where the vocabulary's
@@ -94,7 +92,7 @@ def prompt_counts(
 class Generator(tf.Module):
     """Wraps a causal LM and its vocabulary with the signatures that TF Serving calls."""
 
-    def __init__(self, model: Decoder, vocab: Vocab = BYTES) -> None:
+    def __init__(self, model: Decoder, vocab: Vocab) -> None:
         super().__init__(name="generator")
         self.model = model
         self.vocab = vocab

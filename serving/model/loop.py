@@ -25,11 +25,12 @@ import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
-from serving.model import checkpoints, data, replicas
+from serving.model import bpe, checkpoints, data, replicas
 from serving.model.config import HISTOGRAM_EVERY, Preset, get_preset
 from serving.model.metrics import TrainingMetrics
 from serving.model.settings import TrainSettings
-from serving.model.train import Trainer, TrainReport, _lr, held_out_bits_per_byte
+from serving.model.tokenizer import read_spec
+from serving.model.train import Trainer, TrainReport, _lr, held_out, prepare
 from serving.model.transformer import GPT
 from tokenpulse.logging import get_logger
 
@@ -68,7 +69,9 @@ def recipe(settings: TrainSettings) -> Preset:
 class _Run:
     """The model, its trainer and the checkpoint that carries both and the run's position."""
 
-    def __init__(self, settings: TrainSettings, preset: Preset, role: Role) -> None:
+    def __init__(
+        self, settings: TrainSettings, preset: Preset, role: Role, spec: bpe.BpeSpec
+    ) -> None:
         cfg = preset.train
         self.strategy = replicas.make_strategy(
             settings.workers, settings.strategy == "mirrored", settings.devices
@@ -83,7 +86,7 @@ class _Run:
             self.trainer = replicas.ReplicatedTrainer(self.strategy, self.model, cfg.weight_decay)
             self.trainer.trace(cfg.batch_size, preset.model.context + 1)
         self.state = checkpoints.TrainState(preset.name, preset.fingerprint())
-        self.ckpt = checkpoints.checkpoint(self.model, self.trainer.optimizer, self.state)
+        self.ckpt = checkpoints.checkpoint(self.model, self.trainer.optimizer, self.state, spec)
         run = settings.run_path()
         self.shared = run / checkpoints.CHECKPOINTS
         # every worker writes (the save may synchronise them); only the chief's is kept
@@ -110,10 +113,12 @@ def train_process(
     """Train (or resume) this process's part of the run; the chief returns the report."""
     preset, started = recipe(settings), time.perf_counter()
     cfg, run_dir = preset.train, settings.run_path()
-    stream = data.token_stream(data.documents(cfg.corpus_bytes))
+    # a resumed run reads the vocabulary its checkpoints carry; a new one trains it
+    latest = tf.train.latest_checkpoint(str(run_dir / checkpoints.CHECKPOINTS))
+    spec, stream = prepare(preset, read_spec(latest) if latest else None)
     train_ids, held_ids = data.split(stream)
     rng = np.random.default_rng(cfg.seed)
-    run = _Run(settings, preset, role)
+    run = _Run(settings, preset, role, spec)
     start = checkpoints.restore_latest(run.ckpt, run.state, run.shared)
     run.state.restore_rng(rng)
     loss_ema = float(run.state.loss_ema.numpy())
@@ -137,7 +142,7 @@ def train_process(
             loss = run.step(i, batch, lr)
             seconds = time.perf_counter() - t0
             loss_ema = loss if math.isnan(loss_ema) else 0.95 * loss_ema + 0.05 * loss
-            bar.set_postfix(loss=f"{loss_ema:.3f}", bpb=f"{loss_ema / math.log(2):.2f}")
+            bar.set_postfix(loss=f"{loss_ema:.3f}", bpt=f"{loss_ema / math.log(2):.2f}")
             done = i + 1
             if metrics is not None:
                 metrics.step(done, cfg.batch_size, cfg.batch_size * ctx, seconds, loss,
@@ -156,14 +161,16 @@ def train_process(
             metrics.finish()
         if not role.chief:
             return None
-        bpb = held_out_bits_per_byte(
-            run.model, held_ids, cfg.eval_batches, cfg.eval_batch_size, rng
-        )
-        tf.summary.scalar("eval/held_out_bits_per_byte", bpb, step=cfg.steps)
+        held = held_out(run.model, held_ids, spec, cfg.eval_batches, cfg.eval_batch_size, rng)
+        tf.summary.scalar("eval/held_out_bits_per_byte", held.bits_per_byte, step=cfg.steps)
+        tf.summary.scalar("eval/held_out_bits_per_token", held.bits_per_token, step=cfg.steps)
     writer.flush()
     train_report = TrainReport(preset.name, preset.fingerprint(), cfg.steps,
                                round(time.perf_counter() - started, 1), round(loss_ema, 4),
-                               round(bpb, 4), int(len(stream)))  # fmt: skip
+                               round(held.bits_per_byte, 4),
+                               round(data.bytes_per_token(stream, spec) * len(stream)),
+                               round(held.bits_per_token, 4),
+                               round(held.bytes_per_token, 4))  # fmt: skip
     report = {
         **asdict(train_report),
         "run_dir": str(run_dir),

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from serving.model.config import EOT_ID
-
 _MOD = 2147483647  # 2^31 - 1: products below stay well inside int64
 
 
@@ -52,10 +50,12 @@ def select(
     )
 
 
-def eot_ban(ignore_eos: tf.Tensor, vocab: int, eot_id: int = EOT_ID) -> tf.Tensor:
-    """[B] ignore_eos (!= 0: never select end-of-text) -> the [B, V] bias `select` adds."""
-    is_eot = tf.equal(tf.range(vocab), eot_id)[None, :]
-    return tf.where((ignore_eos != 0)[:, None] & is_eot, -1e30, 0.0)
+def eot_ban(ignore_eos: tf.Tensor, vocab: int, end_ids: tuple[int, ...]) -> tf.Tensor:
+    """[B] ignore_eos (!= 0: never select end-of-text, nor end-of-turn) -> the [B, V] bias
+    `select` adds."""
+    ids = tf.range(vocab)[None, :]
+    is_end = tf.reduce_any(ids[:, :, None] == tf.constant(list(end_ids))[None, None, :], axis=2)
+    return tf.where((ignore_eos != 0)[:, None] & is_end, -1e30, 0.0)
 
 
 def _greedy(logits: tf.Tensor, eot_bias: tf.Tensor | None) -> tuple[tf.Tensor, tf.Tensor]:

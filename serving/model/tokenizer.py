@@ -1,30 +1,153 @@
-"""In-graph byte tokenizer built from core TF string ops (no py_function: it serves in C++)."""
+"""In-graph tokenizers from core TF ops only (no py_function, no custom op: they serve in C++).
+
+`bpe_vocab`: our model's subword vocabulary (`bpe.py`). A prompt is cut at special-token text,
+then into words by the split pattern (RE2's `regex_replace` marks each word's start with a byte
+that valid UTF-8 never holds, and `strings.split` cuts there), each word becomes its byte ids,
+and the merges are applied in the graph, all words at once: each round merges, in every word,
+the adjacent pair of lowest rank (the leftmost of equals), until no pair has one. That is the
+order the `tokenizers` package merges in, so the ids equal what training read (a test compares
+them). `byte_vocab`: every id one byte, plus end-of-text (the decoding tests' vocabulary).
+"""
 
 from __future__ import annotations
 
+import re
+
 import tensorflow as tf
 
-from serving.model.config import EOT_ID, VOCAB_SIZE
+from serving.model.bpe import N_BYTES, SPLIT_PATTERN, BpeSpec
 from serving.model.vocab import Vocab, encode_bytes, sanitize_utf8
+from tokenpulse.chatformat import SPECIAL_TOKENS
+
+BYTE_EOT_ID = N_BYTES  # the byte vocabulary's end-of-text
+_MARK = b"\xff"  # never a byte of valid UTF-8 (prompts are sanitised first)
+_SPECIAL_PATTERN = "(" + "|".join(re.escape(t) for t in SPECIAL_TOKENS) + ")"
 
 
-def encode(prompts: tf.Tensor) -> tf.RaggedTensor:
-    """[B] strings -> ragged [B, None] int32 byte ids of their (sanitised) UTF-8 bytes."""
-    return encode_bytes(sanitize_utf8(prompts))
+def byte_vocab(size: int = N_BYTES + 1) -> Vocab:
+    """Ids 0-255 are bytes, 256 end-of-text, any further ids nothing (a model of `size` ids)."""
+    return Vocab(
+        pieces=tuple(bytes([i]) for i in range(N_BYTES)) + (b"",) * (size - N_BYTES),
+        eot_id=BYTE_EOT_ID,
+        encode=encode_bytes,
+        resumable=True,
+    )
 
 
-# id -> the byte it stands for; the end-of-text id decodes to nothing.
-BYTES = Vocab(
-    pieces=tuple(bytes([i]) for i in range(256)) + (b"",) * (VOCAB_SIZE - 256),
-    eot_id=EOT_ID,
-    encode=encode_bytes,
-    resumable=True,
-)
+class BpeEncoder(tf.Module):
+    """[B] valid UTF-8 strings -> ragged [B, None] int32 ids of a `BpeSpec` (tables saved)."""
+
+    def __init__(self, spec: BpeSpec) -> None:
+        super().__init__(name="bpe")
+        self.size = spec.vocab_size
+        keys, values = spec.merge_table()
+        self.merges = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(
+                tf.constant(keys, tf.int64), tf.constant(values, tf.int64)
+            ),
+            default_value=-1,
+        )
+        self.special_text = tf.constant(list(SPECIAL_TOKENS))
+        self.special_ids = tf.constant(list(spec.special_ids), tf.int32)
+
+    def words(self, text: tf.Tensor) -> tf.RaggedTensor:
+        """[B] strings -> ragged [B, None] words (special-token text is one word)."""
+        segments = tf.strings.split(
+            tf.strings.regex_replace(text, _SPECIAL_PATTERN, _MARK + b"\\1" + _MARK), sep=_MARK
+        )
+        flat = segments.flat_values
+        special = tf.reduce_any(flat[:, None] == self.special_text[None, :], axis=1)
+        marked = tf.where(
+            special, flat, tf.strings.regex_replace(flat, f"({SPLIT_PATTERN})", _MARK + b"\\1")
+        )
+        words = segments.with_flat_values(tf.strings.split(marked, sep=_MARK)).merge_dims(1, 2)
+        return tf.ragged.boolean_mask(words, tf.strings.length(words) > 0)
+
+    def merge(self, ids: tf.Tensor) -> tf.Tensor:
+        """[N, L] ids (-1 after a word's end) -> the same with every merge applied, left-aligned."""
+        size = tf.constant(self.size, tf.int64)
+        width = tf.shape(ids)[1]
+        cols = tf.range(width)[None, :]
+
+        def round_(ids: tf.Tensor, _: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+            left, right = tf.cast(ids[:, :-1], tf.int64), tf.cast(ids[:, 1:], tf.int64)
+            found = self.merges.lookup(left * size + right)
+            found = tf.where((left >= 0) & (right >= 0), found, -1)
+            rank = tf.where(found >= 0, found // size, tf.int64.max)
+            at = tf.argmin(rank, axis=1, output_type=tf.int32)  # the first of the lowest
+            some = tf.reduce_min(rank, axis=1) < tf.int64.max
+            merged = tf.cast(tf.gather(found, at, batch_dims=1) % size, tf.int32)
+            at = tf.where(some, at, width)[:, None]
+            source = cols + tf.cast(cols > at, tf.int32)  # drop the right half of the pair
+            shifted = tf.gather(ids, tf.minimum(source, width - 1), batch_dims=1)
+            shifted = tf.where(source >= width, -1, shifted)
+            return tf.where(cols == at, merged[:, None], shifted), tf.reduce_any(some)
+
+        def go(ids: tf.Tensor, more: tf.Tensor) -> tf.Tensor:
+            return more
+
+        out, _ = tf.while_loop(
+            go, round_, (ids, tf.constant(True)), maximum_iterations=tf.maximum(width - 1, 0)
+        )
+        return out
+
+    def __call__(self, text: tf.Tensor) -> tf.RaggedTensor:
+        words = self.words(text)
+        flat, where = tf.unique(words.flat_values)  # a word merges once however often it occurs
+        # two spare columns: every word has a pair to look at, even an empty batch
+        ids = encode_bytes(flat).to_tensor(default_value=-1)
+        ids = tf.pad(ids, [[0, 0], [0, 2]], constant_values=-1)
+        is_special = flat[:, None] == self.special_text[None, :]  # [N, S]
+        special_id = tf.reduce_sum(tf.where(is_special, self.special_ids[None, :], 0), axis=1)
+        first = tf.range(tf.shape(ids)[1])[None, :] == 0
+        ids = tf.where(
+            tf.reduce_any(is_special, axis=1)[:, None],
+            tf.where(first, special_id[:, None], -1),
+            ids,
+        )
+        tokens = tf.gather(tf.RaggedTensor.from_tensor(self.merge(ids), padding=-1), where)
+        return words.with_flat_values(tokens).merge_dims(1, 2)
 
 
-def decode(ids: tf.Tensor, lengths: tf.Tensor) -> tf.Tensor:
+def bpe_vocab(spec: BpeSpec) -> Vocab:
+    """Our model's vocabulary: the spec's pieces, end-of-text and end-of-turn ending a row."""
+    encoder = BpeEncoder(spec)
+    eot, eot_turn = spec.special_ids
+    return Vocab(spec.pieces(), eot, encoder, False, encoder, also_end=(eot_turn,))
+
+
+def decode(vocab: Vocab, ids: tf.Tensor, lengths: tf.Tensor) -> tf.Tensor:
     """[B, T] ids and [B] lengths -> [B] valid UTF-8 strings (a split character is replaced)."""
-    return sanitize_utf8(BYTES.join(ids, tf.sequence_mask(lengths, tf.shape(ids)[1])))
+    return sanitize_utf8(vocab.join(ids, tf.sequence_mask(lengths, tf.shape(ids)[1])))
 
 
-__all__ = ["BYTES", "EOT_ID", "decode", "encode", "encode_bytes", "sanitize_utf8"]
+SPEC_KEY = "tokenizer/spec/.ATTRIBUTES/VARIABLE_VALUE"  # where a checkpoint keeps it
+
+
+class SavedSpec(tf.Module):
+    """A vocabulary as a checkpoint variable (`tokenizer=` in the checkpoint): it travels with
+    the weights it was trained with, to export and to a resumed run."""
+
+    def __init__(self, spec: BpeSpec) -> None:
+        super().__init__(name="tokenizer")
+        self.spec = tf.Variable(spec.to_json(), trainable=False, name="spec")
+
+
+def read_spec(prefix: str) -> BpeSpec | None:
+    """The vocabulary a checkpoint carries; None when it carries none."""
+    reader = tf.train.load_checkpoint(prefix)
+    if not reader.has_tensor(SPEC_KEY):
+        return None
+    return BpeSpec.from_json(reader.get_tensor(SPEC_KEY).decode())
+
+
+__all__ = [
+    "BYTE_EOT_ID",
+    "BpeEncoder",
+    "SavedSpec",
+    "bpe_vocab",
+    "byte_vocab",
+    "decode",
+    "read_spec",
+    "sanitize_utf8",
+]

@@ -23,8 +23,9 @@ import tensorflow as tf
 from tensorboard.plugins.histogram import metadata as histogram_metadata
 from tqdm import tqdm
 
-from serving.model import data
+from serving.model import bpe, data
 from serving.model.config import HISTOGRAM_EVERY, Preset
+from serving.model.tokenizer import SavedSpec, read_spec
 from serving.model.transformer import GPT
 from tokenpulse.logging import get_logger
 
@@ -44,6 +45,8 @@ class TrainReport:
     train_loss: float
     held_out_bits_per_byte: float
     corpus_bytes: int
+    held_out_bits_per_token: float = float("nan")
+    bytes_per_token: float = float("nan")
     cached: bool = False
 
 
@@ -93,14 +96,19 @@ def checkpoint_dir(cache_dir: Path, preset: Preset) -> Path:
     return cache_dir / "checkpoints" / f"{preset.name}-{preset.fingerprint()}"
 
 
-def load_cached(model: GPT, cache_dir: Path, preset: Preset) -> TrainReport | None:
-    """Restore the recipe's checkpoint into `model` when one exists and matches."""
+def load_cached(
+    model: GPT, cache_dir: Path, preset: Preset
+) -> tuple[TrainReport, bpe.BpeSpec] | None:
+    """Restore the recipe's checkpoint and its vocabulary when one exists and matches."""
     ckpt_dir = checkpoint_dir(cache_dir, preset)
     meta = ckpt_dir / "report.json"
     if not meta.exists():
         return None
     try:
-        tf.train.Checkpoint(model=model).read(
+        spec = read_spec(str(ckpt_dir / "weights"))
+        if spec is None:
+            raise ValueError("no vocabulary in the checkpoint")
+        tf.train.Checkpoint(model=model, tokenizer=SavedSpec(spec)).read(
             str(ckpt_dir / "weights")
         ).assert_existing_objects_matched()
     except (tf.errors.OpError, AssertionError, ValueError) as exc:
@@ -108,7 +116,20 @@ def load_cached(model: GPT, cache_dir: Path, preset: Preset) -> TrainReport | No
         return None
     report = TrainReport(**json.loads(meta.read_text()))
     report.cached = True
-    return report
+    return report, spec
+
+
+def prepare(preset: Preset, spec: bpe.BpeSpec | None = None) -> tuple[bpe.BpeSpec, np.ndarray]:
+    """The recipe's vocabulary (trained on its text unless given) and its text as tokens."""
+    texts = data.corpus(preset.train)
+    if spec is None:
+        log.info("training the tokenizer", preset=preset.name, vocab=preset.model.vocab_size)
+        spec = bpe.train(texts, preset.model.vocab_size)
+    if spec.vocab_size != preset.model.vocab_size:
+        raise bpe.BpeError(
+            f"a vocabulary of {spec.vocab_size} ids for a model of {preset.model.vocab_size}"
+        )
+    return spec, data.token_stream(texts, spec)
 
 
 def buckets(x: tf.Tensor, count: int = BUCKETS) -> tf.Tensor:
@@ -196,14 +217,16 @@ def train(
     cache_dir: Path,
     progress: bool = True,
     histogram_every: int = HISTOGRAM_EVERY,
-) -> TrainReport:
-    """Train `model` on the shipped corpus (or reuse the cached checkpoint of this recipe)."""
+) -> tuple[TrainReport, bpe.BpeSpec]:
+    """Train `model` and its vocabulary on the shipped corpus (or reuse the cached checkpoint of
+    this recipe); the report and the vocabulary."""
     cached = load_cached(model, cache_dir, preset)
     if cached is not None:
-        log.info("reusing cached checkpoint", preset=preset.name, bpb=cached.held_out_bits_per_byte)
+        log.info("reusing cached checkpoint", preset=preset.name,
+                 bpb=cached[0].held_out_bits_per_byte)  # fmt: skip
         return cached
     cfg = preset.train
-    stream = data.token_stream(data.documents(cfg.corpus_bytes))
+    spec, stream = prepare(preset)
     train_ids, held_ids = data.split(stream)
     rng = np.random.default_rng(cfg.seed)
     trainer = Trainer(model, cfg.weight_decay, histogram_every)
@@ -219,10 +242,11 @@ def train(
             batch = tf.constant(data.windows(train_ids, ctx, cfg.batch_size, rng))
             loss = trainer.run_step(i, batch, _lr(i, preset))
             loss_ema = loss if math.isnan(loss_ema) else 0.95 * loss_ema + 0.05 * loss
-            bar.set_postfix(loss=f"{loss_ema:.3f}", bpb=f"{loss_ema / math.log(2):.2f}")
+            bar.set_postfix(loss=f"{loss_ema:.3f}", bpt=f"{loss_ema / math.log(2):.2f}")
         seconds = time.perf_counter() - started
-        bpb = held_out_bits_per_byte(model, held_ids, cfg.eval_batches, cfg.eval_batch_size, rng)
-        tf.summary.scalar("eval/held_out_bits_per_byte", bpb, step=cfg.steps)
+        held = held_out(model, held_ids, spec, cfg.eval_batches, cfg.eval_batch_size, rng)
+        tf.summary.scalar("eval/held_out_bits_per_byte", held.bits_per_byte, step=cfg.steps)
+        tf.summary.scalar("eval/held_out_bits_per_token", held.bits_per_token, step=cfg.steps)
     writer.flush()
     report = TrainReport(
         preset.name,
@@ -230,21 +254,44 @@ def train(
         cfg.steps,
         round(seconds, 1),
         round(loss_ema, 4),
-        round(bpb, 4),
-        int(len(stream)),
+        round(held.bits_per_byte, 4),
+        round(data.bytes_per_token(stream, spec) * len(stream)),
+        round(held.bits_per_token, 4),
+        round(held.bytes_per_token, 4),
     )
-    tf.train.Checkpoint(model=model).write(str(ckpt_dir / "weights"))
+    tf.train.Checkpoint(model=model, tokenizer=SavedSpec(spec)).write(str(ckpt_dir / "weights"))
     (ckpt_dir / "report.json").write_text(json.dumps(asdict(report), indent=2))
     log.info("trained", **asdict(report))
-    return report
+    return report, spec
 
 
-def held_out_bits_per_byte(
-    model: GPT, held: np.ndarray, batches: int, batch_size: int, rng: np.random.Generator
-) -> float:
-    """Mean next-byte cross-entropy on held-out text, in bits."""
-    total = 0.0
+@dataclass(frozen=True)
+class HeldOut:
+    """Cross-entropy on held-out text, per token and per byte of the text it stands for."""
+
+    bits_per_token: float
+    bytes_per_token: float
+
+    @property
+    def bits_per_byte(self) -> float:
+        """The figure that compares across tokenizers."""
+        return self.bits_per_token / self.bytes_per_token
+
+
+def held_out(
+    model: GPT,
+    held: np.ndarray,
+    spec: bpe.BpeSpec,
+    batches: int,
+    batch_size: int,
+    rng: np.random.Generator,
+) -> HeldOut:
+    """Mean next-token cross-entropy on held-out windows, in bits, and their bytes per token."""
+    total, lengths, tokens = 0.0, np.array([len(p) for p in spec.pieces()]), 0
+    size = 0
     for _ in range(batches):
-        batch = tf.constant(data.windows(held, model.cfg.context, batch_size, rng))
-        total += float(_loss(model, batch))
-    return total / batches / math.log(2)
+        batch = data.windows(held, model.cfg.context, batch_size, rng)
+        total += float(_loss(model, tf.constant(batch)))
+        size += int(lengths[batch[:, 1:]].sum())
+        tokens += batch[:, 1:].size
+    return HeldOut(total / batches / math.log(2), size / tokens)

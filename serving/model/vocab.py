@@ -51,6 +51,7 @@ class Vocab:
     `starts`: every prompt starts with end-of-text as beginning-of-text (our model's way, and
     GPT-2's preprocessor's); otherwise a prompt is read as it is (Qwen's preprocessor adds no
     start token), and only a blank one gets end-of-text, since a row needs a token to read.
+    `also_end`: ids besides end-of-text that end a row as it does (our end-of-turn).
     """
 
     pieces: tuple[bytes, ...]
@@ -59,6 +60,17 @@ class Vocab:
     resumable: bool
     module: Any = None
     starts: bool = True
+    also_end: tuple[int, ...] = ()
+
+    @property
+    def end_ids(self) -> tuple[int, ...]:
+        """Every id that ends a row (finish reason stop), end-of-text first."""
+        return (self.eot_id, *self.also_end)
+
+    def is_end(self, tokens: tf.Tensor) -> tf.Tensor:
+        """[B] ids -> [B] whether each ends its row."""
+        ends = tf.constant(list(self.end_ids), tf.int32)
+        return tf.reduce_any(tokens[:, None] == ends[None, :], axis=1)
 
     @property
     def size(self) -> int:

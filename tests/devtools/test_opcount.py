@@ -13,12 +13,13 @@ from tokenpulse.tfserving import signature as sig
 def test_continue_runs_the_unary_decode_step_in_the_stock_servers_loader(
     tiny_export: Path,
 ) -> None:
-    prompts = ["a", "hello there"]
+    prompts = ["The", "hello there"]  # greedy rows of the tiny model that run past 18 tokens
     unary = ops_per_decode_step(tiny_export, prompts, 0.0, sig.SIGNATURE_NAME)
     resumed = ops_per_decode_step(tiny_export, prompts, 0.0, sig.CONTINUE_SIGNATURE_NAME)
     assert unary["total"] > 100  # a whole transformer step, not a stray op
-    # The same loop; `continue` adds only the sampler's step offset to each step.
-    assert unary["total"] <= resumed["total"] <= unary["total"] + 8
+    # The same loop; `continue` replays a subword row from its first token, so each step adds
+    # the replay's bookkeeping (the token's byte length, whether it is past the bytes given).
+    assert unary["total"] <= resumed["total"] <= unary["total"] + 32
     for kernel in ("TensorStridedSliceUpdate", "Softmax", "_MklSoftmax"):
         assert resumed.get(kernel) == unary.get(kernel)
 

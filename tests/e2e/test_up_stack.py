@@ -26,9 +26,10 @@ from devtools.stack import wait_until
 from devtools.traffic import scored_responses
 from monitoring.mixin.dashboards.queries import metric_names, panel_queries, substitute
 from monitoring.preview.prom import PromClient
+from stack.drill.canary import DEGRADE_NOISE
 from tests.e2e.upstack import UpStack, alive, running_up
 from tests.support.binaries import needs_prometheus
-from tests.support.models import DEGRADE_NOISE, install_version
+from tests.support.models import install_version
 from tokenpulse.paths import DASHBOARDS, ROOT
 from tokenpulse.tfserving.signature import GOLDEN_FILE
 

@@ -268,7 +268,7 @@ def traffic(running: Running) -> Iterator[None]:
 def test_a_canary_worse_on_the_golden_prompts_is_rolled_back_by_itself(
     running: Running, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # the tiny degraded export answers the golden prompts ~0.1 nats worse: a tight bar catches it
+    # the tiny degraded export answers its golden prompts worse (~0.7 nats): a tight bar catches it
     flags = ("--step-s=10", "--window=10s", "--min-requests=3", "--max-latency-ratio=100")
     code, out, err = rollout(
         running, capsys, "progressive", "50", *flags, "--max-nll-increase=0.05"
@@ -288,9 +288,12 @@ def test_a_canary_worse_on_the_golden_prompts_is_rolled_back_by_itself(
 def test_a_canary_within_the_bars_is_promoted_after_the_last_step(
     running: Running, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # the same canary, judged by the default NLL bar (the CanaryWorseThanStable margin): it passes
+    # the same canary under a bar above its ~0.7 nats (at the drill's noise the subword model is
+    # worse than the default bar, the CanaryWorseThanStable margin of 0.5, lets through)
     flags = ("--step-s=6", "--window=6s", "--min-requests=3", "--max-latency-ratio=100")
-    code, out, err = rollout(running, capsys, "progressive", "50", "100", *flags)
+    code, out, err = rollout(
+        running, capsys, "progressive", "50", "100", *flags, "--max-nll-increase=2"
+    )
     assert (code, err) == (0, ""), out
     assert "step 50%: the canary holds" in out and "step 100%: the canary holds" in out
     assert out.endswith("promoted: stable is version 2, canary weight back to 0%\n")

@@ -10,16 +10,19 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from stack.drill.canary import DEGRADE_NOISE
 from tokenpulse.paths import ROOT
 
 MODEL_SRC = ROOT / "serving" / "model"
-DEGRADE_NOISE = 2.0
+CHAT_FORMAT = ROOT / "tokenpulse" / "chatformat.py"
 
 
 def model_revision() -> str:
-    """Hash of the model package sources: a code change rebuilds the cached test exports."""
+    """Hash of the model package's sources and training data, and of the chat format it trains
+    on: a change rebuilds the cached test exports."""
     digest = hashlib.sha256()
-    for path in sorted(MODEL_SRC.glob("*.py")):
+    sources = [*MODEL_SRC.glob("*.py"), *MODEL_SRC.glob("*.yaml"), CHAT_FORMAT]
+    for path in sorted(sources):
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:12]
@@ -36,7 +39,9 @@ def cached_export(kind: str) -> Path:
     from serving.model.settings import BuildSettings
 
     root = cache_root()
-    target_base = root / "test-models" / model_revision() / kind
+    # the degraded export is the drill's degraded version (its noise); a new noise rebuilds
+    folder = f"{kind}-{DEGRADE_NOISE:g}" if kind == "degraded" else kind
+    target_base = root / "test-models" / model_revision() / folder
     ready = target_base / "1" / "saved_model.pb"
     if ready.exists():
         return target_base / "1"
@@ -56,6 +61,21 @@ def cached_export(kind: str) -> Path:
                 )
             )
     return target_base / "1"
+
+
+def tiny_tokens(text: str) -> int:
+    """How many tokens the tiny export's vocabulary makes of `text`, by the training encoder
+    (its vocabulary read from the checkpoint the export was built from)."""
+    cached_export("normal")
+    from serving.model.bpe import Encoder
+    from serving.model.config import get_preset
+    from serving.model.tokenizer import read_spec
+    from serving.model.train import checkpoint_dir
+
+    spec = read_spec(str(checkpoint_dir(cache_root(), get_preset("tiny")) / "weights"))
+    if spec is None:
+        raise RuntimeError("the tiny checkpoint carries no vocabulary")
+    return len(Encoder(spec).encode([text])[0])
 
 
 def install_version(export_dir: Path, base_path: Path, version: int) -> Path:

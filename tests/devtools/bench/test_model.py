@@ -10,9 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.models import cache_root, cached_export
+
 
 @pytest.mark.slow
 def test_without_keras_hub_it_says_how_to_install_it_and_measures_tokenpulse(tmp_path: Path):
+    cached_export("normal")  # trains the tiny checkpoint the held-out figures read
     # a keras_hub that fails to import exactly as a missing one does
     (tmp_path / "keras_hub.py").write_text(
         "raise ModuleNotFoundError(\"No module named 'keras_hub'\", name='keras_hub')\n"
@@ -20,7 +23,7 @@ def test_without_keras_hub_it_says_how_to_install_it_and_measures_tokenpulse(tmp
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), os.getcwd()]))
     done = subprocess.run(
         [sys.executable, "-m", "stack.cli", "bench", "model", "--preset", "tiny",
-         "--repeats", "1", "--json"],
+         "--repeats", "1", "--json", "--cache-dir", str(cache_root())],
         capture_output=True, text=True, timeout=300, env=env,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
@@ -34,6 +37,11 @@ def test_without_keras_hub_it_says_how_to_install_it_and_measures_tokenpulse(tmp
     ops = run["ops_per_decode_step"]
     assert 0 < ops["greedy_batch1"] < ops["sampled_batch1"]  # greedy skips the sampling ops
     assert "ratio_tokenpulse_over_keras_hub" not in report
+    held = report["held_out"]  # the suite's tiny build's checkpoint
+    assert held["bits_per_byte"] == pytest.approx(
+        held["bits_per_token"] / held["bytes_per_token"], rel=1e-3
+    )
+    assert 1.3 < held["bytes_per_token"] and 0 < held["bits_per_token"] < 9.0
 
 
 def test_a_preset_dir_is_timed_against_keras_hub_on_the_same_weights_side_by_side() -> None:

@@ -42,6 +42,7 @@ class FakeState:
     delay_s: float = 0.0  # before each answer
     fail_from_call: int | None = None  # continue calls from this one (1-based) answer 500
     window_drop: int = 0  # truncated_prompt_tokens to report
+    bytes_per_token: int = 1  # a prompt's tokens: its bytes over this, rounded up (a subword model)
     no_continue: bool = False  # an export from before streaming: TF Serving's 400 for it
     # continue calls from this one (1-based) are refused as TF Serving refuses a request its
     # version cannot run: 400 (FAILED_PRECONDITION), although the gateway validated it
@@ -104,12 +105,15 @@ class FakeContinue(BackgroundStandin):
         await asyncio.sleep(self.state.delay_s)
         return web.json_response({"predictions": [self._whole(row) for row in rows]})
 
+    def _prompt_tokens(self, prompt: str) -> int:
+        return -(-len(prompt.encode()) // self.state.bytes_per_token)
+
     def _whole(self, row: dict[str, Any]) -> dict[str, Any]:
         out = self._output(row["prompt"])[: row["max_new_tokens"]]
         finish = FINISH_LENGTH if len(out) == row["max_new_tokens"] else FINISH_STOP
         return {
             "text": out.decode("utf-8", "replace"),
-            "prompt_tokens": len(row["prompt"].encode()),
+            "prompt_tokens": self._prompt_tokens(row["prompt"]),
             "output_tokens": len(out),
             "finish_reason": finish,
             "mean_nll": NLL_PER_TOKEN,
@@ -135,7 +139,7 @@ class FakeContinue(BackgroundStandin):
             "finish_reason": finish,
             "nll_sum": NLL_PER_TOKEN * scored,
             "n_scored": scored,
-            "prompt_tokens": len(row["prompt"].encode()),
+            "prompt_tokens": self._prompt_tokens(row["prompt"]),
             "truncated_prompt_tokens": self.state.window_drop,
         }
 

@@ -24,7 +24,7 @@ from pydantic import BaseModel
 from tests.serving.gateway.fake_continue import FakeContinue, FakeState
 from tests.support.gateway import GatewayProcess, make_keys_file, running_gateway
 
-WINDOW = 512  # a deployment whose window holds vLLM's documented multi-turn example
+WINDOW = 600  # a deployment whose window holds vLLM's documented multi-turn example
 ANSWER = b"The 2020 World Series was played in Arlington, Texas." + b" More words follow." * 20
 
 
@@ -168,7 +168,7 @@ def test_chat_answers_validate_against_the_sdk_types(served, name: str) -> None:
 
 def test_chat_without_max_tokens_runs_to_the_rest_of_the_window(served) -> None:
     done = _client(served).chat.completions.create(model="gen", messages=[SYSTEM, *HELLO])
-    # the whole canned answer (far beyond 16 tokens) fits in the rest of the 512-token window
+    # the whole canned answer (far beyond 16 tokens) fits in the rest of the 600-token window
     assert done.choices[0].message.content == ANSWER.decode()
     assert done.usage.completion_tokens == len(ANSWER) and done.choices[0].finish_reason == "stop"
 
@@ -301,7 +301,7 @@ def test_max_tokens_beyond_the_window_is_vllms_context_length_error(served) -> N
     with pytest.raises(openai.BadRequestError) as err:
         client.chat.completions.create(model="gen", messages=HELLO, max_tokens=WINDOW)
     e = err.value
-    prompt_tokens = len(b"User: Hello!\nAssistant: ") + 1  # the start token
+    prompt_tokens = len(b"User: Hello!<|endofturn|>\nAssistant: ") + 1  # the start token
     assert e.code == "context_length_exceeded" and e.param == "messages"
     assert e.body["message"].startswith(
         f"This model's maximum context length is {WINDOW} tokens. However, you requested "

@@ -16,7 +16,7 @@ import pytest
 
 from tests.serving.gateway.helpers import auth, metric_value
 from tests.support.gateway import GatewayProcess, free_port, make_keys_file, running_gateway
-from tests.support.models import install_version
+from tests.support.models import install_version, tiny_tokens
 from tests.support.modelserver import ModelServerProcess, running_modelserver
 from tokenpulse.tfserving.signature import stop_slots
 
@@ -46,7 +46,7 @@ def stack(
             tmp / "keys.json",
             model_config_file=str(config),
             max_new_tokens_limit=32,
-            context_window_tokens=64,  # the tiny preset's window
+            context_window_tokens=128,  # the tiny preset's window
         ) as gw,
     ):
         yield server, gw, keys
@@ -206,21 +206,39 @@ def test_breaker_opens_when_the_model_server_dies_and_closes_when_it_returns(
             assert httpx.get(f"{gw.url}/readyz").json()["upstream_ready"] is True
 
 
+def test_a_prompt_over_the_window_in_bytes_that_fits_in_the_models_tokens_is_served(
+    stack: tuple[ModelServerProcess, GatewayProcess, dict[str, str]],
+) -> None:
+    _, gw, keys = stack
+    prompt = "the " * 60
+    tokens = tiny_tokens(prompt) + 1
+    assert len(prompt.encode()) + 1 + 16 > 128 >= tokens + 16  # bytes would refuse it
+    client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key=keys["demo"], max_retries=0)
+    done = client.completions.create(model="gen", prompt=prompt, max_tokens=16)
+    assert done.usage.prompt_tokens == tokens - 1
+    chat = client.chat.completions.create(
+        model="gen", messages=[{"role": "user", "content": prompt}]
+    )  # no max_tokens: the rest of the window, in the model's tokens, up to the cap (32)
+    assert 0 < chat.usage.completion_tokens <= min(128 - (chat.usage.prompt_tokens + 1), 32)
+
+
 def test_a_prompt_longer_than_the_window_is_a_400_unless_truncation_is_asked(
     stack: tuple[ModelServerProcess, GatewayProcess, dict[str, str]], tmp_path: Path
 ) -> None:
     server, gw, keys = stack
     prompt = "x" * 1200
+    tokens = tiny_tokens(prompt) + 1  # the model's count and its start token
+    assert tokens + 16 > 128
     native = httpx.post(
         f"{gw.url}/v1/generate", json={"prompt": prompt}, headers=auth(keys["demo"])
     )
     assert native.status_code == 400
     assert native.json()["error"]["message"].startswith(
-        "This model's maximum context length is 64 tokens. However, you requested 1217 tokens "
-        "(1201 in the prompt, 16 in the completion)"
+        f"This model's maximum context length is 128 tokens. However, you requested "
+        f"{tokens + 16} tokens ({tokens} in the prompt, 16 in the completion)"
     )
     client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key=keys["demo"], max_retries=0)
-    with pytest.raises(openai.BadRequestError, match="maximum context length is 64 tokens"):
+    with pytest.raises(openai.BadRequestError, match="maximum context length is 128 tokens"):
         client.completions.create(model="gen", prompt=prompt, max_tokens=4)
     cut = httpx.post(
         f"{gw.url}/v1/generate",
@@ -228,22 +246,21 @@ def test_a_prompt_longer_than_the_window_is_a_400_unless_truncation_is_asked(
         headers=auth(keys["demo"]),
     )
     assert cut.status_code == 200
-    assert (
-        cut.json()["signals"]["truncated_prompt_tokens"]
-        == 1200 - cut.json()["usage"]["prompt_tokens"]
-    )
+    # the model kept the end that fits its window
+    kept = cut.json()["usage"]["prompt_tokens"]
+    assert cut.json()["signals"]["truncated_prompt_tokens"] > 0 and 0 < kept < 128
     done = client.completions.create(
         model="gen", prompt=prompt, max_tokens=4, extra_body={"truncate_prompt_tokens": 20}
     )
-    assert done.usage.prompt_tokens == 20
+    assert 0 < done.usage.prompt_tokens <= 20  # the last 20 bytes: 20 tokens at most
     # a gateway told a larger window than the model's still refuses what the model cut
     key = make_keys_file(tmp_path / "keys.json", demo={})["demo"]
     with running_gateway(
-        server.rest_url, tmp_path / "keys.json", context_window_tokens=128
+        server.rest_url, tmp_path / "keys.json", context_window_tokens=1024
     ) as wrong:
         resp = httpx.post(
             f"{wrong.url}/v1/generate",
-            json={"prompt": "z" * 100, "max_new_tokens": 4},
+            json={"prompt": "abcdefghij " * 60, "max_new_tokens": 4},
             headers=auth(key),
         )
     assert resp.status_code == 400

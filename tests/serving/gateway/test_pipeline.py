@@ -158,3 +158,32 @@ def test_a_version_gone_between_poll_and_call_is_still_routed_again(
         assert resp.status_code == 503 and resp.json()["error"]["code"] == "upstream_unavailable"
         assert standin.predict_calls() == 2  # routed again once
         assert metric_value(gw.url, "tokenpulse_gateway_circuit_breaker_state") == 0
+
+
+def test_the_window_is_checked_in_the_models_tokens_not_the_prompts_bytes(
+    standin: TfServingStandin, keys_file: Path, keys: dict[str, str]
+) -> None:
+    standin.state.bytes_per_token = 4  # a subword model: 400 bytes are 100 tokens
+    prompt = "word " * 80
+    with running_gateway(standin.url, keys_file, context_window_tokens=128) as gw:
+        client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key=keys["demo"], max_retries=0)
+        before = standin.predict_calls()
+        done = client.completions.create(model="gen", prompt=prompt, max_tokens=16)
+        assert done.usage.prompt_tokens == 100  # 400 bytes: the byte bound alone would refuse
+        assert standin.predict_calls() - before == 2  # the count (a prefill), then the answer
+        chat = client.chat.completions.create(
+            model="gen", messages=[{"role": "user", "content": prompt}]
+        )  # no max_tokens: the rest of the window the model's count leaves (the stand-in
+        # answers as many tokens as it is asked for)
+        turn = len(f"User: {prompt}<|endofturn|>\nAssistant: ".encode())
+        assert chat.usage.completion_tokens == 128 - (-(-turn // 4) + 1)
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.completions.create(model="gen", prompt=prompt, max_tokens=28)
+        assert refused.value.status_code == 400 and refused.value.code == "context_length_exceeded"
+        assert refused.value.body["message"].startswith(  # type: ignore[index]
+            "This model's maximum context length is 128 tokens. However, you requested 129 "
+            "tokens (101 in the prompt, 28 in the completion)."
+        )
+        before = standin.predict_calls()
+        short = client.completions.create(model="gen", prompt="hi", max_tokens=16)
+        assert short.usage.prompt_tokens == 1 and standin.predict_calls() - before == 1

@@ -32,7 +32,7 @@ def served(
         running_gateway(
             up.url, path, stream_chunk_tokens=CHUNK, stream_first_chunk_tokens=CHUNK,
             max_new_tokens_limit=64,
-            context_window_tokens=64,
+            context_window_tokens=96,
         ) as gw,
     ):  # fmt: skip
         yield gw, up, keys
@@ -111,7 +111,7 @@ def test_a_character_split_across_chunks_arrives_whole(served, fake) -> None:
 
 
 def test_chat_streamed_and_unary(served, fake) -> None:
-    prompt = "System: Be brief.\nUser: Hi\nAssistant: "
+    prompt = "System: Be brief.<|endofturn|>\nUser: Hi<|endofturn|>\nAssistant: "
     fake.state.outputs[prompt] = b"Hello there.\nUser: and the model goes on"
     client = _client(served)
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
@@ -142,7 +142,7 @@ def test_chat_streamed_and_unary(served, fake) -> None:
         ([{"role": "critic", "content": "x"}], "must be system, developer, user or assistant"),
         ([{"role": "assistant", "tool_calls": [{"id": "1"}]}], "tool calls"),
         ([{"role": "user", "content": [{"type": "image_url"}]}], "only text parts"),
-        ([{"role": "user", "content": "x" * 80}], "maximum context length is 64"),
+        ([{"role": "user", "content": "x" * 110}], "maximum context length is 96"),
     ],
 )
 def test_chat_refuses_what_it_cannot_do_with_400(served, fake, messages, words) -> None:
@@ -153,6 +153,17 @@ def test_chat_refuses_what_it_cannot_do_with_400(served, fake, messages, words) 
         json={"model": "gen", "messages": messages},
     )
     assert resp.status_code == 400 and words in resp.json()["error"]["message"]
+
+
+def test_a_stream_fits_the_window_in_the_models_tokens(served, fake) -> None:
+    fake.state.bytes_per_token = 4  # a subword model: the prompt's 200 bytes are 50 tokens
+    prompt = "word " * 40
+    fake.state.outputs[prompt] = b"the answer"
+    client = _client(served)
+    pieces = client.completions.create(model="gen", prompt=prompt, max_tokens=32, stream=True)
+    assert "".join(c.choices[0].text for c in pieces if c.choices) == "the answer"
+    with pytest.raises(openai.BadRequestError, match=r"requested 97 tokens \(51 in the prompt"):
+        client.completions.create(model="gen", prompt=prompt, max_tokens=46, stream=True)
 
 
 def test_chat_tools_get_a_clear_400(served) -> None:
@@ -180,7 +191,7 @@ def test_models_list_has_versions_and_labels(served) -> None:
     assert [m.id for m in listed] == ["gen"]
     assert listed[0].owned_by == "tokenpulse"
     extra = listed[0].model_extra or {}
-    assert extra["max_model_len"] == 64
+    assert extra["max_model_len"] == 96
     assert extra["tokenpulse"] == {
         "versions": ["1"], "labels": {}, "streams": True, "stop_in_graph": True,
     }  # fmt: skip

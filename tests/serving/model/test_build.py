@@ -32,6 +32,7 @@ from serving.model.generate import Generator
 from serving.model.loop import recipe
 from serving.model.metrics import PFX
 from serving.model.settings import ExportSettings, TrainSettings
+from serving.model.tokenizer import bpe_vocab, read_spec
 from serving.model.transformer import GPT
 from stack.cli import main as tokenpulse
 from tests.support.modelserver import running_modelserver
@@ -139,9 +140,10 @@ def test_one_process_trains_as_build_does_and_keeps_the_newest_checkpoints(
     state = checkpoints.read_state(str(one_process / "checkpoints" / "ckpt-30"))
     assert state == {"step": STEPS, "preset": "tiny", "fingerprint": preset.fingerprint()}
     reference = GPT(preset.model, seed=preset.train.seed)  # bit for bit what `build` trains
-    train.train(reference, preset, tmp_path, progress=False, histogram_every=0)
+    _, spec = train.train(reference, preset, tmp_path, progress=False, histogram_every=0)
     trained = GPT(preset.model)
     checkpoints.load_weights(trained, str(one_process / "checkpoints" / "ckpt-30"))
+    assert read_spec(str(one_process / "checkpoints" / "ckpt-30")) == spec  # the same vocabulary
     for want, got in zip(reference.trainable_variables, trained.trainable_variables, strict=True):
         np.testing.assert_array_equal(got.numpy(), want.numpy())
 
@@ -228,7 +230,9 @@ def _in_process(prefix: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """serving_default and a `continue` chunk of the checkpoint's own model, in this process."""
     model = GPT(recipe(TrainSettings(preset="tiny")).model)
     checkpoints.load_weights(model, prefix)
-    generator = Generator(model)
+    spec = read_spec(prefix)
+    assert spec is not None  # the vocabulary travels in the checkpoint
+    generator = Generator(model, bpe_vocab(spec))
     full = generator.serve(**_tensors(_rows(), sig.INPUTS))
     chunk = generator.continue_chunk(**_tensors(_continue_rows(), sig.CONTINUE_INPUTS))
     return {k: v.numpy() for k, v in full.items()}, {k: v.numpy() for k, v in chunk.items()}

@@ -36,18 +36,19 @@ def test_generate_prints_text_and_signals(model_base: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
-    assert out["version"] == 1 and out["prompt_tokens"] == len("Return the")
+    assert out["version"] == 1 and 1 < out["prompt_tokens"] < len("Return the")  # subwords
     assert out["finish_reason"] in ("stop", "length") and out["mean_nll"] >= 0
     assert out["stop_index"] == -1
     assert len(out["text"]) >= 3 and "\ufffd" not in out["text"][:3]
-    stop = out["text"][:3]  # the first 3 bytes: they end there first
+    stop = out["text"][:3]  # the first 3 characters: they end there first, within 3 tokens
     flags = ["--base-path", str(model_base), "--temperature", "0", "--max-new-tokens", "8"]
     proc = run(
         "model", "generate", *flags, "--ignore-eos", "--stop", "\x01", stop, "--json", "Return the"
     )
     assert proc.returncode == 0, proc.stderr
     stopped = json.loads(proc.stdout)
-    assert (stopped["text"], stopped["output_tokens"], stopped["finish_reason"]) == ("", 3, "stop")
+    assert (stopped["text"], stopped["finish_reason"]) == ("", "stop")
+    assert 1 <= stopped["output_tokens"] <= 3
     assert stopped["stop_index"] == 1
 
 

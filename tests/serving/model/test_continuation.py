@@ -8,8 +8,9 @@ import pytest
 import tensorflow as tf
 
 from serving.model import tokenizer
-from serving.model.config import EOT_ID, get_preset
+from serving.model.config import get_preset
 from serving.model.generate import Generator
+from serving.model.tokenizer import BYTE_EOT_ID, byte_vocab
 from serving.model.transformer import GPT
 from tokenpulse.tfserving import signature as sig
 
@@ -64,22 +65,26 @@ def at(req: dict, generated: bytes, chunk: int) -> dict:
 
 def stream(fn, req: dict, chunks: list[int]) -> dict:
     """Call `continue` until the row finishes; chunk sizes from `chunks`, the last repeating."""
-    generated, pieces, nll, scored = b"", [], 0.0, 0
+    generated, pieces, counts, nll, scored = b"", [], [], 0.0, 0
     while True:
         chunk = chunks[min(len(pieces), len(chunks) - 1)]
         (out,) = call_continue(fn, [at(req, generated, chunk)])
-        assert 0 <= out["n_tokens"] <= chunk
+        # `n_tokens` counts the chunk's bytes and a subword token is several: the chunk's
+        # tokens are the ones it scored (its end token included)
+        assert 0 <= out["n_scored"] <= chunk and out["n_tokens"] >= out["n_scored"] - 1
         assert out["tokens"][out["n_tokens"] :].tolist() == [0] * (
             len(out["tokens"]) - out["n_tokens"]
         )
         generated += out["bytes"]
         pieces.append(out["bytes"])
+        counts.append(int(out["n_scored"]))
         nll += float(out["nll_sum"])
         scored += int(out["n_scored"])
         if out["finish_reason"]:
             assert len(pieces) < 200
-            return out | {"bytes": generated, "pieces": pieces, "nll": nll, "scored": scored}
-        assert out["n_tokens"] == chunk  # a row that may go on filled its chunk
+            return out | {"bytes": generated, "pieces": pieces, "counts": counts, "nll": nll,
+                          "scored": scored}  # fmt: skip
+        assert out["n_scored"] == chunk  # a row that may go on filled its chunk
 
 
 def text_of(raw: bytes) -> bytes:
@@ -89,7 +94,8 @@ def text_of(raw: bytes) -> bytes:
 
 def assert_same(streamed: dict, whole: dict) -> None:
     assert text_of(streamed["bytes"]) == whole["text"]
-    assert len(streamed["bytes"]) == whole["output_tokens"]
+    # the same tokens: unary's, plus the end token when one ended the row (scored, not output)
+    assert whole["output_tokens"] <= streamed["scored"] <= whole["output_tokens"] + 1
     assert streamed["finish_reason"] == whole["finish_reason"].decode()
     assert streamed["prompt_tokens"] == whole["prompt_tokens"]
     assert streamed["truncated_prompt_tokens"] == whole["truncated_prompt_tokens"]
@@ -136,34 +142,24 @@ def test_chunks_of_mixed_sizes_equal_unary(unary, cont) -> None:
 
 
 def test_a_utf8_character_split_between_chunks_streams_as_unary(unary, cont) -> None:
-    # The tiny model writes a valid multi-byte character now and then when sampling hot.
-    reqs = [request("ééééééééé", 40, temperature=2.0, seed=s) for s in range(64)]
-    wholes = call_unary(unary, reqs)
-    found = next(
-        (i, w)
-        for i, w in enumerate(wholes)
-        if any(ord(c) > 0x7F for c in w["text"].decode().replace("\ufffd", ""))
-    )
-    req, whole = reqs[found[0]], found[1]
-    raw = stream(cont, req, [16])["bytes"]
-    start = next(i for i in range(len(raw)) if raw[i] >= 0xC2 and _valid_char_at(raw, i))
-    # The first chunk ends one byte into the character; the next call resumes mid-character.
-    streamed = stream(cont, req, [start + 1, 4])
-    assert streamed["pieces"][0][-1] == raw[start]
-    with pytest.raises(UnicodeDecodeError):
-        streamed["pieces"][0].decode()
-    assert streamed["bytes"] == raw
-    assert_same(streamed, whole)
+    # Byte-level subwords may hold part of a character: one token a chunk, some chunk ends
+    # inside a character and the next resumes mid-character.
+    reqs = [request("用户：我的快递怎么还没到？", 16, temperature=1.5, seed=s) for s in range(8)]
+    for req, whole in zip(reqs, call_unary(unary, reqs), strict=True):
+        streamed = stream(cont, req, [1])
+        split = [p for p in streamed["pieces"] if p and not _decodes(p)]
+        if split:
+            assert_same(streamed, whole)
+            return
+    raise AssertionError("no sampled row split a character between tokens")
 
 
-def _valid_char_at(raw: bytes, i: int) -> bool:
-    for width in (2, 3, 4):
-        try:
-            raw[i : i + width].decode()
-            return True
-        except UnicodeDecodeError:
-            continue
-    return False
+def _decodes(piece: bytes) -> bool:
+    try:
+        piece.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def test_end_of_text_mid_chunk_stops_the_row(unary, cont) -> None:
@@ -174,16 +170,16 @@ def test_end_of_text_mid_chunk_stops_the_row(unary, cont) -> None:
     )
     streamed = stream(cont, reqs[i], [4])
     assert streamed["finish_reason"] == sig.FINISH_STOP
-    assert 0 < streamed["n_tokens"] < 4  # stopped inside its chunk
-    assert streamed["n_scored"] == streamed["n_tokens"] + 1  # the end-of-text is scored
+    # stopped inside its last chunk: its tokens, then the end token (scored, not output)
+    assert streamed["counts"][-1] == wholes[i]["output_tokens"] % 4 + 1 <= 4
     assert_same(streamed, wholes[i])
 
 
 def test_end_of_text_first_stops_with_nothing() -> None:
     model = GPT(get_preset("tiny").model)
     model.lnf_g.assign(tf.zeros_like(model.lnf_g))  # end-of-text is the likeliest token everywhere
-    model.lnf_b.assign(model.wte[EOT_ID] * 50.0)
-    generator = Generator(model)
+    model.lnf_b.assign(model.wte[BYTE_EOT_ID] * 50.0)
+    generator = Generator(model, byte_vocab(model.cfg.vocab_size))
     (out,) = call_continue(generator.continue_chunk, [at(request("anything", 10), b"so far", 4)])
     assert (out["finish_reason"], out["n_tokens"], out["n_scored"]) == ("stop", 0, 1)
     assert out["nll_sum"] >= 0
@@ -193,9 +189,10 @@ def test_the_length_budget_ends_the_last_chunk(cont) -> None:
     req = request("The assert statement", 10, temperature=1.0, seed=5)
     streamed = stream(cont, req, [4])
     assert streamed["finish_reason"] == sig.FINISH_LENGTH
-    assert [len(p) for p in streamed["pieces"]] == [4, 4, 2]
-    assert [len(p) for p in stream(cont, req, [5])["pieces"]] == [5, 5]  # the last ends exactly
-    done = call_continue(cont, [at(req, b"x" * 10, 4), at(req | {"max_new_tokens": 0}, b"", 4)])
+    assert streamed["counts"] == [4, 4, 2]  # tokens a chunk
+    assert stream(cont, req, [5])["counts"] == [5, 5]  # the last ends exactly
+    everything = streamed["bytes"]
+    done = call_continue(cont, [at(req, everything, 4), at(req | {"max_new_tokens": 0}, b"", 4)])
     for out in done:  # nothing left to generate: no token, nothing scored
         assert (out["finish_reason"], out["n_tokens"], out["n_scored"]) == ("length", 0, 0)
         assert out["nll_sum"] == 0.0
@@ -208,14 +205,14 @@ def test_a_zero_chunk_generates_nothing_and_may_go_on(cont) -> None:
 
 def test_a_truncated_long_prompt_streams_as_unary(unary, cont) -> None:
     reqs = [
-        request("abcdefghij" * 30, 20, temperature=1.0, seed=11),
-        request("abcdefghij" * 30, 500),
+        request("abcdefghij " * 60, 20, temperature=1.0, seed=11),
+        request("abcdefghij " * 60, 500),
     ]
     for req, whole in zip(reqs, call_unary(unary, reqs), strict=True):
         assert whole["truncated_prompt_tokens"] > 0
         streamed = stream(cont, req, [4])
         assert_same(streamed, whole)
-        assert streamed["prompt_tokens"] + len(streamed["bytes"]) <= CONTEXT
+        assert streamed["prompt_tokens"] + whole["output_tokens"] <= CONTEXT
 
 
 def test_generated_bytes_past_the_window_are_refused_quietly(cont) -> None:

@@ -9,11 +9,13 @@ import pytest
 import tensorflow as tf
 from tensorflow_serving.apis import prediction_log_pb2
 
-from serving.model import opcheck
+from serving.model import bpe, opcheck
 from serving.model.config import get_preset
 from serving.model.export import CANARY_PROMPTS, ExportError, export_version, write_warmup
 from serving.model.transformer import GPT
 from tokenpulse.tfserving import signature as sig
+
+_SPEC = bpe.BpeSpec(get_preset("tiny").model.vocab_size, ())  # no merges: refused before use
 
 DTYPES = {"string": tf.string, "int32": tf.int32, "float32": tf.float32, "int64": tf.int64}
 
@@ -118,6 +120,6 @@ def test_degraded_export_differs_and_is_less_sure_of_itself(
 def test_versions_are_immutable(tmp_path: Path, tiny_export: Path) -> None:
     (tmp_path / "3").mkdir()
     with pytest.raises(ExportError, match="already exists"):
-        export_version(GPT(get_preset("tiny").model), tmp_path, 3)
+        export_version(GPT(get_preset("tiny").model), _SPEC, tmp_path, 3)
     with pytest.raises(ExportError, match="positive"):
-        export_version(GPT(get_preset("tiny").model), tmp_path, 0)
+        export_version(GPT(get_preset("tiny").model), _SPEC, tmp_path, 0)

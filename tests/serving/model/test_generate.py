@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from serving.model.config import EOT_ID, get_preset
+from serving.model.config import get_preset
 from serving.model.generate import Generator
+from serving.model.tokenizer import BYTE_EOT_ID, byte_vocab
 from serving.model.transformer import GPT
+from tests.support.models import tiny_tokens
 from tokenpulse.tfserving import signature as sig
 
 CONTEXT = get_preset("tiny").model.context
@@ -51,12 +53,13 @@ def test_every_input_and_output_is_batched(serve) -> None:
 
 def test_greedy_row_reports_its_signals(serve) -> None:
     (out,) = call(serve, [row("The assert statement", 12)])
-    assert out["prompt_tokens"] == len("The assert statement")
+    assert out["prompt_tokens"] == tiny_tokens("The assert statement") < len("The assert")
     assert out["truncated_prompt_tokens"] == 0
     assert out["finish_reason"] in (sig.FINISH_STOP, sig.FINISH_LENGTH)
     if out["finish_reason"] == sig.FINISH_LENGTH:
         assert out["output_tokens"] == 12
     assert len(out["text"].encode()) >= out["output_tokens"] - 3 * out["text"].count("\ufffd")
+    assert out["text"] and "<|" not in out["text"]  # special tokens stand for no text
     assert out["mean_nll"] >= 0
 
 
@@ -67,10 +70,10 @@ def test_empty_prompt_generates(serve) -> None:
 
 
 def test_long_prompt_keeps_its_end_and_reports_truncation(serve) -> None:
-    prompt = "abcdefghij" * 30  # 300 bytes, far over the 64-token window
+    prompt = "abcdefghij " * 60  # 660 bytes, far over the 128-token window
     (out,) = call(serve, [row(prompt, 10)])
     assert out["truncated_prompt_tokens"] > 0
-    assert out["prompt_tokens"] + out["truncated_prompt_tokens"] == len(prompt)
+    assert out["prompt_tokens"] + out["truncated_prompt_tokens"] == tiny_tokens(prompt)
     assert out["prompt_tokens"] + 10 <= CONTEXT
     assert out["output_tokens"] <= 10
 
@@ -148,8 +151,8 @@ def test_end_of_text_stops_a_row_with_finish_reason_stop() -> None:
     model = GPT(cfg)
     # Make end-of-text the most likely token everywhere: output layer sees only the bias.
     model.lnf_g.assign(tf.zeros_like(model.lnf_g))
-    model.lnf_b.assign(model.wte[EOT_ID] * 50.0)
-    generator = Generator(model)
+    model.lnf_b.assign(model.wte[BYTE_EOT_ID] * 50.0)
+    generator = Generator(model, byte_vocab(model.cfg.vocab_size))
     out = call(lambda **kw: generator.serve(**kw), [row("anything", 10), row("x", 0)])
     assert (out[0]["finish_reason"], out[0]["output_tokens"], out[0]["text"]) == ("stop", 0, "")
     assert out[0]["mean_nll"] >= 0

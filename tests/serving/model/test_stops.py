@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 import tensorflow as tf
 
-from serving.model.config import EOT_ID, get_preset
+from serving.model.config import get_preset
 from serving.model.generate import Generator, Sampling
+from serving.model.tokenizer import BYTE_EOT_ID, byte_vocab
 from serving.model.transformer import GPT
 from tests.serving.model.test_continuation import (
     at,
@@ -20,20 +22,47 @@ from tests.serving.model.test_continuation import (
 )
 from tokenpulse.tfserving import signature as sig
 
-
-@pytest.fixture(scope="module")
-def model(tiny_export: Path):
-    return tf.saved_model.load(str(tiny_export))
+BYTE_CFG = dataclasses.replace(get_preset("tiny").model, vocab_size=BYTE_EOT_ID + 1)
 
 
 @pytest.fixture(scope="module")
-def unary(model):
-    return model.signatures[sig.SIGNATURE_NAME]
+def bytes_model() -> Generator:
+    """The loop over a byte vocabulary, so that these tests count tokens in bytes: the tiny
+    shape with seeded random weights, position embeddings made large so that greedy text varies
+    from step to step. Our subword export's stops are tested below and in test_continuation.py."""
+    model = GPT(BYTE_CFG, seed=6)  # one whose rows here do not pick end-of-text in 40 bytes
+    model.wpe.assign(model.wpe * 40.0)
+    model.lnf_g.assign(model.lnf_g * 4.0)
+    return Generator(model, byte_vocab())
 
 
 @pytest.fixture(scope="module")
-def cont(model):
-    return model.signatures[sig.CONTINUE_SIGNATURE_NAME]
+def unary(bytes_model: Generator):
+    return lambda **kw: bytes_model.serve(**kw)
+
+
+@pytest.fixture(scope="module")
+def cont(bytes_model: Generator):
+    return lambda **kw: bytes_model.continue_chunk(**kw)
+
+
+@pytest.fixture(scope="module")
+def export(tiny_export: Path):
+    return tf.saved_model.load(str(tiny_export)).signatures
+
+
+@pytest.mark.parametrize("chunk", [1, 4])
+def test_a_stop_ends_a_subword_export_row_unary_and_streamed_alike(export, chunk) -> None:
+    unary, cont = export[sig.SIGNATURE_NAME], export[sig.CONTINUE_SIGNATURE_NAME]
+    raw = stream(cont, HOT, [16])["bytes"]
+    k, stop = first_new(raw, 2, 6)
+    (out,) = call_unary(unary, [stopping(HOT, "\x01never", stop)])
+    assert (out["text"], out["finish_reason"], out["stop_index"]) == (text_of(raw[:k]), b"stop", 1)
+    assert out["output_tokens"] < k + 2  # subwords: fewer tokens than bytes, the stop's counted
+    streamed = stream(cont, stopping(HOT, "\x01never", stop), [chunk])
+    assert streamed["bytes"].startswith(raw[:k] + stop.encode())  # the caller cuts the stop
+    assert (streamed["finish_reason"], streamed["stop_index"]) == ("stop", 1)
+    assert sum(streamed["counts"]) == out["output_tokens"]
 
 
 def stopping(req: dict, *stops: str, slot: int = 0) -> dict:
@@ -112,8 +141,8 @@ def test_of_two_stops_ending_at_one_byte_the_longer_cuts_the_text(unary, cont) -
 
 def counting_generator() -> tuple[Generator, list[int]]:
     """A random tiny model that never ends its text, counting its decode steps (run eagerly)."""
-    model = GPT(get_preset("tiny").model, seed=3)
-    model.lnf_b.assign(-10.0 * model.wte[EOT_ID])
+    model = GPT(BYTE_CFG, seed=3)
+    model.lnf_b.assign(-10.0 * model.wte[BYTE_EOT_ID])
     calls: list[int] = []
     decode = model.decode
 
@@ -122,7 +151,7 @@ def counting_generator() -> tuple[Generator, list[int]]:
         return decode(*args)
 
     model.decode = counted
-    return Generator(model), calls
+    return Generator(model, byte_vocab(model.cfg.vocab_size)), calls
 
 
 def greedy_params(n: int) -> Sampling:
@@ -226,10 +255,10 @@ def test_a_multibyte_utf8_stop_ends_the_row_unary_and_split_between_chunks(unary
 
 def eot_everywhere() -> Generator:
     """A tiny model whose likeliest token is end-of-text everywhere."""
-    model = GPT(get_preset("tiny").model)
+    model = GPT(BYTE_CFG)
     model.lnf_g.assign(tf.zeros_like(model.lnf_g))
-    model.lnf_b.assign(model.wte[EOT_ID] * 50.0)
-    return Generator(model)
+    model.lnf_b.assign(model.wte[BYTE_EOT_ID] * 50.0)
+    return Generator(model, byte_vocab(model.cfg.vocab_size))
 
 
 def test_ignore_eos_decodes_past_end_of_text_unary_and_streamed() -> None:
@@ -247,8 +276,8 @@ def test_ignore_eos_decodes_past_end_of_text_unary_and_streamed() -> None:
     ]
     # this model's logits are the same at every position: the best byte, every time, and its
     # nll under the model's whole distribution (end-of-text included)
-    logits = generator.model.logits(tf.constant([[EOT_ID, 97]]))[0, -1].numpy()
-    byte = int(logits[:EOT_ID].argmax())
+    logits = generator.model.logits(tf.constant([[BYTE_EOT_ID, 97]]))[0, -1].numpy()
+    byte = int(logits[:BYTE_EOT_ID].argmax())
     assert out[0]["text"] == text_of(bytes([byte]) * 10)
     nll = -float(tf.nn.log_softmax(logits)[byte])
     assert float(out[0]["mean_nll"]) == pytest.approx(nll, rel=1e-4)

@@ -1,28 +1,84 @@
-"""The in-graph byte tokenizer."""
+"""The in-graph tokenizers: our BPE (equal to what training reads) and the byte vocabulary."""
 
 from __future__ import annotations
 
+from functools import cache
+
+import pytest
 import tensorflow as tf
 
-from serving.model import tokenizer
+from serving.model import bpe, data, tokenizer
+from tokenpulse import chatformat
+
+TEXTS = [
+    "The assert statement is a convenient way to insert debugging assertions.",
+    "用户：你好，我3月5日买的手机有质量问题，想申请退款<|endofturn|>\n客服：您好，很抱歉！",
+    "Hello  world<|endofturn|>\n  x = 12345;;; <|endoftext|>end\t\u3000全角 ok\u00a0nbsp",
+    "",
+    "a",
+    "<|endofturn|><|endoftext|>",
+    "emoji 😀😀 and ＵＮＩＣＯＤＥ ①②③ digits ٣٤٥",
+]
 
 
-def test_encode_gives_utf8_bytes_per_row() -> None:
-    ids = tokenizer.encode(tf.constant(["hé", "", "ab"]))
+@cache
+def _spec() -> bpe.BpeSpec:
+    docs = data.documents(30_000) + [chatformat.render([("User", TEXTS[1])] * 20, answer=False)]
+    return bpe.train(docs, 400)
+
+
+def test_graph_ids_equal_the_training_encoder_ids() -> None:
+    spec = _spec()
+    assert len(spec.merges) > 50  # merges were learnt, Chinese ones among them
+    assert any(len(p) == 3 and p[0] >= 0xE0 for p in spec.merged)
+    vocab = tokenizer.bpe_vocab(spec)
+    got = vocab.encode(tf.constant(TEXTS)).to_list()
+    assert got == [ids.tolist() for ids in bpe.Encoder(spec).encode(TEXTS)]
+    assert b"".join(vocab.pieces[i] for i in got[0]).decode() == TEXTS[0]
+    assert len(got[0]) < 0.6 * len(TEXTS[0].encode())  # subwords, not bytes
+
+
+def test_special_token_text_is_one_id_each() -> None:
+    spec = _spec()
+    ids = tokenizer.bpe_vocab(spec).encode(tf.constant([TEXTS[5]])).to_list()[0]
+    assert ids == list(reversed(spec.special_ids))  # end-of-turn, then end-of-text
+    assert spec.special_ids == (spec.vocab_size - 2, spec.vocab_size - 1)
+
+
+def test_end_of_turn_ends_a_row_as_end_of_text_does() -> None:
+    vocab = tokenizer.bpe_vocab(_spec())
+    eot, eot_turn = _spec().special_ids
+    assert vocab.end_ids == (eot, eot_turn)
+    ended = vocab.is_end(tf.constant([eot, eot_turn, 97], tf.int32)).numpy().tolist()
+    assert ended == [True, True, False]
+
+
+def test_spec_round_trips_and_refuses_another_split() -> None:
+    spec = _spec()
+    assert bpe.BpeSpec.from_json(spec.to_json()) == spec
+    with pytest.raises(bpe.BpeError, match="split pattern"):
+        bpe.BpeSpec.from_json(spec.to_json().replace("\\\\p{N}", "\\\\d"))
+    with pytest.raises(bpe.BpeError, match="do not fit"):
+        bpe.BpeSpec(300, spec.merges)
+
+
+def test_training_is_deterministic() -> None:
+    docs = data.documents(20_000)
+    assert bpe.train(docs, 300) == bpe.train(docs, 300)
+
+
+def test_byte_vocab_encodes_utf8_bytes_per_row() -> None:
+    ids = tokenizer.byte_vocab().encode(tf.constant(["hé", "", "ab"]))
     assert ids.to_list() == [[104, 0xC3, 0xA9], [], [97, 98]]
-
-
-def test_invalid_utf8_is_replaced_not_fatal() -> None:
-    ids = tokenizer.encode(tf.constant([b"a\xffb"]))
-    assert ids.to_list() == [[97, 0xEF, 0xBF, 0xBD, 98]]  # U+FFFD in UTF-8
 
 
 def test_decode_respects_lengths_and_sanitises_split_characters() -> None:
     ids = tf.constant([[104, 0xC3, 0xA9, 0], [0xC3, 97, 0, 0]])
-    text = tokenizer.decode(ids, tf.constant([3, 2]))
+    text = tokenizer.decode(tokenizer.byte_vocab(), ids, tf.constant([3, 2]))
     assert [t.decode() for t in text.numpy()] == ["hé", "\ufffda"]
 
 
 def test_end_of_text_decodes_to_nothing() -> None:
-    text = tokenizer.decode(tf.constant([[97, tokenizer.EOT_ID, 98]]), tf.constant([3]))
+    ids = tf.constant([[97, tokenizer.BYTE_EOT_ID, 98]])
+    text = tokenizer.decode(tokenizer.byte_vocab(), ids, tf.constant([3]))
     assert text.numpy()[0] == b"ab"

@@ -6,12 +6,14 @@ import dataclasses
 from pathlib import Path
 
 import numpy as np
+import pytest
 import tensorflow as tf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from serving.model import data, train
+from serving.model import bpe, data, train
 from serving.model.config import get_preset
 from serving.model.transformer import GPT
+from tokenpulse import chatformat
 
 
 def _quick_preset(steps: int):
@@ -21,11 +23,20 @@ def _quick_preset(steps: int):
     )
 
 
-def test_corpus_is_shipped_text_split_by_end_of_text() -> None:
+def test_corpus_is_shipped_text_and_dialogues_split_by_end_of_text() -> None:
     docs = data.documents(50_000)
     assert 40_000 < sum(len(d) for d in docs) <= 50_000
-    stream = data.token_stream(docs)
-    assert stream.max() == 256 and (stream == 256).sum() == len(docs)
+    cfg = _quick_preset(1).train
+    texts = data.corpus(cfg)
+    chat = [t for t in texts if t.endswith(chatformat.TURN_END)]
+    assert 0.25 < sum(map(len, chat)) / sum(map(len, texts)) < 0.35  # dialogue_share 0.3
+    assert any("退款" in t for t in chat) and any("refund" in t for t in chat)
+    assert data.corpus(cfg) == texts  # fixed for the seed
+    spec = bpe.train(texts, 400)
+    stream = data.token_stream(texts, spec)
+    eot, eot_turn = spec.special_ids
+    assert (stream == eot).sum() == len(texts)
+    assert (stream == eot_turn).sum() == sum(t.count(chatformat.END_OF_TURN) for t in chat)
     train_ids, held = data.split(stream)
     assert len(held) > 0 and len(train_ids) + len(held) == len(stream)
 
@@ -33,10 +44,16 @@ def test_corpus_is_shipped_text_split_by_end_of_text() -> None:
 def test_training_lowers_held_out_bits_per_byte(tmp_path: Path) -> None:
     preset = _quick_preset(60)
     model = GPT(preset.model, seed=1)
-    held = data.split(data.token_stream(data.documents(60_000)))[1]
-    before = train.held_out_bits_per_byte(model, held, 2, 8, np.random.default_rng(0))
-    report = train.train(model, preset, tmp_path, progress=False)
-    assert report.held_out_bits_per_byte < before - 1.0  # random init is ~8 bits per byte
+    spec, stream = train.prepare(preset)
+    held = data.split(stream)[1]
+    before = train.held_out(model, held, spec, 2, 8, np.random.default_rng(0))
+    report, trained = train.train(model, preset, tmp_path, progress=False)
+    assert trained == spec  # the vocabulary is trained the same way every time
+    assert report.held_out_bits_per_token < before.bits_per_token - 2.0  # random: ~9 bits
+    assert report.held_out_bits_per_byte == pytest.approx(
+        report.held_out_bits_per_token / report.bytes_per_token, abs=1e-3
+    )
+    assert report.bytes_per_token > 1.3  # subwords
     assert not report.cached
 
 
@@ -45,8 +62,8 @@ def test_checkpoint_is_reused_for_the_same_recipe_only(tmp_path: Path) -> None:
     first = GPT(preset.model, seed=1)
     train.train(first, preset, tmp_path, progress=False)
     again = GPT(preset.model, seed=99)
-    report = train.train(again, preset, tmp_path, progress=False)
-    assert report.cached
+    report, spec = train.train(again, preset, tmp_path, progress=False)
+    assert report.cached and spec == train.prepare(preset)[0]
     np.testing.assert_array_equal(first.wte.numpy(), again.wte.numpy())
     events = list((train.checkpoint_dir(tmp_path, preset) / "tensorboard").glob("events.out.*"))
     assert events
@@ -81,6 +98,7 @@ def test_tensorboard_gets_histograms_per_layer_the_gradient_norm_and_the_learnin
         for kind in ("weights", "gradients"):
             assert events[f"{kind}/{tag}"] == ("histograms", [0, 2, 4]), (kind, tag)
     assert events["eval/held_out_bits_per_byte"] == ("scalars", [5])
+    assert events["eval/held_out_bits_per_token"] == ("scalars", [5])
     # as TensorBoard reads them: [30, 3] rows of (left, right, count) over every element
     acc = EventAccumulator(str(train.checkpoint_dir(tmp_path, preset) / "tensorboard"))
     acc.Reload()
@@ -98,7 +116,7 @@ def test_summaries_change_neither_the_weights_nor_the_random_stream(tmp_path: Pa
     for every in (1, 0):
         model = GPT(preset.model, seed=1)
         reports.append(train.train(model, preset, tmp_path / str(every), progress=False,
-                                   histogram_every=every))  # fmt: skip
+                                   histogram_every=every)[0])  # fmt: skip
         weights.append([v.numpy() for v in model.trainable_variables])
     for with_histograms, without in zip(*weights, strict=True):
         np.testing.assert_array_equal(with_histograms, without)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from stack.drill.canary import DEGRADED_VERSION, _restore, ensure_degraded
+from stack.drill.canary import DEGRADE_NOISE, DEGRADED_VERSION, _restore, ensure_degraded
 from stack.drill.target import DrillError
 from stack.up import files
 from stack.up.files import META_FILE
@@ -55,7 +55,7 @@ def test_a_missing_degraded_version_is_built_from_stables_preset(
     flags = argv[argv.index("build") + 1 :]
     assert flags == [
         "--preset", "default", "--base-path", str(tmp_path), "--version", str(DEGRADED_VERSION),
-        "--degrade-noise", "2",
+        "--degrade-noise", f"{DEGRADE_NOISE:g}",
     ]  # fmt: skip
     assert (tmp_path / str(DEGRADED_VERSION) / GOLDEN_FILE).read_text() == '{"stable": true}'
 
