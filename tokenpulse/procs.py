@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import socket
 import subprocess
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,15 +18,41 @@ from typing import Any
 # suite ("Address already in use"). Randomised, so parallel processes rarely pick the same one.
 _LISTEN_PORTS = (20000, 32768)
 _handed_out: set[int] = set()
+# A port is free when picked but bound only when its component starts, up to a stack's start-up
+# later (`up` picks every port first): another process picking meanwhile could take the same one
+# (a parallel suite's `up --ha` lost prometheus-2's port so). Each pick leaves a marker here, and a
+# port whose marker is younger than this is skipped by every process on the machine.
+_MARKERS = Path(tempfile.gettempdir()) / "tokenpulse-ports"
+_MARKER_TTL_S = 600.0
+
+
+def _claim(port: int) -> bool:
+    """Mark `port` as handed out, machine-wide; False when a process did so recently."""
+    marker = _MARKERS / str(port)
+    try:
+        _MARKERS.mkdir(mode=0o1777, exist_ok=True)
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+    except FileExistsError:
+        try:
+            if time.time() - marker.stat().st_mtime < _MARKER_TTL_S:
+                return False
+            os.utime(marker)  # an old claim: this process's now (a race here costs one retry)
+        except OSError:
+            return False
+        return True
+    except OSError:
+        return True  # no place for markers (a read-only /tmp): the bind test alone
+    os.close(fd)
+    return True
 
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1, below the ephemeral range, that was free a moment ago and that
-    this process has not handed out before."""
+    no process on this machine handed out in the last ten minutes."""
     rng = random.SystemRandom()
     for _ in range(200):
         port = rng.randrange(*_LISTEN_PORTS)
-        if port in _handed_out:
+        if port in _handed_out or not _claim(port):
             continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             try:
