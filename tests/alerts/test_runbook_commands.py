@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from devtools.stack import Stack
+from devtools.stack import Stack, wait_until
 from stack.config import Ports
 from stack.rollout.labels import ModelsConfig
 from stack.rollout.settings import CANARY_WEIGHT_FILE
@@ -116,6 +116,10 @@ class Runner:
 def runner(shared_stack: Stack) -> Iterator[Runner]:
     for _ in range(3):  # samples, request counters and per-version series to look at
         assert shared_stack.generate().status_code == 200
+    # the shipper stores samples on its own poll: the read-only commands start side by side at
+    # once, so they wait for its first delivery (a busy machine's fresh stack had none yet)
+    store = shared_stack.workdir / "samples.db"
+    wait_until(store.exists, timeout_s=90, what=f"the shipper's first delivery to {store}")
     models_config = shared_stack.config.models_config
     before = models_config.read_bytes()
     weight = shared_stack.workdir / CANARY_WEIGHT_FILE
