@@ -349,8 +349,10 @@ def test_the_breaker_and_shedding_apply_per_stream_with_unary_status_codes(
     tmp_path: Path,
 ) -> None:
     key = make_keys_file(tmp_path / "keys.json", demo={})["demo"]
-    state = FakeState(outputs={"p": b"x" * 16}, delay_s=0.5)
-    body = {"model": "gen", "prompt": "p", "max_tokens": 16, "stream": True}
+    # five `continue` calls of 0.5 s (8 tokens, then 32 at a time): the first stream holds the
+    # slot for 2.5 s, long enough for a busy machine's second request to reach the gateway
+    state = FakeState(outputs={"p": b"x" * 120}, delay_s=0.5)
+    body = {"model": "gen", "prompt": "p", "max_tokens": 120, "stream": True}
     kw = {"headers": auth(key), "json": body, "timeout": 10}
     with (
         FakeContinue(state) as up,
