@@ -52,19 +52,24 @@ async def _answers(port: int, silent: int, trickling: int) -> list[bytes]:
     """Open connections that never finish a request head; return what each got before closing."""
     conns = [await asyncio.open_connection("127.0.0.1", port) for _ in range(silent + trickling)]
 
-    async def trickle(writer: asyncio.StreamWriter) -> None:
+    async def trickle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bytes:
+        """One header line every 0.1 s, never the blank line, until an answer comes: a line
+        written after the gateway's close would meet its reset, and a reset stream reader raises
+        instead of returning the answer it holds."""
         writer.write(b"POST /v1/generate HTTP/1.1\r\nHost: x\r\n")
-        for n in range(200):  # one header line every 0.1 s, never the blank line
-            if writer.is_closing():
-                return
-            writer.write(f"X-Slow-{n}: 1\r\n".encode())
-            await asyncio.sleep(0.1)
+        for n in range(200):
+            try:
+                got = await asyncio.wait_for(reader.read(65536), 0.1)
+            except TimeoutError:
+                writer.write(f"X-Slow-{n}: 1\r\n".encode())
+                continue
+            return got + await asyncio.wait_for(reader.read(), 15)
+        return b""
 
-    tasks = [asyncio.create_task(trickle(w)) for _, w in conns[silent:]]
-    answers = await asyncio.gather(*(asyncio.wait_for(r.read(), 15) for r, _ in conns))
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    answers = await asyncio.gather(
+        *(asyncio.wait_for(r.read(), 15) for r, _ in conns[:silent]),
+        *(trickle(r, w) for r, w in conns[silent:]),
+    )
     for _, writer in conns:
         writer.close()
     return answers
