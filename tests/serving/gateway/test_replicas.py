@@ -125,7 +125,9 @@ def test_a_replica_killed_mid_run_is_routed_around_and_back_after_its_poll(
         await _until(lambda: gateway.upstreams.replicas[1].in_rotation)
         assert _sample(gateway, "tokenpulse_gateway_upstream_healthy", replica="1") == 1
         codes.extend([await send() for _ in range(6)])
-        assert b.predict_calls() - before == 3
+        # back in the alternation: half of six, give or take the one turn a poll's read of a
+        # version's signatures may take between two sends (pick() keeps one turn counter)
+        assert 2 <= b.predict_calls() - before <= 4
 
     # a poll slower than the stand-in's stop: at 0.05 s a poll could see replica 1 gone before
     # any request did, and no request would then find it dead (the retry this test is about)
