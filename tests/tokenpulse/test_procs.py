@@ -63,6 +63,7 @@ def test_a_claim_older_than_ten_minutes_is_given_out_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(procs, "_MARKERS", tmp_path)
+    monkeypatch.setattr(procs, "_handed_out", set())  # what this worker's other tests picked
     low = _bindable_pair()
     monkeypatch.setattr(procs, "_LISTEN_PORTS", (low, low + 2))
     (tmp_path / str(low)).touch()  # picked by another process a moment ago
