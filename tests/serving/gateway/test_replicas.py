@@ -129,9 +129,10 @@ def test_a_replica_killed_mid_run_is_routed_around_and_back_after_its_poll(
         # version's signatures may take between two sends (pick() keeps one turn counter)
         assert 2 <= b.predict_calls() - before <= 4
 
-    # a poll slower than the stand-in's stop: at 0.05 s a poll could see replica 1 gone before
-    # any request did, and no request would then find it dead (the retry this test is about)
-    _run(_settings(keys_file, a.url, b.url, poll_s=0.5), keys["demo"], scenario)
+    # a poll much slower than the stand-in's stop: a poll that sees replica 1 gone before any
+    # request did leaves no request to find it dead (the retry this test is about); at 0.5 s a
+    # busy run's poll came first
+    _run(_settings(keys_file, a.url, b.url, poll_s=3.0), keys["demo"], scenario)
     assert codes == [200] * 30
 
 
