@@ -34,9 +34,11 @@ def _claim(port: int) -> bool:
         fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
     except FileExistsError:
         try:
-            if time.time() - marker.stat().st_mtime < _MARKER_TTL_S:
+            if time.time() - marker.lstat().st_mtime < _MARKER_TTL_S:
                 return False
-            os.utime(marker)  # an old claim: this process's now (a race here costs one retry)
+            # an old claim: this process's now (a race here costs one retry); a link planted in
+            # the shared directory is touched itself, never what it points at
+            os.utime(marker, follow_symlinks=False)
         except OSError:
             return False
         return True
