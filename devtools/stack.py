@@ -119,6 +119,12 @@ class Stack:
             f"{self.gateway.url}/v1/generate", json=payload, headers=headers, timeout=60
         )
 
+    def refused(self) -> httpx.Response:
+        """One request the gateway refuses (422: a negative `max_new_tokens`), which the sampler
+        keeps whatever its head rate (it keeps a tenth of plain requests, and a good model's
+        answers give it no low-quality reason): a sample for the shipper to deliver."""
+        return self.generate(max_new_tokens=-1)
+
     @contextlib.contextmanager
     def traffic(self, rps: float = 1.0) -> Iterator[list[int]]:
         """Steady requests in the background for the block; yields the status codes seen."""
