@@ -21,7 +21,7 @@ GATEWAY_PREFIX = "tokenpulse_gateway_"
 TFSERVING_PREFIX = ":tensorflow:serving:"
 
 # Component prefixes an alert name may start with (after TokenPulse); the Watchdog is its own.
-COMPONENTS = (
+ALERT_PREFIXES = (
     "Gateway", "Quality", "Canary", "TfServing", "Exporter", "Gpu", "Shipper", "Pipeline",
     "Training", "Prometheus", "Alertmanager",
 )  # fmt: skip
@@ -57,7 +57,7 @@ class Alert:
     @property
     def component(self) -> str:
         """The component prefix of the name, which picks the rule group (the Watchdog's own)."""
-        return next((p for p in COMPONENTS if self.name.startswith(p)), self.name)
+        return next((p for p in ALERT_PREFIXES if self.name.startswith(p)), self.name)
 
     def rule(self, cfg: MixinConfig, t: Timing) -> Rule:
         """The rule as it goes into the YAML file."""

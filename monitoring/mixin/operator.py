@@ -188,7 +188,7 @@ def monitors(cfg: MixinConfig) -> list[Doc]:
         job["job_name"]: job for job in prometheus.scrape_configs(cfg, prometheus.COMPOSE_TARGETS)
     }
     out = []
-    for component in prometheus.COMPONENTS:
+    for component in prometheus.SCRAPED:
         name = getattr(cfg.jobs, component)
         if name not in jobs:
             continue

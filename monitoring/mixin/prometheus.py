@@ -44,8 +44,8 @@ class Targets:
 # replicaExternalLabelName. Never cfg.replica_label, which names a model-server replica.
 REPLICA_EXTERNAL_LABEL = "prometheus_replica"
 
-# Targets of the compose deployment: service names and container ports of docker-compose.yml.
-COMPONENTS = ("modelserver", "gateway", "exporter", "shipper", "alertmanager", "prometheus")
+# The components Prometheus scrapes, one job each (cfg.jobs names it, Targets lists its hosts).
+SCRAPED = ("modelserver", "gateway", "exporter", "shipper", "alertmanager", "prometheus")
 # compose runs two of each (HA); each Prometheus's file is named after its service
 COMPOSE_PROMETHEUS = ("prometheus", "prometheus-2")
 COMPOSE_ALERTMANAGERS = ("alertmanager", "alertmanager-2")
@@ -84,7 +84,7 @@ def _groups(targets: Targets, hosts: list[str]) -> list[dict[str, object]]:
 def scrape_configs(cfg: MixinConfig, targets: Targets) -> list[dict[str, object]]:
     """One scrape job per component with targets, named after cfg.jobs."""
     out: list[dict[str, object]] = []
-    for component in COMPONENTS:
+    for component in SCRAPED:
         hosts = list(getattr(targets, component))
         if not hosts:
             continue

@@ -47,7 +47,7 @@ def test_compose_file_passes_promtool_check_config(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stdout + out.stderr
     jobs = [j["job_name"] for j in yaml.safe_load(path.read_text())["scrape_configs"]]
     # and the training runs' file_sd job last
-    assert jobs == [getattr(config.jobs, c) for c in (*prometheus.COMPONENTS, "training")]
+    assert jobs == [getattr(config.jobs, c) for c in (*prometheus.SCRAPED, "training")]
 
 
 def test_training_workers_come_from_file_sd_under_the_configured_job() -> None:
