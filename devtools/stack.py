@@ -18,7 +18,7 @@ What runs is stack/components.py's table, the one `tokenpulse up` starts, with t
 polls, short Alertmanager group timings); `running_stack` also installs a copy of `export_dir` as
 version 1 of model "gen" labelled "stable". Keywords of both are StackConfig fields over the
 profile (`alerting=True`: also Alertmanager, with the generated local routes, and the on-call
-receiver writing `workdir/oncall.jsonl`; `canary_interval_s=2.0`; ...), plus two shapes:
+receiver writing `workdir/oncall.jsonl`; `canary_interval_s=1.0`; ...), plus two shapes:
 `model_server_replicas=N` runs N model servers (`modelserver-0` ..) behind the gateway, each on
 free ports; `ha=True` runs `up --ha`'s pairs, `prometheus-2` and `alertmanager-2` beside the first
 ones, the Alertmanagers gossiping on free loopback ports (`stop_component`/`restart_component`

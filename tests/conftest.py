@@ -108,7 +108,7 @@ def shared_stack(tiny_export: Path, tmp_path_factory: pytest.TempPathFactory) ->
     """One alerting stack (model server, gateway, exporter with fake GPUs, shipper, Prometheus,
     Alertmanager, on-call receiver; compressed rules) for the alert e2e and live dashboards."""
     workdir = tmp_path_factory.mktemp("shared-stack")
-    with running_stack(tiny_export, workdir, alerting=True, canary_interval_s=2.0) as s:
+    with running_stack(tiny_export, workdir, alerting=True) as s:
         yield s
 
 

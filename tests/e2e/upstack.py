@@ -28,10 +28,9 @@ from stack.up.banner import READY_LINE
 from stack.up.settings import PORT_FIELDS
 from tokenpulse.procs import free_port
 
-# the test stack's pace (stack/profiles.py: compressed rules, fast scrapes and polls, fake GPUs)
-STACK_FLAGS = (
-    "--profile=test", "--canary-interval-s=2", "--canary-weight=0.3", "--restart-delay-s=20",
-)  # fmt: skip
+# the test stack's pace (stack/profiles.py: compressed rules, fast scrapes and polls, fake GPUs, a
+# canary run every 5 s besides the one each new AVAILABLE version gets at once)
+STACK_FLAGS = ("--profile=test", "--canary-weight=0.3", "--restart-delay-s=20")
 START_TIMEOUT_S = 420.0
 
 
