@@ -31,6 +31,9 @@ def _claim(port: int) -> bool:
     marker = _MARKERS / str(port)
     try:
         _MARKERS.mkdir(mode=0o1777, exist_ok=True)
+    except OSError:
+        return True  # no place for markers (a read-only /tmp, a file in the way): the bind test
+    try:
         fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
     except FileExistsError:
         try:
@@ -43,7 +46,7 @@ def _claim(port: int) -> bool:
             return False
         return True
     except OSError:
-        return True  # no place for markers (a read-only /tmp): the bind test alone
+        return True  # the directory refuses a marker (another user's, without write access)
     os.close(fd)
     return True
 

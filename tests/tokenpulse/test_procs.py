@@ -74,6 +74,17 @@ def test_a_claim_older_than_ten_minutes_is_given_out_again(
     assert procs.free_port() not in (low, low + 1)  # both taken now: the kernel's pick
 
 
+def test_a_file_where_the_claims_go_leaves_the_bind_test_not_the_kernels_pick(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # left by some other tool, or planted in the shared /tmp: no claims, but ports still come from
+    # below the ephemeral range, not from the kernel's fallback pick among client ports
+    (tmp_path / "tokenpulse-ports").write_text("not a directory")
+    monkeypatch.setattr(procs, "_MARKERS", tmp_path / "tokenpulse-ports")
+    ports = [procs.free_port() for _ in range(20)]
+    assert all(procs._LISTEN_PORTS[0] <= p < procs._LISTEN_PORTS[1] for p in ports)
+
+
 def _bindable_pair() -> int:
     """The lower of two adjacent free ports below the ephemeral range."""
     for port in range(24000, 32000, 2):
