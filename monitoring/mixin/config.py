@@ -359,6 +359,15 @@ class MixinConfig:
     recovery_window: str = "35m"
     fresh_window: str = "5m"
     fresh_margin: str = "1m"
+    # The gateway's own lag after a model server is back, in wall-clock time: its breaker stays
+    # open breaker_open_s (5 s), a replica rejoins its rotation at the next status poll (5 s), and
+    # the gateway's counters are scraped after that. The gateway's clocks are not compressed, so
+    # the compressed rules' fresh margin (1m / 60, floored at 5 s) is never shorter than this:
+    # with 5 s, the breaker's tail of a killed server's outage (drill model-server-killed on a busy
+    # machine) counted as fresh failures and released the hold over the outage's own burn, which
+    # paged beside the next drill's crash-loop page. Lengthen it with breaker_open_s and
+    # status_poll_interval_s.
+    gateway_recovery_lag: str = "15s"
     fresh_min_failed: int = 3
     # Crash loop (issue 26 A.3): a model-server target that went down, came back and went down
     # again (flap_changes changes of `up`) within flap_window, and was down within flap_recent, so

@@ -11,7 +11,8 @@ windows of the symptoms it caused, so Alertmanager inhibits those while a hold f
   shorter firing reached nobody, so it explains nothing to anybody). ALERTS_FOR_STATE holds the
   time the cause became active, so "active for its `for` plus group_wait" is a delivered page;
 - it is released for good once fresh failures follow the recovery: the model's 5xx over a
-  window that starts cfg.fresh_margin after the cause's target came back (cfg.fresh_*),
+  window that starts cfg.fresh_margin (never under the gateway's own wall-clock lag,
+  cfg.gateway_recovery_lag) after the cause's target came back (cfg.fresh_*),
   at the fast page tier's rate and with at least cfg.fresh_min_failed of them;
 - otherwise it lasts cfg.recovery_window after the page's last firing evaluation.
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 from monitoring.mixin.config import MixinConfig
 from monitoring.mixin.model import GATEWAY_PREFIX, Alert
-from monitoring.mixin.promql import Timing, number, render_seconds
+from monitoring.mixin.promql import Timing, number, render_seconds, seconds
 from monitoring.mixin.slis import error_ratio
 
 VERSIONS = "tokenpulse_tfserving_model_versions_available"
@@ -69,8 +70,10 @@ def fresh_failures(cfg: MixinConfig, t: Timing) -> str:
 
 
 def _since_recovery(cfg: MixinConfig, t: Timing) -> str:
-    """The range a target must have been back for: the fresh window and its margin."""
-    return render_seconds(int(t.secs(cfg.fresh_window)) + int(t.secs(cfg.fresh_margin)))
+    """The range a target must have been back for: the fresh window and its margin, which covers
+    the gateway's wall-clock lag (cfg.gateway_recovery_lag) however the rules are compressed."""
+    margin = max(int(t.secs(cfg.fresh_margin)), seconds(cfg.gateway_recovery_lag))
+    return render_seconds(int(t.secs(cfg.fresh_window)) + margin)
 
 
 def _hold(delivered_at: str, fresh_at: str, by: str) -> str:
