@@ -136,10 +136,11 @@ class InProcess:
         import tensorflow as tf
 
         from serving.modelserver.manager import list_versions
+        from tokenpulse.tfserving.ops import load_saved_model
 
         path = args.model_base_path / str(list_versions(args.model_base_path)[-1])
         self._tf = tf
-        self._fn = tf.saved_model.load(str(path)).signatures[SIGNATURE_NAME]
+        self._fn = load_saved_model(path).signatures[SIGNATURE_NAME]
         self._args = args
 
     def call_s(self, i: int) -> float:

@@ -86,12 +86,10 @@ def export_runner(export: Path) -> Runner:
     """The export's `serving_default`, loaded in process with TF.Text's ops registered."""
     import tensorflow as tf
 
-    from serving.model.opcheck import saved_model_ops
-    from tokenpulse.tfserving.ops import register_tf_text_ops
+    from tokenpulse.tfserving.ops import load_saved_model
     from tokenpulse.tfserving.signature import SIGNATURE_NAME, STOP_SLOTS
 
-    register_tf_text_ops(saved_model_ops(export))
-    serve = tf.saved_model.load(str(export)).signatures[SIGNATURE_NAME]
+    serve = load_saved_model(export).signatures[SIGNATURE_NAME]
 
     def generate(batch: int, prompt_len: int, new_tokens: int) -> None:
         out = serve(

@@ -10,6 +10,7 @@ from pathlib import Path
 from serving.model import targets
 from serving.model.settings import BuildSettings, ExportSettings, GenerateSettings, TrainSettings
 from tokenpulse.tfserving import signature as sig
+from tokenpulse.tfserving.ops import load_saved_model
 
 
 def run_build(settings: BuildSettings) -> dict[str, object]:
@@ -139,7 +140,7 @@ def run_generate(settings: GenerateSettings) -> dict[str, object]:
     if not settings.base_path.is_dir():
         raise FileNotFoundError(f"model base path {settings.base_path} does not exist")
     version = settings.version or latest_version(settings.base_path)
-    fn = tf.saved_model.load(str(settings.base_path / str(version))).signatures[sig.SIGNATURE_NAME]
+    fn = load_saved_model(settings.base_path / str(version)).signatures[sig.SIGNATURE_NAME]
     inputs = {
         "prompt": tf.constant([settings.prompt]),
         "max_new_tokens": tf.constant([settings.max_new_tokens], tf.int32),

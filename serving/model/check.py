@@ -20,7 +20,7 @@ from serving.model.settings import CheckSettings
 from tokenpulse.tfserving import contract
 from tokenpulse.tfserving import signature as sig
 from tokenpulse.tfserving.contract import DEGRADED, ERROR, OK, Finding
-from tokenpulse.tfserving.ops import register_tf_text_ops
+from tokenpulse.tfserving.ops import load_saved_model
 
 _NUMPY = {"string": object, "int32": np.int32, "float32": np.float32, "int64": np.int64}
 _MAX_CALLS = 256  # `continue` calls before a stream that never finishes counts as broken
@@ -107,10 +107,8 @@ def run(settings: CheckSettings) -> CheckReport:
     findings += _ops(settings.path, specs)
     if any(f.level == ERROR for f in findings):
         return CheckReport(str(settings.path), findings)  # running it would only fail
-    import tensorflow as tf
 
-    register_tf_text_ops(opcheck.saved_model_ops(settings.path))
-    signatures = tf.saved_model.load(str(settings.path), tags=["serve"]).signatures
+    signatures = load_saved_model(settings.path).signatures
     unary = _smoke(signatures[sig.SIGNATURE_NAME], specs, settings)
     findings += unary[0]
     if sig.CONTINUE_SIGNATURE_NAME in specs and unary[1] is not None:

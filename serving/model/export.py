@@ -21,6 +21,7 @@ from serving.model.transformer import GPT
 from serving.model.warmup import DEFAULT_WARMUP_BATCH_SIZES
 from tokenpulse.logging import get_logger
 from tokenpulse.tfserving import signature as sig
+from tokenpulse.tfserving.ops import load_saved_model
 
 log = get_logger(__name__)
 
@@ -124,7 +125,7 @@ def write_warmup(path: Path, model_name: str, batch_sizes: Sequence[int]) -> int
 
 def golden_outputs(export_dir: Path, model_name: str, version: int) -> dict[str, object]:
     """Greedy outputs of the exported artifact itself for the fixed canary prompts."""
-    fn = tf.saved_model.load(str(export_dir)).signatures[sig.SIGNATURE_NAME]
+    fn = load_saved_model(export_dir).signatures[sig.SIGNATURE_NAME]
     tensors = _request_tensors(list(CANARY_PROMPTS), CANARY_MAX_NEW_TOKENS)
     out = fn(**{k: tf.constant(v) for k, v in tensors.items()})
     prompts = []

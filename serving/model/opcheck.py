@@ -10,23 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tokenpulse.tfserving.ops import TF_TEXT_OPS, meta_graph_ops
+from tokenpulse.tfserving.ops import TF_TEXT_OPS, saved_model_ops
+from tokenpulse.tfserving.ops import read_saved_model as _saved_model
+
+__all__ = ["saved_model_ops", "signature_ops", "unservable_ops", "unservable_reason"]
 
 # Kernels that call back into a Python interpreter, which the C++ server does not have.
 PYTHON_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
-
-
-def _saved_model(export_dir: Path) -> Any:
-    from tensorflow.core.protobuf import saved_model_pb2
-
-    proto = saved_model_pb2.SavedModel()
-    proto.ParseFromString((export_dir / "saved_model.pb").read_bytes())
-    return proto
-
-
-def saved_model_ops(export_dir: Path) -> set[str]:
-    """Every op type in the SavedModel's graphs, function library included."""
-    return set().union(*(meta_graph_ops(m) for m in _saved_model(export_dir).meta_graphs))
 
 
 def signature_ops(export_dir: Path, tag: str = "serve") -> dict[str, set[str]]:

@@ -53,12 +53,13 @@ class SessionModel:
 
 @contextmanager
 def load(export_dir: Path) -> Iterator[SessionModel]:
-    """The SavedModel's `serve` graph restored into a fresh TF1 session (closed on exit).
-
-    Custom ops the graph uses (TF.Text's) must be registered first, as the server links them.
-    """
+    """The SavedModel's `serve` graph restored into a fresh TF1 session (closed on exit), with
+    the TF.Text ops its tokenizer uses registered first, as the server links them in."""
     import tensorflow as tf
 
+    from tokenpulse.tfserving.ops import register_for
+
+    register_for(export_dir)
     with tf.Graph().as_default(), tf.compat.v1.Session() as session:
         meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], str(export_dir))
         yield SessionModel(session, meta)

@@ -1,12 +1,15 @@
-"""In-graph tokenizers from core TF ops only (no py_function, no custom op: they serve in C++).
+"""In-graph tokenizers from core TF ops and TF.Text's (no py_function: they serve in C++).
 
 `bpe_vocab`: our model's subword vocabulary (`bpe.py`). A prompt is cut at special-token text,
-then into words by the split pattern (RE2's `regex_replace` marks each word's start with a byte
-that valid UTF-8 never holds, and `strings.split` cuts there), each word becomes its byte ids,
-and the merges are applied in the graph, all words at once: each round merges, in every word,
-the adjacent pair of lowest rank (the leftmost of equals), until no pair has one. That is the
-order the `tokenizers` package merges in, so the ids equal what training read (a test compares
-them). `byte_vocab`: every id one byte, plus end-of-text (the decoding tests' vocabulary).
+then into words by the split pattern, both with TF.Text's `regex_split` (its
+`RegexSplitWithOffsets` op, RE2, which stock `tensorflow_model_server` links in:
+tokenpulse/tfserving/ops.py), keeping each match as a word, which is what the `tokenizers`
+package's "isolated" split does. Each word becomes its byte ids, and the merges are applied in
+the graph with core ops, all words at once: each round merges, in every word, the adjacent pair
+of lowest rank (the leftmost of equals), until no pair has one. That is the order the
+`tokenizers` package merges in, so the ids equal what training read (a test compares them).
+Detokenizing is core ops (each id's bytes, `vocab.py`). `byte_vocab`: every id one byte, plus
+end-of-text (the decoding tests' vocabulary).
 """
 
 from __future__ import annotations
@@ -14,14 +17,15 @@ from __future__ import annotations
 import re
 
 import tensorflow as tf
+import tensorflow_text as tf_text
 
 from serving.model.bpe import N_BYTES, SPLIT_PATTERN, BpeSpec
 from serving.model.vocab import Vocab, encode_bytes, sanitize_utf8
 from tokenpulse.chatformat import SPECIAL_TOKENS
 
 BYTE_EOT_ID = N_BYTES  # the byte vocabulary's end-of-text
-_MARK = b"\xff"  # never a byte of valid UTF-8 (prompts are sanitised first)
 _SPECIAL_PATTERN = "(" + "|".join(re.escape(t) for t in SPECIAL_TOKENS) + ")"
+_WORD_PATTERN = f"{_SPECIAL_PATTERN}|{SPLIT_PATTERN}"
 
 
 def byte_vocab(size: int = N_BYTES + 1) -> Vocab:
@@ -51,17 +55,14 @@ class BpeEncoder(tf.Module):
         self.special_ids = tf.constant(list(spec.special_ids), tf.int32)
 
     def words(self, text: tf.Tensor) -> tf.RaggedTensor:
-        """[B] strings -> ragged [B, None] words (special-token text is one word)."""
-        segments = tf.strings.split(
-            tf.strings.regex_replace(text, _SPECIAL_PATTERN, _MARK + b"\\1" + _MARK), sep=_MARK
-        )
-        flat = segments.flat_values
-        special = tf.reduce_any(flat[:, None] == self.special_text[None, :], axis=1)
-        marked = tf.where(
-            special, flat, tf.strings.regex_replace(flat, f"({SPLIT_PATTERN})", _MARK + b"\\1")
-        )
-        words = segments.with_flat_values(tf.strings.split(marked, sep=_MARK)).merge_dims(1, 2)
-        return tf.ragged.boolean_mask(words, tf.strings.length(words) > 0)
+        """[B] strings -> ragged [B, None] words (special-token text is one word).
+
+        Special-token text is cut out first: in one pass, a space before it would start a
+        punctuation word (" <|") and break it. A segment is then all special token, which the
+        first alternative keeps whole, or holds none."""
+        segments = tf_text.regex_split(text, _SPECIAL_PATTERN, _SPECIAL_PATTERN)
+        words = tf_text.regex_split(segments.flat_values, _WORD_PATTERN, _WORD_PATTERN)
+        return segments.with_flat_values(words).merge_dims(1, 2)
 
     def merge(self, ids: tf.Tensor) -> tf.Tensor:
         """[N, L] ids (-1 after a word's end) -> the same with every merge applied, left-aligned."""

@@ -105,7 +105,7 @@ class Servable:
             self.meta_graph = read_meta_graph(self.path)
             if why := refusal(signature_specs(self.meta_graph)):
                 raise ContractError(why)  # refused before TF loads what the gateway cannot use
-            # the stock server links TF.Text's ops in; an imported model's tokenizer uses them
+            # the stock server links TF.Text's ops in; a tokenizer in the graph uses them
             register_tf_text_ops(meta_graph_ops(self.meta_graph))
             self._model = tf.saved_model.load(model_path, tags=["serve"])
             status = "success"

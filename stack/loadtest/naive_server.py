@@ -30,7 +30,9 @@ def serve(model_dir: Path, port: int, host: str = "127.0.0.1") -> None:
     """Load the SavedModel and answer predicts until killed."""
     import tensorflow as tf  # only here: the rest of the load test stays TensorFlow-free
 
-    fn = tf.saved_model.load(str(model_dir)).signatures[DEFAULT_SIGNATURE]
+    from tokenpulse.tfserving.ops import load_saved_model
+
+    fn = load_saved_model(model_dir).signatures[DEFAULT_SIGNATURE]
     dtypes = {"string": tf.string, "int32": tf.int32, "float32": tf.float32, "int64": tf.int64}
 
     def predict(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

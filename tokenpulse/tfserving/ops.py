@@ -6,6 +6,7 @@ graph needs it (TF Serving has its ops; a Python process that loads such a graph
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 # The TF.Text ops stock tensorflow_model_server runs: tensorflow/serving's
@@ -65,7 +66,34 @@ def meta_graph_ops(meta: Any) -> set[str]:
     return ops
 
 
+def read_saved_model(export_dir: Path) -> Any:
+    """The SavedModel proto of a version directory (TensorFlow's protobuf module only)."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    proto = saved_model_pb2.SavedModel()
+    proto.ParseFromString((export_dir / "saved_model.pb").read_bytes())
+    return proto
+
+
+def saved_model_ops(export_dir: Path) -> set[str]:
+    """Every op type in the SavedModel's graphs, function library included."""
+    return set().union(*(meta_graph_ops(m) for m in read_saved_model(export_dir).meta_graphs))
+
+
 def register_tf_text_ops(ops: set[str]) -> None:
     """Register TF.Text's ops in this process when `ops` use any (the stock server has them)."""
     if ops & TF_TEXT_OPS:
         import tensorflow_text  # noqa: F401 - importing it registers the ops
+
+
+def register_for(export_dir: Path) -> None:
+    """Before loading a SavedModel: the TF.Text ops it uses (its tokenizer's), registered."""
+    register_tf_text_ops(saved_model_ops(export_dir))
+
+
+def load_saved_model(export_dir: Path) -> Any:
+    """TensorFlow 2's load of a version directory (its `serve` graph), TF.Text's ops first."""
+    import tensorflow as tf
+
+    register_for(export_dir)
+    return tf.saved_model.load(str(export_dir), tags=["serve"])

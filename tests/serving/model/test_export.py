@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ from serving.model.config import get_preset
 from serving.model.export import CANARY_PROMPTS, ExportError, export_version, write_warmup
 from serving.model.transformer import GPT
 from tokenpulse.tfserving import signature as sig
+from tokenpulse.tfserving.ops import TF_TEXT_OPS
 
 _SPEC = bpe.BpeSpec(get_preset("tiny").model.vocab_size, ())  # no merges: refused before use
 
@@ -27,12 +30,52 @@ def test_export_uses_only_ops_the_stock_server_runs(tiny_export: Path) -> None:
 
 
 @pytest.mark.parametrize("name", [sig.SIGNATURE_NAME, sig.CONTINUE_SIGNATURE_NAME])
-def test_each_signature_runs_its_own_generation_loop_on_core_ops(
+def test_each_signature_runs_its_own_generation_loop_on_core_ops_and_tf_text(
     tiny_export: Path, name: str
 ) -> None:
     ops = opcheck.signature_ops(tiny_export)[name]
-    assert {"While", "StringSplit", "TensorStridedSliceUpdate"} <= ops  # loop, tokenizer, cache
+    assert {"While", "TensorStridedSliceUpdate"} <= ops  # the generation loop, the KV cache
+    assert ops & TF_TEXT_OPS == {"RegexSplitWithOffsets"}  # the tokenizer's word split
     assert {op: why for op in ops if (why := opcheck.unservable_reason(op))} == {}
+
+
+# A process with TensorFlow and TF.Text's ops only, as `tensorflow_model_server` is: the version
+# loads in a TF1 session as the server loads it and answers; no Python of ours is imported.
+_TF_TEXT_ONLY = """
+import json, sys
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # registers TF.Text's ops, which the stock server links in
+path, rows = sys.argv[1], json.loads(sys.argv[2])
+with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+    meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], path)
+    signature = meta.signature_def["serving_default"]
+    feed = {
+        info.name: np.array(
+            [row[name] for row in rows], tf.dtypes.as_dtype(info.dtype).as_numpy_dtype
+        )
+        for name, info in signature.inputs.items()
+    }
+    out = session.run({"text": signature.outputs["text"].name}, feed)
+ours = sorted(m for m in sys.modules if m.split(".")[0] in ("serving", "tokenpulse", "tokenizers"))
+print(json.dumps({"text": [t.decode() for t in out["text"]], "ours": ours}))
+"""
+
+
+def test_the_export_answers_in_a_process_with_tf_text_ops_only(tiny_export: Path) -> None:
+    prompts = ["The model server", "用户：你好<|endofturn|>\n客服："]
+    rows = [sig.default_row(p, 12) for p in prompts]  # greedy
+    done = subprocess.run(
+        [sys.executable, "-c", _TF_TEXT_ONLY, str(tiny_export), json.dumps(rows)],
+        capture_output=True, text=True, timeout=300, cwd=tiny_export,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["ours"] == []
+    fn = tf.saved_model.load(str(tiny_export)).signatures[sig.SIGNATURE_NAME]
+    tensors = {k: tf.constant([row[k] for row in rows], DTYPES[sig.INPUTS[k]]) for k in rows[0]}
+    expected = [t.decode() for t in fn(**tensors)["text"].numpy()]
+    assert got["text"] == expected and all(expected)
 
 
 def test_op_check_catches_py_function(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from tests.support.hub import (
     cached_qwen_preset,
 )
 from tokenpulse.tfserving import signature as sig
-from tokenpulse.tfserving.ops import register_tf_text_ops
+from tokenpulse.tfserving.ops import register_for
 
 # different lengths, left-padded in one batch; a Chinese customer's question (3 bytes a character)
 PROMPTS = ["The assert statement says", "If", "请问我的订单什么时候发货？"]
@@ -40,9 +40,7 @@ def export(family: str) -> Path:
 
 @pytest.fixture(scope="module")
 def signatures(export: Path) -> Any:
-    from serving.model.opcheck import saved_model_ops
-
-    register_tf_text_ops(saved_model_ops(export))  # as TF Serving has them linked in
+    register_for(export)  # as TF Serving has them linked in
     return tf.saved_model.load(str(export)).signatures
 
 
