@@ -48,8 +48,14 @@ def signatures(export: Path) -> Any:
 def keras_lm(family: str) -> Any:
     import keras_hub
 
+    from keras_hub.samplers import GreedySampler
+
     preset = cached_gpt2_preset() if family == "gpt2" else cached_qwen_preset()
-    return keras_hub.models.CausalLM.from_preset(str(preset))
+    lm = keras_hub.models.CausalLM.from_preset(str(preset))
+    # keras_hub's own generate function (`make_generate_function`: its `generate_step` in a
+    # tf.function), traced without XLA: the same ops, 3-5x less CPU than eager for these calls
+    lm.sampler, lm.jit_compile = GreedySampler(), False
+    return lm
 
 
 @pytest.fixture(scope="module")
@@ -64,9 +70,6 @@ def reference(lm: Any, prompt: str, new: int) -> list[int]:
 
     GPT-2's preprocessor starts a prompt with end-of-text, Qwen's with nothing; a blank prompt,
     which keras_hub cannot generate from without a start token, starts with end-of-text."""
-    from keras_hub.samplers import GreedySampler
-
-    lm.sampler = GreedySampler()
     eot = lm.preprocessor.tokenizer.end_token_id
     x = lm.preprocessor.generate_preprocess([prompt], sequence_length=64)
     ids = np.asarray(x["token_ids"][0])[np.asarray(x["padding_mask"][0])].tolist() or [eot]
@@ -75,7 +78,7 @@ def reference(lm: Any, prompt: str, new: int) -> list[int]:
         "token_ids": tf.constant([ids + [0] * (64 - length)], tf.int32),
         "padding_mask": tf.constant([[True] * length + [False] * (64 - length)]),
     }
-    out = lm.generate_step(x, [eot])
+    out = lm.make_generate_function()(x, [eot])
     ids = np.asarray(out["token_ids"][0])[length : length + new].tolist()
     return ids[: ids.index(eot)] if eot in ids else ids
 
