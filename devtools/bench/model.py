@@ -1,6 +1,7 @@
 """`tokenpulse bench model`: generation speed, KV-cache scaling and FLOP/s vs keras_hub GPT-2.
 
-Both models get the same dimensions and random weights (speed does not depend on the weights;
+keras_hub runs twice, its generate loop with XLA and without (keras_hub_peer says why each is
+named). The models get the same dimensions and random weights (speed does not depend on the weights;
 the end-of-text logit is pushed down in ours so no row stops early). Every figure is measured in
 this one run, side by side, including the matmul peak the FLOP/s are compared against: the two
 models take turns call by call, so load from elsewhere on the machine hits both alike. The
@@ -128,8 +129,11 @@ def ours(cfg: Any) -> Runner:
     return Runner("tokenpulse", generate, ops_per_step)
 
 
-def keras_hub_peer(cfg: Any) -> Runner:
-    """keras_hub's GPT2CausalLM at the same dimensions, random weights, greedy sampler."""
+def keras_hub_peer(cfg: Any, xla: bool) -> Runner:
+    """keras_hub's GPT2CausalLM at the same dimensions, random weights, greedy sampler, its
+    generate loop compiled by XLA or not. Said explicitly: Keras's default ("auto") turns XLA
+    off on a machine without a GPU and on where there is one, so an unnamed peer would be a
+    different peer per machine."""
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     import keras_hub
     import numpy as np
@@ -143,7 +147,7 @@ def keras_hub_peer(cfg: Any) -> Runner:
         max_sequence_length=cfg.context,
     )
     lm = keras_hub.models.GPT2CausalLM(backbone=backbone, preprocessor=None)
-    lm.compile(sampler="greedy")
+    lm.compile(sampler="greedy", jit_compile=xla)
 
     def generate(batch: int, prompt_len: int, new_tokens: int) -> None:
         total = prompt_len + new_tokens
@@ -152,7 +156,7 @@ def keras_hub_peer(cfg: Any) -> Runner:
         mask[:, :prompt_len] = True
         lm.generate({"token_ids": ids, "padding_mask": mask}, stop_token_ids=None)
 
-    return Runner("keras_hub GPT2CausalLM", generate)
+    return Runner(f"keras_hub GPT2CausalLM ({'XLA' if xla else 'no XLA'})", generate)
 
 
 def measure(
@@ -233,21 +237,25 @@ def main(args: argparse.Namespace) -> int:
     runners = [ours(cfg)]
     if args.peer:
         try:
-            runners.append(keras_hub_peer(cfg))
+            runners += [keras_hub_peer(cfg, xla=False), keras_hub_peer(cfg, xla=True)]
         except ModuleNotFoundError as exc:
             if exc.name != "keras_hub":
                 raise
             print(f"bench model: {KERAS_HUB_MISSING}", file=sys.stderr)
             report["keras_hub"] = KERAS_HUB_MISSING
-    peer = len(runners) == 2
     for name, figures in measure(runners, cfg, args.repeats, say).items():
         figures["fraction_of_matmul_peak"] = round(figures["achieved_flop_per_s_batch32"] / peak, 4)
         report["runs"][name] = figures
-    if peer:
-        a, b = (report["runs"][r.name] for r in runners)
+    if len(runners) > 1:
+        a = report["runs"][runners[0].name]
         report["ratio_tokenpulse_over_keras_hub"] = {
-            f"tokens_per_s_batch{n}": round(a["tokens_per_s"][n] / b["tokens_per_s"][n], 2)
-            for n in BATCH_SIZES
+            peer.name: {
+                f"tokens_per_s_batch{n}": round(
+                    a["tokens_per_s"][n] / report["runs"][peer.name]["tokens_per_s"][n], 2
+                )
+                for n in BATCH_SIZES
+            }
+            for peer in runners[1:]
         }
     say("held-out text")
     report["held_out"] = held_out(args.preset, args.cache_dir)
@@ -272,8 +280,8 @@ def _print_table(report: dict[str, Any]) -> None:
         if "ops_per_decode_step" in r:
             ops = ", ".join(f"{k} {v:.0f}" for k, v in r["ops_per_decode_step"].items())
             print(f"{name:>24}: kernels per decode step: {ops}")
-    for key, value in report.get("ratio_tokenpulse_over_keras_hub", {}).items():
-        print(f"tokenpulse / keras_hub {key}: {value}x")
+    for peer, ratios in report.get("ratio_tokenpulse_over_keras_hub", {}).items():
+        print(f"tokenpulse / {peer}: " + ", ".join(f"{k} {v}x" for k, v in ratios.items()))
     held = report["held_out"]
     if isinstance(held, dict):
         print(
