@@ -40,8 +40,10 @@ CALLS: dict[str, tuple[str, ...]] = {
 
 @functools.cache
 def _source(func: Callable[..., Any]) -> str:
+    """The function's code, each run of whitespace one space: a call written over several
+    lines (`"model",` and `"train"` on two) reads as written on one."""
     try:
-        return inspect.getsource(inspect.unwrap(func))
+        return " ".join(inspect.getsource(inspect.unwrap(func)).split())
     except (OSError, TypeError):  # a builtin fixture, or code without a file
         return ""
 

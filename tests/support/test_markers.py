@@ -24,6 +24,19 @@ def _trains(workdir: Path) -> None:
     cached_export("normal")
 
 
+def _trains_through_the_cli_over_lines(workdir: Path) -> None:
+    import subprocess
+    import sys
+
+    subprocess.run(
+        [
+            sys.executable, "-m", "stack.cli", "model",
+            "train", "--preset", "tiny", f"--run-dir={workdir}",
+        ],
+        check=True,
+    )  # fmt: skip
+
+
 def _does_neither(workdir: Path) -> None:
     workdir.mkdir()
 
@@ -31,6 +44,8 @@ def _does_neither(workdir: Path) -> None:
 def test_each_kind_is_earned_by_its_own_calls_only() -> None:
     assert earned([_starts_a_stack]) == {"stack"}
     assert earned([_trains]) == {"training"}
+    # the call split over lines, as a formatter writes a long argv (test_worker.py's was missed)
+    assert earned([_trains_through_the_cli_over_lines]) == {"training"}
     assert earned([_does_neither]) == set()
     assert earned([_does_neither, _starts_a_stack, _trains]) == {"stack", "training"}
 
