@@ -47,7 +47,6 @@ def signatures(export: Path) -> Any:
 @pytest.fixture(scope="module")
 def keras_lm(family: str) -> Any:
     import keras_hub
-
     from keras_hub.samplers import GreedySampler
 
     preset = cached_gpt2_preset() if family == "gpt2" else cached_qwen_preset()
