@@ -176,7 +176,7 @@ def test_the_model_image_is_built_once_from_the_model_components_environment() -
     assert env[-1] == 'ENTRYPOINT ["tokenpulse"]'
     assert train[: len(env) - 1] == env[:-1], "model-train must be the model image's environment"
     (build,) = [line for line in train if "tokenpulse model build" in line]
-    for flag in ('--base-path /models/gen', '--version "$MODEL_VERSION"', "--no-progress"):
+    for flag in ("--base-path /models/gen", '--version "$MODEL_VERSION"', "--no-progress"):
         assert flag in build, flag
     assert "ARG MODEL_VERSION=1" in train
     assert ROOT.joinpath("Dockerfile").read_text().count("FROM ") == len(stages)

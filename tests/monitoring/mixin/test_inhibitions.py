@@ -66,7 +66,6 @@ LATENCY_BURN = {
 EXHAUSTED = {"alertname": f"{P}TfServingResourceExhausted", "severity": "warning"}
 
 
-
 @contextlib.contextmanager
 def _alertmanager(tmp: Path) -> Iterator[str]:
     config = tmp / "alertmanager.yml"

@@ -31,7 +31,6 @@ pytestmark = pytest.mark.skipif(
 INTERVAL_S = 2  # the Watchdog's route interval; the receiver pages after 3 of them
 
 
-
 @contextlib.contextmanager
 def _receiver(tmp: Path) -> Iterator[OncallServer]:
     settings = OncallSettings(
