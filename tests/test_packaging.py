@@ -100,11 +100,25 @@ def _module_file(module: str) -> Path | None:
     return None
 
 
+def _spec_lookup(node: ast.AST) -> str | None:
+    """The module of `importlib.util.find_spec("name")`: a dependency found without importing
+    it (tokenpulse/tfserving/ops.py loads TF.Text's kernel libraries from its package)."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute | ast.Name):
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+        if name == "find_spec" and node.args and isinstance(node.args[0], ast.Constant):
+            value = node.args[0].value
+            return value if isinstance(value, str) else None
+    return None
+
+
 def _imported_modules(path: Path, package: str) -> list[str]:
-    """Absolute names of every module `path` imports, at any depth (function-level too)."""
+    """Absolute names of every module `path` imports, at any depth (function-level too), or
+    finds with `find_spec`."""
     found: list[str] = []
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
+        if spec := _spec_lookup(node):
+            found.append(spec)
+        elif isinstance(node, ast.Import):
             found += [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
@@ -166,7 +180,9 @@ def _imports(files: list[Path]) -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     for path in files:
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
+            if spec := _spec_lookup(node):
+                modules = [spec]
+            elif isinstance(node, ast.Import):
                 modules = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 modules = [node.module]

@@ -1,8 +1,8 @@
 """In-graph tokenizers from core TF ops and TF.Text's (no py_function: they serve in C++).
 
 `bpe_vocab`: our model's subword vocabulary (`bpe.py`). A prompt is cut at special-token text,
-then into words by the split pattern, both with TF.Text's `regex_split` (its
-`RegexSplitWithOffsets` op, RE2, which stock `tensorflow_model_server` links in:
+then into words by the split pattern, both with TF.Text's `RegexSplitWithOffsets` op (RE2,
+which stock `tensorflow_model_server` links in:
 tokenpulse/tfserving/ops.py), keeping each match as a word, which is what the `tokenizers`
 package's "isolated" split does. Each word becomes its byte ids, and the merges are applied in
 the graph with core ops, all words at once: each round merges, in every word, the adjacent pair
@@ -17,11 +17,11 @@ from __future__ import annotations
 import re
 
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 from serving.model.bpe import N_BYTES, SPLIT_PATTERN, BpeSpec
 from serving.model.vocab import Vocab, encode_bytes, sanitize_utf8
 from tokenpulse.chatformat import SPECIAL_TOKENS
+from tokenpulse.tfserving.ops import tf_text_library
 
 BYTE_EOT_ID = N_BYTES  # the byte vocabulary's end-of-text
 _SPECIAL_PATTERN = "(" + "|".join(re.escape(t) for t in SPECIAL_TOKENS) + ")"
@@ -36,6 +36,17 @@ def byte_vocab(size: int = N_BYTES + 1) -> Vocab:
         encode=encode_bytes,
         resumable=True,
     )
+
+
+def regex_split(text: tf.Tensor, pattern: str) -> tf.RaggedTensor:
+    """[N] strings -> ragged [N, None]: the text cut at every match of `pattern` (RE2), each
+    match kept as a piece, as TF.Text's `regex_split(text, pattern, pattern)` cuts it. The op is
+    called from its kernel library (what the server links), not through the `tensorflow_text`
+    package, which would import Keras too."""
+    wrapped = f"({pattern})"  # a group around each pattern, as TF.Text's wrapper passes them
+    ops = tf_text_library("_regex_split_ops.so")
+    tokens, _, _, splits = ops.regex_split_with_offsets(tf.reshape(text, [-1]), wrapped, wrapped)
+    return tf.RaggedTensor.from_row_splits(tokens, splits)
 
 
 class BpeEncoder(tf.Module):
@@ -60,8 +71,8 @@ class BpeEncoder(tf.Module):
         Special-token text is cut out first: in one pass, a space before it would start a
         punctuation word (" <|") and break it. A segment is then all special token, which the
         first alternative keeps whole, or holds none."""
-        segments = tf_text.regex_split(text, _SPECIAL_PATTERN, _SPECIAL_PATTERN)
-        words = tf_text.regex_split(segments.flat_values, _WORD_PATTERN, _WORD_PATTERN)
+        segments = regex_split(text, _SPECIAL_PATTERN)
+        words = regex_split(segments.flat_values, _WORD_PATTERN)
         return segments.with_flat_values(words).merge_dims(1, 2)
 
     def merge(self, ids: tf.Tensor) -> tf.Tensor:

@@ -1,11 +1,13 @@
 """Which ops stock `tensorflow_model_server` links in beyond TensorFlow's own: TF.Text's.
 
-No TensorFlow at import: the set is data, and `register_tf_text_ops` imports TF.Text only when a
-graph needs it (TF Serving has its ops; a Python process that loads such a graph must too).
+No TensorFlow at import: the set is data, and `register_tf_text_ops` loads TF.Text's kernel
+libraries only when a graph needs them (TF Serving has its ops; a Python process that loads such
+a graph must too).
 """
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -80,10 +82,37 @@ def saved_model_ops(export_dir: Path) -> set[str]:
     return set().union(*(meta_graph_ops(m) for m in read_saved_model(export_dir).meta_graphs))
 
 
+def tf_text_op_libraries() -> list[Path]:
+    """The kernel libraries of the installed tensorflow-text (its `python/ops/_*.so`), found
+    without importing the package."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("tensorflow_text")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("No module named 'tensorflow_text'", name="tensorflow_text")
+    package = Path(next(iter(spec.submodule_search_locations)))
+    return sorted((package / "python" / "ops").glob("_*.so"))
+
+
+@functools.cache
+def tf_text_library(name: str) -> Any:
+    """One TF.Text kernel library loaded (e.g. `_regex_split_ops.so`): its ops registered, and
+    their Python wrappers as the module `tf.load_op_library` returns."""
+    from tokenpulse.tfimport import import_tensorflow
+
+    (path,) = [p for p in tf_text_op_libraries() if p.name == name]
+    return import_tensorflow().load_op_library(str(path))
+
+
 def register_tf_text_ops(ops: set[str]) -> None:
-    """Register TF.Text's ops in this process when `ops` use any (the stock server has them)."""
+    """Register TF.Text's ops in this process when `ops` use any (the stock server has them).
+
+    The kernel libraries are loaded as the server links them, without the Python package:
+    `import tensorflow_text` also imports Keras (0.83 CPU-s here, against 0.13 for the libraries),
+    which a process that only serves a graph has no use for."""
     if ops & TF_TEXT_OPS:
-        import tensorflow_text  # noqa: F401 - importing it registers the ops
+        for library in tf_text_op_libraries():
+            tf_text_library(library.name)
 
 
 def register_for(export_dir: Path) -> None:

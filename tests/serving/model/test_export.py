@@ -40,12 +40,16 @@ def test_each_signature_runs_its_own_generation_loop_on_core_ops_and_tf_text(
 
 
 # A process with TensorFlow and TF.Text's ops only, as `tensorflow_model_server` is: the version
-# loads in a TF1 session as the server loads it and answers; no Python of ours is imported.
+# loads in a TF1 session as the server loads it and answers; no Python of ours is imported, nor
+# TF.Text's Python package (which would import Keras too).
 _TF_TEXT_ONLY = """
-import json, sys
+import importlib.util, json, pathlib, sys
 import numpy as np
 import tensorflow as tf
-import tensorflow_text  # registers TF.Text's ops, which the stock server links in
+# TF.Text's kernel libraries, which the stock server links in; not its Python package
+package = pathlib.Path(importlib.util.find_spec("tensorflow_text").submodule_search_locations[0])
+for library in sorted((package / "python" / "ops").glob("_*.so")):
+    tf.load_op_library(str(library))
 path, rows = sys.argv[1], json.loads(sys.argv[2])
 with tf.Graph().as_default(), tf.compat.v1.Session() as session:
     meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], path)
@@ -57,7 +61,10 @@ with tf.Graph().as_default(), tf.compat.v1.Session() as session:
         for name, info in signature.inputs.items()
     }
     out = session.run({"text": signature.outputs["text"].name}, feed)
-ours = sorted(m for m in sys.modules if m.split(".")[0] in ("serving", "tokenpulse", "tokenizers"))
+ours = sorted(
+    m for m in sys.modules
+    if m.split(".")[0] in ("serving", "tokenpulse", "tokenizers", "tensorflow_text")
+)
 print(json.dumps({"text": [t.decode() for t in out["text"]], "ours": ours}))
 """
 
