@@ -235,6 +235,17 @@ async def _round(
     return dict(zip(order, await asyncio.gather(*loads), strict=True))
 
 
+def round_ratios(t: dict[str, Any], counts: dict[str, int]) -> None:
+    """Book one round's throughput ratios (sampling on against the two off, and off against off)
+    in trial `t`. A round in which a gateway answered nothing (a busy machine, a short round) has
+    no ratio and is counted as such; its requests still go into the trial's totals."""
+    if min(counts.values()) > 0:
+        t["round_on"].append(counts["on"] / ((counts["off"] + counts["control"]) / 2))
+        t["round_control"].append(counts["control"] / counts["off"])
+    else:
+        t["rounds_without_ratio"] += 1
+
+
 def _trial(
     gateways: dict[str, Any], key: str, args: argparse.Namespace, recs: list[Recording]
 ) -> dict[str, Any]:
@@ -249,7 +260,7 @@ def _trial(
     t: dict[str, Any] = {
         "done": dict.fromkeys(names, 0), "cpu": dict.fromkeys(names, 0.0),
         "loop": dict.fromkeys(names, 0.0), "round_on": [], "round_control": [],
-        "catch_up": [], "writer_cpu_in_rounds": 0.0,
+        "catch_up": [], "writer_cpu_in_rounds": 0.0, "rounds_without_ratio": 0,
     }  # fmt: skip
     written0, writer_cpu0 = _written(on.port), cpu_seconds(writer)
     for i in range(args.rounds):
@@ -265,8 +276,7 @@ def _trial(
             t["done"][n] += counts[n]
             t["cpu"][n] += cpu_seconds(gw.pid) - cpu0[n]
             t["loop"][n] += cpu_seconds(gw.pid, main_thread=True) - loop0[n]
-        t["round_on"].append(counts["on"] / ((counts["off"] + counts["control"]) / 2))
-        t["round_control"].append(counts["control"] / counts["off"])
+        round_ratios(t, counts)
         t0 = time.perf_counter()
         _wait(lambda n=target + counts["on"]: _written(on.port) >= n, "the writer", 300)
         t["catch_up"].append(time.perf_counter() - t0)
@@ -287,6 +297,12 @@ def _pooled(trials: list[dict[str, Any]], args: argparse.Namespace) -> dict[str,
         return float(sum(t[field][name] for t in trials))
 
     done = {n: total("done", n) for n in ("off", "control", "on")}
+    if silent := [n for n, count in done.items() if count == 0]:
+        raise SystemExit(
+            f"bench pipeline: the {', '.join(silent)} gateway answered no request in "
+            f"{len(trials) * args.rounds} rounds of {args.phase_seconds:g} s: give the rounds "
+            "longer (--phase-seconds)"
+        )
     cpu = {n: total("cpu", n) for n in done}
     loop = {n: total("loop", n) for n in done}
     off2 = done["off"] + done["control"]
@@ -301,13 +317,16 @@ def _pooled(trials: list[dict[str, Any]], args: argparse.Namespace) -> dict[str,
         "gateway_rps_sampling_off": baseline / seconds,
         "gateway_rps_sampling_100": done["on"] / seconds,
         "gateway_throughput_ratio": done["on"] / baseline,
-        "gateway_throughput_ratio_median": statistics.median(rounds_on),
+        "gateway_throughput_ratio_median": statistics.median(rounds_on) if rounds_on else None,
         "gateway_round_ratios": rounds_on,
         "gateway_trial_ratios": trial_ratio,
         # two identical gateways without sampling: how far apart two instances are on this box
         "control_throughput_ratio": done["control"] / done["off"],
-        "control_throughput_ratio_median": statistics.median(rounds_control),
+        "control_throughput_ratio_median": (
+            statistics.median(rounds_control) if rounds_control else None
+        ),
         "control_round_ratios": rounds_control,
+        "rounds_without_ratio": sum(t["rounds_without_ratio"] for t in trials),
         "control_trial_ratios": [t["done"]["control"] / t["done"]["off"] for t in trials],
         # CPU per request of each gateway process (every thread): what one core of gateway serves
         "gateway_cpu_ms_per_request_off": 1000 * cpu_off,
@@ -498,9 +517,16 @@ def _report(r: dict[str, Any]) -> None:
     for what, key in (("100 % vs off", "gateway"), ("off vs off (control)", "control")):
         spread = r[f"{key}_round_ratios"]
         trials = ", ".join(f"{x:.3f}" for x in r[f"{key}_trial_ratios"])
+        rounds = (
+            f"median round {r[f'{key}_throughput_ratio_median']:.3f}, rounds "
+            f"{min(spread):.3f} .. {max(spread):.3f}"
+            if spread
+            else "no round with every arm"
+        )
         print(f"  {what:<20} overall {r[f'{key}_throughput_ratio']:.3f}, trials {trials}; "
-              f"median round {r[f'{key}_throughput_ratio_median']:.3f}, rounds "
-              f"{min(spread):.3f} .. {max(spread):.3f}")  # fmt: skip
+              f"{rounds}")  # fmt: skip
+    if r["rounds_without_ratio"]:
+        print(f"  rounds with a gateway that answered nothing: {r['rounds_without_ratio']}")
     print(
         f"gateway CPU per request         {r['gateway_cpu_ms_per_request_off']:.3f} ms off, "
         f"{r['gateway_cpu_ms_per_request_on']:.3f} ms at 100 %: capacity ratio "

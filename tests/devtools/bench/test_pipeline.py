@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from devtools.bench import pipeline
+
 
 def test_a_tiny_run_reports_every_figure_and_the_writer_wrote_every_record() -> None:
     argv = ["--records", "300", "--phase-seconds", "0.5", "--trials", "2", "--rounds", "2",
@@ -48,3 +50,12 @@ def test_unusable_flags_are_one_clear_error_not_a_traceback(flag: str) -> None:
     )  # fmt: skip
     assert done.returncode != 0
     assert flag.split("=")[0] in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_round_in_which_a_gateway_answered_nothing_has_no_ratio() -> None:
+    # CI r13: on a busy machine the `off` gateway answered nothing in a 0.5 s round, and the
+    # bench died dividing by it
+    t: dict = {"round_on": [], "round_control": [], "rounds_without_ratio": 0}
+    pipeline.round_ratios(t, {"off": 10, "control": 12, "on": 11})
+    pipeline.round_ratios(t, {"off": 0, "control": 3, "on": 2})
+    assert t == {"round_on": [1.0], "round_control": [1.2], "rounds_without_ratio": 1}
