@@ -13,6 +13,7 @@ from serving.model.generate import Generator
 from serving.model.tokenizer import BYTE_EOT_ID, byte_vocab
 from serving.model.transformer import GPT
 from tokenpulse.tfserving import signature as sig
+from tokenpulse.tfserving.ops import load_saved_model
 
 DTYPES = {"string": tf.string, "int32": tf.int32, "float32": tf.float32, "int64": tf.int64}
 CONTEXT = get_preset("tiny").model.context
@@ -20,7 +21,7 @@ CONTEXT = get_preset("tiny").model.context
 
 @pytest.fixture(scope="module")
 def model(tiny_export: Path):
-    return tf.saved_model.load(str(tiny_export))
+    return load_saved_model(tiny_export)
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from serving.model.config import get_preset
 from serving.model.export import CANARY_PROMPTS, ExportError, export_version, write_warmup
 from serving.model.transformer import GPT
 from tokenpulse.tfserving import signature as sig
-from tokenpulse.tfserving.ops import TF_TEXT_OPS
+from tokenpulse.tfserving.ops import TF_TEXT_OPS, load_saved_model
 
 _SPEC = bpe.BpeSpec(get_preset("tiny").model.vocab_size, ())  # no merges: refused before use
 
@@ -79,7 +79,7 @@ def test_the_export_answers_in_a_process_with_tf_text_ops_only(tiny_export: Path
     assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])
     assert got["ours"] == []
-    fn = tf.saved_model.load(str(tiny_export)).signatures[sig.SIGNATURE_NAME]
+    fn = load_saved_model(tiny_export).signatures[sig.SIGNATURE_NAME]
     tensors = {k: tf.constant([row[k] for row in rows], DTYPES[sig.INPUTS[k]]) for k in rows[0]}
     expected = [t.decode() for t in fn(**tensors)["text"].numpy()]
     assert got["text"] == expected and all(expected)
@@ -101,7 +101,7 @@ def test_warmup_records_are_prediction_logs_at_several_batch_sizes(tiny_export: 
     path = tiny_export / sig.WARMUP_FILE
     sizes: dict[str, list[int]] = {sig.SIGNATURE_NAME: [], sig.CONTINUE_SIGNATURE_NAME: []}
     inputs = {sig.SIGNATURE_NAME: sig.INPUTS, sig.CONTINUE_SIGNATURE_NAME: sig.CONTINUE_INPUTS}
-    fn = tf.saved_model.load(str(tiny_export)).signatures
+    fn = load_saved_model(tiny_export).signatures
     for raw in tf.data.TFRecordDataset(str(path)):
         log = prediction_log_pb2.PredictionLog.FromString(raw.numpy())
         request = log.predict_log.request
@@ -142,7 +142,7 @@ def test_golden_canary_matches_the_exported_model(tiny_export: Path) -> None:
     golden = json.loads((tiny_export / sig.GOLDEN_FILE).read_text())
     assert golden["version"] == 1 and golden["model"] == sig.DEFAULT_MODEL_NAME
     assert [p["prompt"] for p in golden["prompts"]] == list(CANARY_PROMPTS)
-    fn = tf.saved_model.load(str(tiny_export)).signatures[sig.SIGNATURE_NAME]
+    fn = load_saved_model(tiny_export).signatures[sig.SIGNATURE_NAME]
     first = golden["prompts"][0]
     assert set(golden["request"]) == set(sig.INPUTS) - {"prompt", "max_new_tokens"}
     assert golden["request"]["stop"] == sig.stop_slots() and golden["request"]["ignore_eos"] == 0

@@ -14,13 +14,14 @@ from serving.model.tokenizer import BYTE_EOT_ID, byte_vocab
 from serving.model.transformer import GPT
 from tests.support.models import tiny_tokens
 from tokenpulse.tfserving import signature as sig
+from tokenpulse.tfserving.ops import load_saved_model
 
 CONTEXT = get_preset("tiny").model.context
 
 
 @pytest.fixture(scope="module")
 def serve(tiny_export: Path):
-    return tf.saved_model.load(str(tiny_export)).signatures[sig.SIGNATURE_NAME]
+    return load_saved_model(tiny_export).signatures[sig.SIGNATURE_NAME]
 
 
 def call(fn, rows: list[dict]) -> list[dict]:

@@ -21,6 +21,7 @@ from tests.serving.model.test_continuation import (
     text_of,
 )
 from tokenpulse.tfserving import signature as sig
+from tokenpulse.tfserving.ops import load_saved_model
 
 BYTE_CFG = dataclasses.replace(get_preset("tiny").model, vocab_size=BYTE_EOT_ID + 1)
 
@@ -48,7 +49,7 @@ def cont(bytes_model: Generator):
 
 @pytest.fixture(scope="module")
 def export(tiny_export: Path):
-    return tf.saved_model.load(str(tiny_export)).signatures
+    return load_saved_model(tiny_export).signatures
 
 
 @pytest.mark.parametrize("chunk", [1, 4])

@@ -21,7 +21,7 @@ from tests.support.hub import (
     cached_qwen_preset,
 )
 from tokenpulse.tfserving import signature as sig
-from tokenpulse.tfserving.ops import register_for
+from tokenpulse.tfserving.ops import load_saved_model
 
 # different lengths, left-padded in one batch; a Chinese customer's question (3 bytes a character)
 PROMPTS = ["The assert statement says", "If", "请问我的订单什么时候发货？"]
@@ -40,8 +40,7 @@ def export(family: str) -> Path:
 
 @pytest.fixture(scope="module")
 def signatures(export: Path) -> Any:
-    register_for(export)  # as TF Serving has them linked in
-    return tf.saved_model.load(str(export)).signatures
+    return load_saved_model(export).signatures  # TF.Text's ops first, as the server has them
 
 
 @pytest.fixture(scope="module")
