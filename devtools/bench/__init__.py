@@ -29,4 +29,8 @@ BENCHES: dict[str, tuple[str, str]] = {
         "devtools.bench.stops",
         "stop sequence ending decoding in the graph vs trimming after max_tokens",
     ),
+    "tokenizer": (
+        "devtools.bench.tokenizer",
+        "in-graph BPE cost per MB: ordinary text vs one very long word",
+    ),
 }

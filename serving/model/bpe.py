@@ -6,7 +6,11 @@ end-of-text, end-of-turn (`tokenpulse.chatformat`). Text is first cut into words
 SPLIT_PATTERN (GPT-2's idea: letters, digits, punctuation and whitespace runs, a space joined
 to the word after it), written for both regex engines that read it: RE2, in the graph
 (`tokenizer.py`), and the `tokenizers` package's, which trains the merges and encodes the
-training text (no bounded repeats: RE2's DFA runs out of memory on them). No TensorFlow here.
+training text (no bounded repeats: RE2's DFA runs out of memory on them). A word is then cut into
+pieces of at most MAX_WORD_BYTES bytes before its merges: merging a word of L bytes costs up to
+L rounds of O(L), so one long word (a megabyte of spaces is one whitespace run, and the gateway
+takes a megabyte) would cost hours of CPU; cut, a word costs O(L). No merge of the vocabulary
+is longer than the cut, and both encoders cut the same way. No TensorFlow here.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from tokenpulse.chatformat import SPECIAL_TOKENS
 N_BYTES = 256
 _WS = r"\t\n\x0b\x0c\r\p{Z}"  # not `\s`: RE2's is ASCII only, the other engine's is Unicode
 SPLIT_PATTERN = rf" ?\p{{L}}+| ?\p{{N}}+| ?[^{_WS}\p{{L}}\p{{N}}]+|[{_WS}]+"
+MAX_WORD_BYTES = 64  # above every special token's text, which stays one piece
 
 
 class BpeError(ValueError):
@@ -109,6 +114,7 @@ class BpeSpec:
                 "kind": "byte-level-bpe",
                 "vocab_size": self.vocab_size,
                 "split_pattern": SPLIT_PATTERN,
+                "max_word_bytes": MAX_WORD_BYTES,
                 "special_tokens": list(SPECIAL_TOKENS),
                 "merges": [[a.hex(), b.hex()] for a, b in self.merges],
             }
@@ -125,6 +131,11 @@ class BpeSpec:
             raise BpeError(f"unreadable vocabulary: {exc}") from exc
         if raw.get("split_pattern") != SPLIT_PATTERN:
             raise BpeError("the vocabulary was trained with another split pattern")
+        if raw.get("max_word_bytes") != MAX_WORD_BYTES:
+            raise BpeError(
+                f"the vocabulary was trained with words cut at {raw.get('max_word_bytes')} bytes,"
+                f" not {MAX_WORD_BYTES}: build the model again"
+            )
         if tuple(raw.get("special_tokens", ())) != SPECIAL_TOKENS:
             raise BpeError("the vocabulary has other special tokens")
         return cls(size, merges)
@@ -139,6 +150,8 @@ def _tokenizer(vocab: dict[str, int] | None = None, merges: Sequence[Any] = ()) 
         [
             pre_tokenizers.Split(Regex(SPLIT_PATTERN), behavior="isolated"),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            # after ByteLevel each character is one byte (none of them a newline)
+            pre_tokenizers.Split(Regex(f".{{1,{MAX_WORD_BYTES}}}"), behavior="isolated"),
         ]
     )
     return tok

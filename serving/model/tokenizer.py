@@ -4,9 +4,10 @@
 then into words by the split pattern, both with TF.Text's `RegexSplitWithOffsets` op (RE2,
 which stock `tensorflow_model_server` links in:
 tokenpulse/tfserving/ops.py), keeping each match as a word, which is what the `tokenizers`
-package's "isolated" split does. Each word becomes its byte ids, and the merges are applied in
-the graph with core ops, all words at once: each round merges, in every word, the adjacent pair
-of lowest rank (the leftmost of equals), until no pair has one. That is the order the
+package's "isolated" split does. Each word becomes its byte ids, cut into pieces of at most
+`MAX_WORD_BYTES` (so that merging costs O(bytes), however long a word), and the merges are
+applied in the graph with core ops, all pieces at once: each round merges, in every piece, the
+adjacent pair of lowest rank (the leftmost of equals), until no pair has one. That is the order the
 `tokenizers` package merges in, so the ids equal what training read (a test compares them).
 Detokenizing is core ops (each id's bytes, `vocab.py`). `byte_vocab`: every id one byte, plus
 end-of-text (the decoding tests' vocabulary).
@@ -18,7 +19,7 @@ import re
 
 import tensorflow as tf
 
-from serving.model.bpe import N_BYTES, SPLIT_PATTERN, BpeSpec
+from serving.model.bpe import MAX_WORD_BYTES, N_BYTES, SPLIT_PATTERN, BpeSpec
 from serving.model.vocab import Vocab, encode_bytes, sanitize_utf8
 from tokenpulse.chatformat import SPECIAL_TOKENS
 from tokenpulse.tfserving.ops import tf_text_library
@@ -106,19 +107,31 @@ class BpeEncoder(tf.Module):
     def __call__(self, text: tf.Tensor) -> tf.RaggedTensor:
         words = self.words(text)
         flat, where = tf.unique(words.flat_values)  # a word merges once however often it occurs
-        # two spare columns: every word has a pair to look at, even an empty batch
-        ids = encode_bytes(flat).to_tensor(default_value=-1)
-        ids = tf.pad(ids, [[0, 0], [0, 2]], constant_values=-1)
         is_special = flat[:, None] == self.special_text[None, :]  # [N, S]
         special_id = tf.reduce_sum(tf.where(is_special, self.special_ids[None, :], 0), axis=1)
-        first = tf.range(tf.shape(ids)[1])[None, :] == 0
+        pieces = cut(encode_bytes(flat), MAX_WORD_BYTES)  # a special token's text is one piece
+        owner = pieces.value_rowids()
+        # two spare columns: every piece has a pair to look at, even an empty batch
+        ids = pieces.values.to_tensor(default_value=-1, shape=[None, MAX_WORD_BYTES + 2])
+        first = tf.range(MAX_WORD_BYTES + 2)[None, :] == 0
         ids = tf.where(
-            tf.reduce_any(is_special, axis=1)[:, None],
-            tf.where(first, special_id[:, None], -1),
+            tf.gather(tf.reduce_any(is_special, axis=1), owner)[:, None],
+            tf.where(first, tf.gather(special_id, owner)[:, None], -1),
             ids,
         )
-        tokens = tf.gather(tf.RaggedTensor.from_tensor(self.merge(ids), padding=-1), where)
+        merged = tf.RaggedTensor.from_tensor(self.merge(ids), padding=-1)
+        tokens = tf.gather(pieces.with_values(merged).merge_dims(1, 2), where)
         return words.with_flat_values(tokens).merge_dims(1, 2)
+
+
+def cut(ids: tf.RaggedTensor, width: int) -> tf.RaggedTensor:
+    """Ragged [N, None] -> ragged [N, None, None]: each row cut, in order, into pieces of
+    `width` items, the last piece the rest (what `bpe.py`'s training encoder cuts)."""
+    lengths = ids.row_lengths()
+    count = (lengths + width - 1) // width
+    index = tf.ragged.range(count).flat_values
+    sizes = tf.minimum(tf.repeat(lengths, count) - index * width, width)
+    return tf.RaggedTensor.from_nested_row_lengths(ids.flat_values, [count, sizes])
 
 
 def bpe_vocab(spec: BpeSpec) -> Vocab:

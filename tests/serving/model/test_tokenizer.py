@@ -38,6 +38,49 @@ def test_graph_ids_equal_the_training_encoder_ids() -> None:
     assert len(got[0]) < 0.6 * len(TEXTS[0].encode())  # subwords, not bytes
 
 
+# Written from what production prompts hold, not from the split pattern: pasted logs and code
+# with long indentation or dividers, a model of text with no spaces (CJK, a base64 blob, a URL),
+# emoji sequences, and a megabyte of whitespace from a client bug or an attacker.
+LONG_WORDS = [
+    " " * 5000,
+    "\n" * 700 + "\t" * 300 + "\r\n" * 200,
+    "=" * 333 + "-" * 129 + "#" * 64,
+    "客服您好我想查询一下我上个月在贵店购买的那台洗衣机的物流信息为什么一直没有更新" * 20,
+    "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVphYmNkZWZnaGlqa2xtbm9wcXJzdHV2d3h5ejAxMjM0NTY3ODk" * 9,
+    "https://example.com/" + "a1b2c3d4" * 40 + "?q=" + "%E4%BD%A0" * 30,
+    "\U0001f468\u200d\U0001f469\u200d\U0001f467\u200d\U0001f466" * 300,
+    "word " * 200 + "  " * 100 + "<|endofturn|>" + "\u3000" * 129,
+]
+
+
+def test_long_words_give_the_training_encoders_ids() -> None:
+    spec = _spec()
+    got = tokenizer.bpe_vocab(spec).encode(tf.constant(LONG_WORDS)).to_list()
+    assert got == [ids.tolist() for ids in bpe.Encoder(spec).encode(LONG_WORDS)]
+    pieces = tokenizer.bpe_vocab(spec).pieces
+    assert [b"".join(pieces[i] for i in ids).decode() for ids in got[:-1]] == LONG_WORDS[:-1]
+
+
+def test_merges_never_see_a_piece_longer_than_the_cut(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Merging costs up to a round per byte of the longest piece, each round over every piece:
+    cut, a megabyte of spaces costs O(bytes), not O(bytes squared)."""
+    encoder = tokenizer.BpeEncoder(_spec())
+    widths: list[int] = []
+    real = encoder.merge
+    monkeypatch.setattr(encoder, "merge", lambda ids: widths.append(ids.shape[1]) or real(ids))
+    ids = encoder(tf.constant([" " * 100_000, "short"])).to_list()
+    assert widths == [bpe.MAX_WORD_BYTES + 2]
+    assert sum(len(_spec().pieces()[i]) for i in ids[0]) == 100_000
+
+
+def test_cut_keeps_order_and_cuts_at_the_width() -> None:
+    rows = tf.ragged.constant([[], list(range(5)), list(range(4)), list(range(9))])
+    got = tokenizer.cut(rows, 4).to_list()
+    assert got == [[], [[0, 1, 2, 3], [4]], [[0, 1, 2, 3]], [[0, 1, 2, 3], [4, 5, 6, 7], [8]]]
+    longest_special = max(len(t.encode()) for t in chatformat.SPECIAL_TOKENS)
+    assert longest_special <= bpe.MAX_WORD_BYTES  # a special token's text stays one piece
+
+
 def test_special_token_text_is_one_id_each() -> None:
     spec = _spec()
     ids = tokenizer.bpe_vocab(spec).encode(tf.constant([TEXTS[5]])).to_list()[0]
@@ -58,6 +101,11 @@ def test_spec_round_trips_and_refuses_another_split() -> None:
     assert bpe.BpeSpec.from_json(spec.to_json()) == spec
     with pytest.raises(bpe.BpeError, match="split pattern"):
         bpe.BpeSpec.from_json(spec.to_json().replace("\\\\p{N}", "\\\\d"))
+    cut_elsewhere = spec.to_json().replace(
+        f'"max_word_bytes": {bpe.MAX_WORD_BYTES}', '"max_word_bytes": 32'
+    )
+    with pytest.raises(bpe.BpeError, match="cut at 32 bytes"):
+        bpe.BpeSpec.from_json(cut_elsewhere)
     with pytest.raises(bpe.BpeError, match="do not fit"):
         bpe.BpeSpec(300, spec.merges)
 
