@@ -121,6 +121,15 @@ def tiny_export() -> Path:
 
 
 @pytest.fixture(scope="session")
+def lifecycle_export(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A version with the whole contract, trivial answers and an export's warmup records, for
+    tests of loading, versions and warmup (tests/support/models.py; read-only)."""
+    from tests.support.models import lifecycle_export
+
+    return lifecycle_export(tmp_path_factory.mktemp("lifecycle") / "1")
+
+
+@pytest.fixture(scope="session")
 def tiny_degraded_export() -> Path:
     """The same model exported with noised weights, for degradation drills."""
     from tests.support.models import cached_export

@@ -1,4 +1,8 @@
-"""Version policies, labels and warmup, on the manager in-process with the tiny model."""
+"""Version policies, labels and warmup, on the manager in-process.
+
+The versions are `lifecycle_export`s: the whole contract and an export's warmup records, with
+trivial answers, since nothing here reads what a model generates (a tiny export costs about 7
+CPU-s a load and warmup; these tests load some 25 versions)."""
 
 from __future__ import annotations
 
@@ -71,11 +75,11 @@ def states(manager: ModelManager) -> dict[int, str]:
 
 
 def test_policy_changes_load_and_unload_versions(
-    manager: ModelManager, tmp_path: Path, tiny_export: Path
+    manager: ModelManager, tmp_path: Path, lifecycle_export: Path
 ) -> None:
     base = tmp_path / "gen"
-    install_version(tiny_export, base, 1)
-    install_version(tiny_export, base, 2)
+    install_version(lifecycle_export, base, 1)
+    install_version(lifecycle_export, base, 2)
     manager.apply_config(config(base, "model_version_policy { specific { versions: 1 } }"))
     assert states(manager) == {1: "AVAILABLE"}
     manager.apply_config(
@@ -94,13 +98,13 @@ def test_policy_changes_load_and_unload_versions(
 
 
 def test_a_policy_no_version_on_disk_matches_unloads_every_version(
-    manager: ModelManager, tmp_path: Path, tiny_export: Path
+    manager: ModelManager, tmp_path: Path, lifecycle_export: Path
 ) -> None:
     # TF Serving's source aspires nothing, and its AvailabilityPreservingPolicy unloads every
     # version nothing aspires: the server stays up with no AVAILABLE version
     base = tmp_path / "gen"
-    install_version(tiny_export, base, 1)
-    install_version(tiny_export, base, 2)
+    install_version(lifecycle_export, base, 1)
+    install_version(lifecycle_export, base, 2)
     manager.apply_config(
         config(base, "model_version_policy { specific { versions: 1 versions: 2 } }")
     )
@@ -113,11 +117,11 @@ def test_a_policy_no_version_on_disk_matches_unloads_every_version(
 
 
 def test_a_failing_new_version_leaves_the_old_ones_serving(
-    manager: ModelManager, tmp_path: Path, tiny_export: Path
+    manager: ModelManager, tmp_path: Path, lifecycle_export: Path
 ) -> None:
     base = tmp_path / "gen"
-    install_version(tiny_export, base, 1)
-    shutil.copytree(tiny_export, base / "3", ignore=shutil.ignore_patterns("saved_model.pb"))
+    install_version(lifecycle_export, base, 1)
+    shutil.copytree(lifecycle_export, base / "3", ignore=shutil.ignore_patterns("saved_model.pb"))
     manager.apply_config(config(base, "model_version_policy { specific { versions: 1 } }"))
     manager.apply_config(config(base, "model_version_policy { specific { versions: 3 } }"))
     assert states(manager) == {1: "AVAILABLE", 3: "END"}
@@ -143,10 +147,10 @@ def test_a_version_the_gateway_could_not_serve_is_refused_in_one_line(tmp_path: 
 
 
 def test_a_specific_version_whose_directory_went_keeps_serving(
-    manager: ModelManager, tmp_path: Path, tiny_export: Path
+    manager: ModelManager, tmp_path: Path, lifecycle_export: Path
 ) -> None:
     base = tmp_path / "gen"
-    install_version(tiny_export, base, 1)
+    install_version(lifecycle_export, base, 1)
     manager.apply_config(config(base, "model_version_policy { specific { versions: 1 } }"))
     shutil.rmtree(base / "1")
     manager.poll()
@@ -155,16 +159,16 @@ def test_a_specific_version_whose_directory_went_keeps_serving(
 
 
 def test_unload_waits_for_requests_holding_the_version(
-    manager: ModelManager, tmp_path: Path, tiny_export: Path
+    manager: ModelManager, tmp_path: Path, lifecycle_export: Path
 ) -> None:
     import threading
     import time
 
     base = tmp_path / "gen"
-    install_version(tiny_export, base, 1)
+    install_version(lifecycle_export, base, 1)
     manager.apply_config(config(base))
     held = manager.resolve("gen")
-    install_version(tiny_export, base, 2)
+    install_version(lifecycle_export, base, 2)
     poll = threading.Thread(target=manager.poll)
     poll.start()
     # version 2 turns AVAILABLE and serves new requests while version 1 waits for its request
@@ -183,12 +187,12 @@ def test_unload_waits_for_requests_holding_the_version(
 
 
 def test_too_many_warmup_records_fail_the_load(
-    manager: ModelManager, tmp_path: Path, tiny_export: Path
+    manager: ModelManager, tmp_path: Path, lifecycle_export: Path
 ) -> None:
     import tensorflow as tf
 
     base = tmp_path / "gen"
-    version = install_version(tiny_export, base, 1)
+    version = install_version(lifecycle_export, base, 1)
     warmup = version / WARMUP_FILE
     record = read_warmup_records(warmup)[0]
     with tf.io.TFRecordWriter(str(warmup)) as writer:
@@ -202,7 +206,9 @@ def test_too_many_warmup_records_fail_the_load(
     )
 
 
-def test_warmup_runs_before_available_and_is_recorded(tmp_path: Path, tiny_export: Path) -> None:
+def test_warmup_runs_before_available_and_is_recorded(
+    tmp_path: Path, lifecycle_export: Path
+) -> None:
     metrics = ServingMetrics()
     predictor = Predictor(metrics, None)
     seen: list[str] = []
@@ -214,7 +220,7 @@ def test_warmup_runs_before_available_and_is_recorded(tmp_path: Path, tiny_expor
         return manager.version_states("gen")[1].state
 
     base = tmp_path / "gen"
-    version = install_version(tiny_export, base, 1)
+    version = install_version(lifecycle_export, base, 1)
     manager.apply_config(config(base))
     assert seen == ["LOADING"]
     records = len(read_warmup_records(version / WARMUP_FILE))
@@ -227,10 +233,10 @@ def test_warmup_runs_before_available_and_is_recorded(tmp_path: Path, tiny_expor
 
 
 def test_missing_warmup_file_is_fine(
-    manager: ModelManager, tmp_path: Path, tiny_export: Path
+    manager: ModelManager, tmp_path: Path, lifecycle_export: Path
 ) -> None:
     base = tmp_path / "gen"
-    version = install_version(tiny_export, base, 1)
+    version = install_version(lifecycle_export, base, 1)
     (version / WARMUP_FILE).unlink()
     manager.apply_config(config(base))
     assert states(manager) == {1: "AVAILABLE"}
@@ -238,10 +244,10 @@ def test_missing_warmup_file_is_fine(
 
 
 def test_label_on_unavailable_version_is_refused(
-    manager: ModelManager, tmp_path: Path, tiny_export: Path
+    manager: ModelManager, tmp_path: Path, lifecycle_export: Path
 ) -> None:
     base = tmp_path / "gen"
-    install_version(tiny_export, base, 1)
+    install_version(lifecycle_export, base, 1)
     with pytest.raises(ServingError) as err:
         manager.apply_config(config(base, "version_labels { key: 'stable' value: 3 }"))
     assert err.value.code == "FAILED_PRECONDITION"
@@ -249,11 +255,13 @@ def test_label_on_unavailable_version_is_refused(
     shutil.rmtree(base)
 
 
-def test_flag_allows_new_labels_on_unavailable_versions(tmp_path: Path, tiny_export: Path) -> None:
+def test_flag_allows_new_labels_on_unavailable_versions(
+    tmp_path: Path, lifecycle_export: Path
+) -> None:
     metrics = ServingMetrics()
     manager = ModelManager(metrics, allow_labels_for_unavailable=True)
     base = tmp_path / "gen"
-    install_version(tiny_export, base, 1)
+    install_version(lifecycle_export, base, 1)
     manager.apply_config(config(base, "version_labels { key: 'next' value: 2 }"))
     with pytest.raises(ServingError) as err:  # the label exists, its version does not serve yet
         manager.resolve("gen", label="next")
@@ -265,7 +273,7 @@ def test_flag_allows_new_labels_on_unavailable_versions(tmp_path: Path, tiny_exp
 
 
 def test_a_version_copied_in_two_steps_turns_available_on_a_retry(
-    tmp_path: Path, tiny_export: Path
+    tmp_path: Path, lifecycle_export: Path
 ) -> None:
     import threading
 
@@ -274,14 +282,14 @@ def test_a_version_copied_in_two_steps_turns_available_on_a_retry(
     base = tmp_path / "gen"
     version = base / "1"
     # variables and assets first; saved_model.pb only after the first load attempt failed
-    shutil.copytree(tiny_export, version, ignore=shutil.ignore_patterns("saved_model.pb"))
+    shutil.copytree(lifecycle_export, version, ignore=shutil.ignore_patterns("saved_model.pb"))
     seen_while_retrying: list[str] = []
 
     def finish_copy() -> None:
         while metrics.load_attempt_count.value(str(version), "fail") < 2:
             threading.Event().wait(0.02)
         seen_while_retrying.append(manager.version_states("gen")[1].state)
-        shutil.copy2(tiny_export / "saved_model.pb", version / "saved_model.pb")
+        shutil.copy2(lifecycle_export / "saved_model.pb", version / "saved_model.pb")
 
     copier = threading.Thread(target=finish_copy)
     copier.start()
@@ -293,17 +301,17 @@ def test_a_version_copied_in_two_steps_turns_available_on_a_retry(
     manager.shutdown()
 
 
-def test_without_retries_a_failed_load_ends_at_once(tmp_path: Path, tiny_export: Path) -> None:
+def test_without_retries_a_failed_load_ends_at_once(tmp_path: Path, lifecycle_export: Path) -> None:
     manager = ModelManager(ServingMetrics(), load_retries=0)
     base = tmp_path / "gen"
-    shutil.copytree(tiny_export, base / "1", ignore=shutil.ignore_patterns("saved_model.pb"))
+    shutil.copytree(lifecycle_export, base / "1", ignore=shutil.ignore_patterns("saved_model.pb"))
     manager.apply_config(config(base))
     state = manager.version_states("gen")[1]
     assert state.state == "END" and "SavedModel load" in state.error_message
 
 
 def test_warmup_record_over_max_batch_size_fails_the_load_with_the_fix(
-    tmp_path: Path, tiny_export: Path
+    tmp_path: Path, lifecycle_export: Path
 ) -> None:
     from serving.modelserver.batching import BatchScheduler
     from serving.modelserver.config_files import BatchingParameters
@@ -313,7 +321,7 @@ def test_warmup_record_over_max_batch_size_fails_the_load_with_the_fix(
     predictor = Predictor(metrics, scheduler)
     manager = ModelManager(metrics, warmup=predictor.warmup, on_unload=predictor.forget)
     base = tmp_path / "gen"
-    version = install_version(tiny_export, base, 1)
+    version = install_version(lifecycle_export, base, 1)
     try:
         manager.apply_config(config(base))
         state = manager.version_states("gen")[1]
