@@ -16,10 +16,11 @@ end-of-text (the decoding tests' vocabulary).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import tensorflow as tf
 
-from serving.model.bpe import MAX_WORD_BYTES, N_BYTES, SPLIT_PATTERN, BpeSpec
+from serving.model.bpe import MAX_WORD_BYTES, N_BYTES, SPLIT_PATTERN, BpeError, BpeSpec
 from serving.model.vocab import Vocab, encode_bytes, sanitize_utf8
 from tokenpulse.chatformat import SPECIAL_TOKENS
 from tokenpulse.tfserving.ops import tf_text_library
@@ -50,31 +51,43 @@ def regex_split(text: tf.Tensor, pattern: str) -> tf.RaggedTensor:
     return tf.RaggedTensor.from_row_splits(tokens, splits)
 
 
-class BpeEncoder(tf.Module):
-    """[B] valid UTF-8 strings -> ragged [B, None] int32 ids of a `BpeSpec` (tables saved)."""
+class MergeEncoder(tf.Module):
+    """[B] valid UTF-8 strings -> ragged [B, None] int32 ids of a byte-level BPE (tables saved).
 
-    def __init__(self, spec: BpeSpec) -> None:
+    `merges`: (left id, right id) -> (rank, merged id), as keys `left * size + right` and values
+    `rank * size + merged id`; `byte_ids`: each byte's id before any merge (None: the byte's
+    value); `specials`: text -> id of the words that are one id whole (at most MAX_WORD_BYTES
+    each); `split`: [B] strings -> ragged [B, None] words, each special token's text one word.
+    The encoder keeps no state between calls."""
+
+    def __init__(
+        self,
+        size: int,
+        merges: tuple[list[int], list[int]],
+        specials: dict[str, int],
+        split: Callable[[tf.Tensor], tf.RaggedTensor],
+        byte_ids: list[int] | None = None,
+    ) -> None:
         super().__init__(name="bpe")
-        self.size = spec.vocab_size
-        keys, values = spec.merge_table()
+        too_long = [t for t in specials if len(t.encode()) > MAX_WORD_BYTES]
+        if too_long:
+            raise BpeError(f"special tokens longer than {MAX_WORD_BYTES} bytes: {too_long}")
+        self.size = size
+        keys, values = merges
         self.merges = tf.lookup.StaticHashTable(
             tf.lookup.KeyValueTensorInitializer(
                 tf.constant(keys, tf.int64), tf.constant(values, tf.int64)
             ),
             default_value=-1,
         )
-        self.special_text = tf.constant(list(SPECIAL_TOKENS))
-        self.special_ids = tf.constant(list(spec.special_ids), tf.int32)
+        self.special_text = tf.constant(list(specials), tf.string)
+        self.special_ids = tf.constant(list(specials.values()), tf.int32)
+        self.byte_ids = None if byte_ids is None else tf.constant(byte_ids, tf.int32)
+        self._split = split
 
     def words(self, text: tf.Tensor) -> tf.RaggedTensor:
-        """[B] strings -> ragged [B, None] words (special-token text is one word).
-
-        Special-token text is cut out first: in one pass, a space before it would start a
-        punctuation word (" <|") and break it. A segment is then all special token, which the
-        first alternative keeps whole, or holds none."""
-        segments = regex_split(text, _SPECIAL_PATTERN)
-        words = regex_split(segments.flat_values, _WORD_PATTERN)
-        return segments.with_flat_values(words).merge_dims(1, 2)
+        """[B] strings -> ragged [B, None] words (special-token text is one word)."""
+        return self._split(text)
 
     def merge(self, ids: tf.Tensor) -> tf.Tensor:
         """[N, L] ids (-1 after a word's end) -> the same with every merge applied, left-aligned."""
@@ -110,6 +123,8 @@ class BpeEncoder(tf.Module):
         is_special = flat[:, None] == self.special_text[None, :]  # [N, S]
         special_id = tf.reduce_sum(tf.where(is_special, self.special_ids[None, :], 0), axis=1)
         pieces = cut(encode_bytes(flat), MAX_WORD_BYTES)  # a special token's text is one piece
+        if self.byte_ids is not None:
+            pieces = pieces.with_flat_values(tf.gather(self.byte_ids, pieces.flat_values))
         owner = pieces.value_rowids()
         # two spare columns: every piece has a pair to look at, even an empty batch
         ids = pieces.values.to_tensor(default_value=-1, shape=[None, MAX_WORD_BYTES + 2])
@@ -122,6 +137,25 @@ class BpeEncoder(tf.Module):
         merged = tf.RaggedTensor.from_tensor(self.merge(ids), padding=-1)
         tokens = tf.gather(pieces.with_values(merged).merge_dims(1, 2), where)
         return words.with_flat_values(tokens).merge_dims(1, 2)
+
+
+def _words(text: tf.Tensor) -> tf.RaggedTensor:
+    """Our split: [B] strings -> ragged [B, None] words (special-token text is one word).
+
+    Special-token text is cut out first: in one pass, a space before it would start a
+    punctuation word (" <|") and break it. A segment is then all special token, which the
+    first alternative keeps whole, or holds none."""
+    segments = regex_split(text, _SPECIAL_PATTERN)
+    words = regex_split(segments.flat_values, _WORD_PATTERN)
+    return segments.with_flat_values(words).merge_dims(1, 2)
+
+
+class BpeEncoder(MergeEncoder):
+    """Our vocabulary's encoder: ids 0-255 are the bytes, the special tokens the last ids."""
+
+    def __init__(self, spec: BpeSpec) -> None:
+        specials = dict(zip(SPECIAL_TOKENS, spec.special_ids, strict=True))
+        super().__init__(spec.vocab_size, spec.merge_table(), specials, _words)
 
 
 def cut(ids: tf.RaggedTensor, width: int) -> tf.RaggedTensor:
@@ -169,6 +203,7 @@ def read_spec(prefix: str) -> BpeSpec | None:
 __all__ = [
     "BYTE_EOT_ID",
     "BpeEncoder",
+    "MergeEncoder",
     "SavedSpec",
     "bpe_vocab",
     "byte_vocab",

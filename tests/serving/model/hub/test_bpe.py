@@ -1,5 +1,5 @@
-"""An imported byte-level BPE tokenizer: keras_hub's ids for ordinary rows, linear cost for a
-row with a very long word (serving/model/hub/bpe.py)."""
+"""An imported byte-level BPE tokenizer on our merge encoder: keras_hub's ids on ordinary text,
+linear cost for a very long word, and no state kept between calls (serving/model/hub/bpe.py)."""
 
 from __future__ import annotations
 
@@ -8,18 +8,31 @@ from typing import Any
 import pytest
 import tensorflow as tf
 
+from serving.model import data, dialogues
+from serving.model.bpe import MAX_WORD_BYTES
 from serving.model.hub import bpe
-from tests.support.hub import cached_gpt2_preset, cached_qwen_preset
+from tests.support.hub import (
+    cached_gpt2_import,
+    cached_gpt2_preset,
+    cached_qwen_import,
+    cached_qwen_preset,
+)
+from tokenpulse.tfserving.ops import saved_model_ops
 
-# ordinary rows (prose, Chinese, code, odd whitespace, a special token) and rows that hold one
-# word far longer than any word of text: what a client bug or an attacker sends
+# Written from what prompts hold, not from the split pattern: prose, Chinese chat, code, odd
+# whitespace and Unicode, contractions, special-token text, empty and blank rows
 ORDINARY = [
     "The assert statement is a convenient way to insert debugging assertions.",
-    "用户：你好，我3月5日买的手机有质量问题，想申请退款",
+    "用户：你好，我3月5日买的手机有质量问题，想申请退款<|endoftext|>客服：您好，很抱歉！",
     "Hello  world\n\n  x = 12345;;; <|endoftext|>end\t\u3000全角 ok\u00a0nbsp",
     "",
+    " ",
     "It's we'll I'd   trailing   ",
+    "def f(x):\n    return x ** 2  # squared\n\n\n",
+    "emoji 😀😀 and ＵＮＩＣＯＤＥ ①②③ digits ٣٤٥ x\u2028y",
+    "<|endoftext|><|endoftext|>  <|endoftext|>",
 ]
+# one word far longer than any word of text: what a client bug or an attacker sends
 LONG = [
     " " * 5000 + "x",
     "tokenpulse" * 300,
@@ -29,52 +42,50 @@ LONG = [
 
 
 @pytest.fixture(scope="module", params=["gpt2", "qwen"])
-def tokenizer(request: pytest.FixtureRequest) -> Any:
-    import keras_hub
-
-    preset = cached_gpt2_preset() if request.param == "gpt2" else cached_qwen_preset()
-    return keras_hub.models.CausalLM.from_preset(str(preset)).preprocessor.tokenizer
-
-
-MIXED = [ORDINARY[0], LONG[0], *ORDINARY[1:], *LONG[1:]]  # long rows among ordinary ones
+def family(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
 
 
 @pytest.fixture(scope="module")
-def encoded(tokenizer: Any) -> tuple[list[list[int]], int, list[list[int]]]:
-    """The guarded encoder's ids for MIXED, the most characters one string passed to keras_hub
-    had, and keras_hub's own ids for ORDINARY alone (one traced call each)."""
-    longest = tf.Variable(0, dtype=tf.int32)
+def tokenizer(family: str) -> Any:
+    import keras_hub
 
-    def spy(text: tf.Tensor) -> tf.RaggedTensor:
-        chars = tf.strings.length(text, unit="UTF8_CHAR")
-        longest.assign(tf.maximum(longest, tf.reduce_max(tf.concat([chars, [0]], 0))))
-        return tf.cast(tokenizer(text), tf.int32)
-
-    @tf.function
-    def both(mixed: tf.Tensor, ordinary: tf.Tensor) -> tuple[tf.RaggedTensor, tf.RaggedTensor]:
-        return bpe.guarded(spy, mixed, tokenizer), tf.cast(tokenizer(ordinary), tf.int32)
-
-    got, alone = both(tf.constant(MIXED), tf.constant(ORDINARY))
-    return got.to_list(), int(longest.numpy()), alone.to_list()
+    preset = cached_gpt2_preset() if family == "gpt2" else cached_qwen_preset()
+    return keras_hub.models.CausalLM.from_preset(str(preset)).preprocessor.tokenizer
 
 
-def test_ordinary_rows_get_keras_hubs_own_ids_whatever_they_are_batched_with(
-    encoded: tuple[list[list[int]], int, list[list[int]]],
+def _texts() -> list[str]:
+    return ORDINARY + data.documents(8_000) + dialogues.dialogues(4_000, 3)
+
+
+def test_ordinary_text_gets_keras_hubs_own_ids(tokenizer: Any) -> None:
+    texts = _texts()
+    encoder = bpe.encoder_of(tokenizer, tokenizer.vocabulary_size())
+    ours = tf.function(encoder)(tf.constant(texts)).to_list()
+    theirs = tf.function(lambda t: tf.cast(tokenizer(t), tf.int32))(tf.constant(texts))
+    assert ours == theirs.to_list()
+    assert len(texts) > 15 and sum(map(len, ours)) > 2000
+
+
+def test_a_long_word_costs_pieces_of_the_cut_and_spells_the_same_bytes(
+    tokenizer: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    got, _, alone = encoded
-    assert [got[0], *got[2 : len(ORDINARY) + 1]] == alone
-
-
-def test_a_long_word_reaches_keras_hub_only_in_short_pieces_and_spells_the_same_bytes(
-    tokenizer: Any, encoded: tuple[list[list[int]], int, list[list[int]]]
-) -> None:
-    got, longest, _ = encoded
-    # the ordinary rows went whole (the longest has 72 characters), the long ones in pieces
-    assert longest == max(len(t) for t in ORDINARY) > bpe.MAX_WORD_CHARS
     vocab = bpe.vocab(_Preprocessor(tokenizer), tokenizer.vocabulary_size())
-    long_rows = [got[1], *got[len(ORDINARY) + 1 :]]
-    for text, ids in zip(LONG, long_rows, strict=True):
+    encoder = vocab.module
+    widths: list[int] = []
+    real = encoder.merge
+    monkeypatch.setattr(encoder, "merge", lambda ids: widths.append(ids.shape[1]) or real(ids))
+    got = tf.function(vocab.encode)(tf.constant(LONG)).to_list()
+    assert widths == [MAX_WORD_BYTES + 2]  # traced once: every piece within the cut
+    for text, ids in zip(LONG, got, strict=True):
         assert b"".join(vocab.pieces[i] for i in ids) == text.encode()
+
+
+def test_the_import_keeps_no_tokenizer_cache(family: str) -> None:
+    export = cached_gpt2_import() if family == "gpt2" else cached_qwen_import()
+    ops = saved_model_ops(export)
+    assert "RegexSplitWithOffsets" in ops  # keras_hub's split, in the graph
+    assert not {op for op in ops if "MutableHashTable" in op}
 
 
 class _Preprocessor:
