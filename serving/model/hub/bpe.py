@@ -11,8 +11,9 @@ Not keras_hub's own merge loop, for two reasons:
   a served model would fill with every distinct word it is sent, without bound; ours keeps none;
 - it merges a word in rounds over every word, padded to the longest, so one word of L characters
   costs O(L^2): 16,000 spaces (one whitespace word) took 47.6 CPU-s on the tests' GPT-2 import,
-  and the gateway takes a 1 MiB body. Ours cuts words into pieces of `MAX_WORD_BYTES` (64) bytes
-  first, as our own vocabulary does, so a prompt costs O(bytes).
+  and the gateway passes prompts of 16,384 characters (the model server, bodies of 16 MiB). Ours
+  cuts words into pieces of `MAX_WORD_BYTES` (64) bytes first, as our own vocabulary does, so a
+  prompt costs O(bytes).
 A prompt whose words all have at most 64 bytes gets keras_hub's ids (a test compares them on
 prose, Chinese, code and odd whitespace); a longer word merges only within its pieces.
 """
