@@ -5,7 +5,8 @@ it (`serving/model/session.py`: Grappler and control-flow lowering included), a 
 with a full trace, and every executed node is counted. Two requests that differ only in how
 many tokens they generate differ only in decode steps, so their difference per extra token is
 the per-step figure. Both signatures can be counted: `serving_default` (`max_new_tokens` tokens) and
-`continue` (one chunk of that many tokens, resumed a few bytes into a generation).
+`continue` (one chunk of that many tokens, resumed after the first chunk of the same generation,
+its token ids handed back as the gateway hands them).
 """
 
 from __future__ import annotations
@@ -18,20 +19,35 @@ from serving.model import session
 from tokenpulse.tfserving import signature as sig
 
 SHORT, LONG = 2, 18
-RESUMED = b"ab"  # bytes a counted `continue` call resumes after
+RESUMED = 2  # tokens of the first chunk, which a counted `continue` call resumes after
 
 
-def request_rows(signature: str, prompts: list[str], new_tokens: int) -> list[dict[str, Any]]:
-    """Greedy rows of `signature` that each generate `new_tokens` tokens unless they stop."""
+def request_rows(
+    signature: str, prompts: list[str], new_tokens: int, model: Any = None
+) -> list[dict[str, Any]]:
+    """Greedy rows of `signature` that each generate `new_tokens` tokens unless they stop
+    (`continue`: after a first chunk that `model`, a loaded session, answers)."""
     if signature == sig.SIGNATURE_NAME:
         return [sig.default_row(p, new_tokens) for p in prompts]
-    if signature == sig.CONTINUE_SIGNATURE_NAME:
-        budget = len(RESUMED) + new_tokens
-        return [
-            sig.continue_row(p, RESUMED, new_tokens, budget) | {"generated": RESUMED}
-            for p in prompts
-        ]
+    if signature == sig.CONTINUE_SIGNATURE_NAME and model is not None:
+        budget = RESUMED + new_tokens
+        first = model.run(
+            signature, [_raw(sig.continue_row(p, b"", RESUMED, budget)) for p in prompts]
+        )
+        rows = []
+        for i, p in enumerate(prompts):
+            got = bytes(first["tokens"][i][: int(first["n_tokens"][i])].tolist())
+            ids = [int(t) for t in first["token_ids"][i].split()]
+            rows.append(_raw(sig.continue_row(p, got, new_tokens, budget, ids)))
+        return rows
     raise ValueError(f"no rows for signature {signature!r}")
+
+
+def _raw(row: dict[str, Any]) -> dict[str, Any]:
+    """A row with `generated` as the raw bytes a TensorProto carries (not REST's `b64`)."""
+    import base64
+
+    return row | {"generated": base64.b64decode(row["generated"]["b64"])}
 
 
 def executed_ops(
@@ -44,8 +60,9 @@ def executed_ops(
     """Op type -> kernel runs for one request of `signature` (checks no row stopped early)."""
     import tensorflow as tf
 
-    rows = [r | {"temperature": temperature} for r in request_rows(signature, prompts, new_tokens)]
     with session.load(export_dir) as model:
+        rows = request_rows(signature, prompts, new_tokens, model)
+        rows = [r | {"temperature": temperature} for r in rows]
         model.run(signature, rows)  # the first run pays one-off work; count the second
         options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
         metadata = tf.compat.v1.RunMetadata()

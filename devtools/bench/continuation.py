@@ -5,8 +5,9 @@ prompts and seeds, so the same tokens: a stream equals its unary answer) as one 
 and as streams of `continue` calls of each chunk size, in turns round by round so drift on the
 host hits every mode alike. Per mode: tokens/s and its ratio to unary, the mean processed batch
 (the server's own `processed_batch_size` histogram), and latency to the first tokens and to the
-whole answer. Each `continue` call re-prefills the prompt and what came before (no KV state
-crosses calls), so the tokens/s ratio is the price of streaming. It ends with the mode closest
+whole answer. Each `continue` call re-prefills the prompt and the tokens that came before (the
+ids each chunk returned; no KV state crosses calls), so the tokens/s ratio is the price of
+streaming. It ends with the mode closest
 to issue 19's two targets (see `choose_chunk`), which set DEFAULT_STREAM_CHUNK to 16.
 
 Measured here (default-preset shapes, untrained weights, 64 new tokens at temperature 0.8, two
@@ -151,11 +152,13 @@ class ChunkedClient(Client):
         sent = time.monotonic()
         row = self.route.body(item)["instances"][0]
         generated, calls, first = b"", 0, None
+        ids: list[str] = []
         try:
             while True:
                 body = row | {
                     "generated": {"b64": base64.b64encode(generated).decode("ascii")},
-                    "step": len(generated),
+                    "generated_ids": " ".join(ids),
+                    "step": len(ids),
                     "chunk": self.mode.size(calls),
                 }
                 request = row_request([body], sig.CONTINUE_SIGNATURE_NAME)
@@ -168,13 +171,14 @@ class ChunkedClient(Client):
                 calls += 1
                 first = first if first is not None else time.monotonic() - sent
                 generated += bytes(row_out["tokens"][: int(row_out["n_tokens"])])
+                ids += str(row_out["token_ids"]).split()
                 if row_out["finish_reason"] != sig.FINISH_NONE:
                     break
         except Exception:  # noqa: BLE001 - a failed request is counted, not fatal
             return Outcome(intended, sent, time.monotonic(), 0, "failed")
         self.calls += calls
         done = time.monotonic()
-        return Outcome(intended, sent, done, 200, OK, output_tokens=len(generated), ttft_s=first)
+        return Outcome(intended, sent, done, 200, OK, output_tokens=len(ids), ttft_s=first)
 
 
 async def _phase(

@@ -11,7 +11,7 @@ from typing import Any
 
 from serving.gateway.admission import Admission, Shed
 from serving.gateway.breaker import CircuitBreaker
-from serving.gateway.caps import VersionCaps
+from serving.gateway.caps import UNKNOWN, VersionCaps
 from serving.gateway.errors import (
     BadRequest,
     CircuitOpen,
@@ -142,22 +142,26 @@ class Pipeline:
         # one exception, and one failed call is one failure
         self._recorded: weakref.WeakSet[UpstreamError] = weakref.WeakSet()
 
-    async def in_graph(self, route: Route, timeout_s: float) -> bool:
-        """Whether the version takes `stop` and `ignore_eos` (read now if the poll has not)."""
+    async def version_caps(self, route: Route, timeout_s: float) -> VersionCaps:
+        """What the version's signatures take (read now if the poll has not)."""
         version = (route.model, route.version)
         caps = self.caps.get(version)
         if caps is None:
             if version in self._no_metadata:
-                return False
+                return UNKNOWN
             try:
                 signatures = await self.client.signatures(route.model, route.version, timeout_s)
             except UpstreamHTTPError:
                 self._no_metadata.add(version)  # asked once: a server without metadata
-                return False
+                return UNKNOWN
             except UpstreamError:
-                return False  # the call itself will say what is wrong with the upstream
+                return UNKNOWN  # the call itself will say what is wrong with the upstream
             caps = self.caps[version] = VersionCaps.from_signatures(signatures)
-        return caps.stop_in_graph
+        return caps
+
+    async def in_graph(self, route: Route, timeout_s: float) -> bool:
+        """Whether the version takes `stop` and `ignore_eos`."""
+        return (await self.version_caps(route, timeout_s)).stop_in_graph
 
     async def refresh(self, model: str) -> None:
         """Re-read the model's AVAILABLE versions (a version vanished between poll and call)."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from serving.gateway.admission import Shed
+from serving.gateway.caps import VersionCaps
 from serving.gateway.chunkbatch import ContinueCall
 from serving.gateway.errors import (
     BadRequest,
@@ -79,6 +80,7 @@ class Row:
     prompt: str
     text: TextStream
     generated: bytearray = field(default_factory=bytearray)
+    ids: list[int] = field(default_factory=list)  # the model's tokens so far, as it chose them
     finish_reason: str = FINISH_NONE
     nll_sum: float = 0.0
     n_scored: int = 0
@@ -233,14 +235,17 @@ class StreamRun:
             self._unsettled = False
             self.p.breaker.record_neutral()
 
-    def _rows(self, in_graph: bool) -> list[dict[str, Any]]:
+    def _rows(self, caps: VersionCaps) -> list[dict[str, Any]]:
+        """The unfinished rows' `continue` inputs: a version that takes the generated ids gets
+        them (and counts steps in them); an older one counts its byte tokens."""
         job = self.job
-        ending = job.ending(in_graph)
+        ending = job.ending(caps.stop_in_graph)
         return [
             {
                 "prompt": r.prompt,
                 "generated": b64(bytes(r.generated)),
-                "step": len(r.generated),
+                **({"generated_ids": " ".join(map(str, r.ids))} if caps.resumes else {}),
+                "step": len(r.ids) if caps.resumes else len(r.generated),
                 "chunk": self.chunk_tokens if r.generated else self.first_chunk_tokens,
                 "max_new_tokens": job.max_new_tokens,
                 "temperature": float(job.temperature),
@@ -261,7 +266,7 @@ class StreamRun:
         route = self._route
         if route is None:  # start() routes first; kept for type narrowing
             raise UpstreamUnavailable("stream has no route", retry_after=1)
-        rows = self._rows(await self.p.in_graph(route, min(remaining, 1.0)))
+        rows = self._rows(await self.p.version_caps(route, min(remaining, 1.0)))
         started = time.perf_counter()
         try:
             chunks, _seconds = await unless_gone(
@@ -295,6 +300,7 @@ class StreamRun:
                 row.truncated_prompt_tokens = chunk.truncated_prompt_tokens
             produced = max(produced, len(chunk.tokens))
             row.generated += chunk.tokens
+            row.ids += chunk.ids
             row.nll_sum += chunk.nll_sum
             row.n_scored += chunk.n_scored
             row.output_tokens += chunk.output_tokens

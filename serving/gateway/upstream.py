@@ -24,6 +24,7 @@ from tokenpulse.tfserving.signature import (
     FINISH_STOP,
     NO_STOP,
     OUTPUTS,
+    RESUME_OUTPUTS,
     SIGNATURE_NAME,
     STOP_OUTPUTS,
 )
@@ -82,13 +83,14 @@ def parse_predictions(doc: Any, rows: int) -> list[Prediction]:
 class Chunk:
     """One row of the `continue` outputs: the next bytes of a generation."""
 
-    tokens: bytes  # the chunk's byte tokens (may split a UTF-8 character)
+    tokens: bytes  # the chunk's bytes (may split a UTF-8 character)
     finish_reason: str  # FINISH_NONE while the row may go on
     nll_sum: float
     n_scored: int
     prompt_tokens: int
     truncated_prompt_tokens: int
     ended: bool = False  # the model's end token ended the row (scored, not an output token)
+    ids: tuple[int, ...] = ()  # the chunk's token ids (`token_ids`), for the next call
 
     @property
     def output_tokens(self) -> int:
@@ -101,7 +103,7 @@ def parse_chunks(doc: Any, rows: int) -> list[Chunk]:
     """Check and convert a row-format `continue` answer."""
     out: list[Chunk] = []
     for row in parse_rows(doc, rows):
-        if not set(CONTINUE_OUTPUTS) - set(STOP_OUTPUTS) <= set(row):
+        if not set(CONTINUE_OUTPUTS) - set(STOP_OUTPUTS) - set(RESUME_OUTPUTS) <= set(row):
             raise UpstreamBadResponse("continue row lacks signature outputs")
         try:
             n = int(row["n_tokens"])
@@ -118,6 +120,7 @@ def parse_chunks(doc: Any, rows: int) -> list[Chunk]:
                     truncated_prompt_tokens=int(row["truncated_prompt_tokens"]),
                     ended=decode_text(row["finish_reason"]) == FINISH_STOP
                     and int(row.get("stop_index", NO_STOP)) == NO_STOP,
+                    ids=tuple(int(t) for t in decode_text(row.get("token_ids", "")).split()),
                 )
             )
         except (TypeError, ValueError) as exc:

@@ -178,25 +178,29 @@ def _streamed(
     """The unary generation again, `continue` chunk by chunk: the same bytes, scored the same.
 
     `continue` streams bytes (`n_tokens` counts them); a model whose tokens are several bytes
-    reports fewer `output_tokens`, so the tokens are compared through their NLL instead.
+    reports fewer `output_tokens`, so the tokens are compared through their NLL instead. Each
+    chunk's `token_ids` go back as the next call's `generated_ids` where the model takes them.
     """
     import tensorflow as tf
 
     from serving.model.vocab import sanitize_utf8
 
     subject = sig.CONTINUE_SIGNATURE_NAME
-    generated, nll_sum, scored, calls = b"", 0.0, 0, 0
+    resumes = sig.RESUME_INPUTS[0] in specs[subject].inputs
+    generated, ids, nll_sum, scored, calls = b"", b"", 0.0, 0, 0
     try:
         while calls < _MAX_CALLS:
             calls += 1
             row = _row(settings) | {
                 "generated": generated,
-                "step": len(generated),
+                "generated_ids": ids,
+                "step": len(ids.split()) if resumes else len(generated),
                 "chunk": settings.chunk,
             }
             out = _call(fn, specs[subject], row)
             n = int(out["n_tokens"])
             generated += bytes(int(t) for t in out["tokens"][:n])
+            ids = b" ".join(filter(None, (ids, out.get("token_ids", b""))))
             nll_sum, scored = nll_sum + float(out["nll_sum"]), scored + int(out["n_scored"])
             if out["finish_reason"].decode():
                 break

@@ -20,7 +20,7 @@ from serving.model.transformer import NEG_INF
 from serving.model.vocab import Vocab
 from tokenpulse.tfserving.signature import NO_STOP
 
-NO_TOKEN = -1  # a step that wrote no token of the row (done, or replayed by `continue`)
+NO_TOKEN = -1  # a step that wrote no token of the row (it was done)
 
 
 class Window(Protocol):
@@ -61,19 +61,11 @@ class Ending(NamedTuple):
     history: tf.Tensor  # [B, W] the last W bytes the row generated before this call
 
 
-class Replay(NamedTuple):
-    """Regenerate each row from its first token, booking only what follows its first `skip`
-    bytes, at most `chunk` tokens of it (`continue` for a vocabulary that cannot resume)."""
-
-    skip: tf.Tensor  # [B]
-    chunk: tf.Tensor  # [B]
-
-
 class Decoded(NamedTuple):
     """What the loop produced per row: tokens [B, steps] (NO_TOKEN where none was booked)."""
 
     tokens: tf.Tensor
-    n_out: tf.Tensor  # tokens emitted, replayed ones included
+    n_out: tf.Tensor  # tokens emitted
     stopped: tf.Tensor
     nll_sum: tf.Tensor
     n_scored: tf.Tensor
@@ -103,16 +95,13 @@ def generate_loop(
     params: Sampling,
     ending: Ending,
     offset: tf.Tensor | None = None,
-    replay: Replay | None = None,
 ) -> Decoded:
     """Prefill each row's last `keep` ids, then select up to `budget` [B] tokens per row.
 
     The sampler's step for the i-th token of a row is `offset + i` (`offset` [B]: tokens the
     row generated before this call; None: 0), so a generation resumed at a step draws what an
     unbroken one draws there. A row whose history already ends with a stop sequence generates
-    nothing. With `replay`, `budget` is the row's whole one and the row starts over from its
-    first token, booking only the tokens after its first `skip` bytes (which end where a token
-    does, as every chunk a caller holds does), at most `chunk` of them.
+    nothing.
     """
     context = model.cfg.context
     batch = tf.shape(lengths)[0]
@@ -137,7 +126,6 @@ def generate_loop(
         if endings and params.ignore_eos is not None:
             eot_bias = sampling.eot_ban(params.ignore_eos, vocab.size, vocab.end_ids)
         table = vocab.token_bytes() if endings else None  # [V, M]: only to match stops
-        piece_lengths = vocab.token_lengths() if replay is not None else None
 
         def select(logits, i):
             step = i if offset is None else offset + i
@@ -151,20 +139,12 @@ def generate_loop(
             live = tf.logical_not(s["done"])
             is_eot = vocab.is_end(token)  # end-of-text, or end-of-turn
             emitted = live & tf.logical_not(is_eot)
-            scored, kept = live, emitted
-            if replay is not None and piece_lengths is not None:
-                fresh = s["bytes"] >= replay.skip  # this token starts past the replayed bytes
-                scored, kept = live & fresh, emitted & fresh
-                s["bytes"] += tf.where(emitted, tf.gather(piece_lengths, token), 0)
-                s["fresh"] += tf.cast(kept, tf.int32)
-            s["nll_sum"] += tf.where(scored, nll, 0.0)
-            s["n_scored"] += tf.cast(scored, tf.int32)
+            s["nll_sum"] += tf.where(live, nll, 0.0)
+            s["n_scored"] += tf.cast(live, tf.int32)
             s["stopped"] = s["stopped"] | (live & is_eot)
             s["n_out"] += tf.cast(emitted, tf.int32)
-            s["out"] = s["out"].write(i, tf.where(kept, token, NO_TOKEN))
+            s["out"] = s["out"].write(i, tf.where(emitted, token, NO_TOKEN))
             done = s["done"] | is_eot | (s["n_out"] >= budget)
-            if replay is not None:
-                done = done | (s["fresh"] >= replay.chunk)
             if endings and table is not None:
                 s["history"], pushed = stops.push(s["history"], token, emitted, table)
                 hit = stops.match(ending.stops, s["history"], pushed)
@@ -185,8 +165,6 @@ def generate_loop(
         s: dict[str, Any] = {"done": budget <= 0, "stopped": tf.zeros([batch], tf.bool),
                              "n_out": zeros_i, "nll_sum": tf.zeros([batch]),
                              "n_scored": zeros_i, "out": out}  # fmt: skip
-        if replay is not None:
-            s.update(bytes=zeros_i, fresh=zeros_i, done=s["done"] | (replay.chunk <= 0))
         if endings:  # a row whose bytes already end with a stop sequence generates nothing
             ended = stops.match(ending.stops, ending.history, tf.ones([batch], tf.int32)).index
             s.update(done=s["done"] | (ended >= 0), stopped=ended >= 0)

@@ -3,8 +3,8 @@
 Both run the shared loop (`decoding.py`) over the model's own tokens (`vocab.py`): our model's
 subword vocabulary (`tokenizer.bpe_vocab`), an imported one's (`serving/model/hub/`), or bytes
 (`tokenizer.byte_vocab`). `continue` (streaming, `continuation.py`) re-reads the prompt and the
-bytes generated so far and runs the same loop from that step on (bytes are tokens), or replays
-it (they are not).
+tokens generated so far (the caller's ids, or a byte model's bytes) and runs the same loop from
+that step on.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from serving.model.decoding import (
     Decoded,
     Decoder,
     Ending,
-    Replay,
     Sampling,
     generate_loop,
 )
@@ -116,6 +115,7 @@ class Generator(tf.Module):
         self,
         prompt,
         generated,
+        generated_ids,
         step,
         chunk,
         max_new_tokens,
@@ -130,7 +130,9 @@ class Generator(tf.Module):
         params = Sampling(temperature, top_k, top_p, seed, ignore_eos)
         return tf.cond(
             tf.size(prompt) > 0,
-            lambda: self.next_chunk(prompt, generated, step, chunk, max_new_tokens, params, stop),
+            lambda: self.next_chunk(
+                prompt, generated, generated_ids, step, chunk, max_new_tokens, params, stop
+            ),
             continuation.empty_outputs,
         )
 
@@ -160,22 +162,18 @@ class Generator(tf.Module):
             **prompt_counts(keep, dropped, lengths, lead),
         }
 
-    def next_chunk(self, prompt, generated, step, chunk, max_new_tokens, params: Sampling, stop):
+    def next_chunk(
+        self, prompt, generated, generated_ids, step, chunk, max_new_tokens, params: Sampling, stop
+    ):
         """Graph body of `continue_chunk`: the window `generate` uses, resumed at `step`."""
         context, vocab = self.model.cfg.context, self.vocab
         ids, lengths, lead = prompt_ids(prompt, vocab)
         keep, dropped, allowed = _budgets(context, lengths, max_new_tokens)
         counts = prompt_counts(keep, dropped, lengths, lead)
-        if not vocab.resumable:  # replay from the first token, booking past the bytes given
-            replay = Replay(tf.strings.length(generated), chunk)
-            ending = self._ending(stop)
-            out = generate_loop(
-                self.model, vocab, ids, lengths, keep, allowed, params, ending, replay=replay
-            )
-            return continuation.chunk_outputs(vocab, out, out.n_out >= allowed, counts)
         ending = self._ending(stop, generated)
+        gen_ids = continuation.generated_tokens(vocab, generated, generated_ids)
         ids, total, seen, budget = continuation.resume(
-            context, ids, keep, allowed, generated, step, chunk
+            context, ids, keep, allowed, gen_ids, step, chunk
         )
         out = generate_loop(self.model, vocab, ids, total, seen, budget, params, ending, step)
         spent = tf.maximum(step, 0) + out.n_out >= allowed

@@ -45,8 +45,8 @@ class Vocab:
 
     `encode`: [B] valid UTF-8 strings -> ragged [B, None] int32 ids (no beginning-of-text).
     `resumable`: every token is one byte, so the bytes a row generated are its tokens and
-    `continue` resumes by feeding them back; otherwise `continue` replays the generation (the
-    same bytes can be several token sequences, and only one is what the model chose).
+    `continue` resumes by feeding them back; otherwise it resumes from the ids the caller sends
+    back (the same bytes can be several token sequences, and only one is what the model chose).
     `module`: a trackable that holds the encoder's state (lookup tables), saved with the model.
     `starts`: every prompt starts with end-of-text as beginning-of-text (our model's way, and
     GPT-2's preprocessor's); otherwise a prompt is read as it is (Qwen's preprocessor adds no
@@ -85,10 +85,6 @@ class Vocab:
     def piece_table(self) -> tf.Tensor:
         """[V] strings: each id's bytes."""
         return tf.constant(list(self.pieces), tf.string)
-
-    def token_lengths(self) -> tf.Tensor:
-        """[V] how many bytes each id stands for."""
-        return tf.strings.length(self.piece_table())
 
     def token_bytes(self) -> TokenBytes:
         """Each id's bytes as a [V, M] id table (built in the graph from the [V] strings)."""

@@ -20,6 +20,8 @@ from tokenpulse.tfserving.signature import (
     CONTINUE_SIGNATURE_NAME,
     INPUTS,
     OUTPUTS,
+    RESUME_INPUTS,
+    RESUME_OUTPUTS,
     SIGNATURE_NAME,
     STOP_INPUTS,
     STOP_OUTPUTS,
@@ -29,7 +31,7 @@ from tokenpulse.tfserving.signature import (
 REQUIRED = "required"  # what every version needs: without it the gateway cannot serve it
 # `mean_nll` is required too: the gateway's answers, samples and NLL histograms and the
 # exporter's canary read it from every row, and none of them falls back without it yet
-STREAMING, STOP_IN_GRAPH = "streaming", "stop_in_graph"
+STREAMING, STOP_IN_GRAPH, RESUMES = "streaming", "stop_in_graph", "resumes_from_ids"
 ERROR, DEGRADED, OK = "error", "degraded", "ok"
 
 
@@ -49,6 +51,13 @@ FEATURES: dict[str, Feature] = {
             STREAMING,
             f"the `{CONTINUE_SIGNATURE_NAME}` signature",
             'no streaming: `"stream": true` gets a 400 naming `stream`',
+        ),
+        Feature(
+            RESUMES,
+            f"the `{RESUME_INPUTS[0]}` input of `{CONTINUE_SIGNATURE_NAME}`",
+            "each `continue` call decodes a subword row again from its first token (a stream "
+            "of n tokens in chunks of c costs about n*n/2c decode steps); a byte model loses "
+            "nothing",
         ),
         Feature(
             STOP_IN_GRAPH,
@@ -86,6 +95,8 @@ def _features(signature: str, name: str) -> tuple[str, ...]:
     features = [STREAMING] if signature == CONTINUE_SIGNATURE_NAME else []
     if name in STOP_INPUTS or name in STOP_OUTPUTS:
         features.append(STOP_IN_GRAPH)  # the gateway sends `stop` to both signatures or neither
+    if signature == CONTINUE_SIGNATURE_NAME and (name in RESUME_INPUTS or name in RESUME_OUTPUTS):
+        features.append(RESUMES)
     return tuple(features)
 
 
@@ -133,6 +144,9 @@ def enabled_features(specs: Mapping[str, SignatureSpec]) -> set[str]:
     on = {STREAMING} if CONTINUE_SIGNATURE_NAME in specs else set()
     if default is not None and "stop" in default.inputs:
         on.add(STOP_IN_GRAPH)
+    cont = specs.get(CONTINUE_SIGNATURE_NAME)
+    if cont is not None and RESUME_INPUTS[0] in cont.inputs:
+        on.add(RESUMES)
     return on
 
 
@@ -195,6 +209,7 @@ def check_signatures(specs: Mapping[str, SignatureSpec]) -> list[Finding]:
         Finding(DEGRADED, "contract", f.name, f.without)
         for f in FEATURES.values()
         if f.name not in on
+        and (f.name != RESUMES or STREAMING in on)  # no stream: nothing to resume
     ]
     subjects = {f.subject for f in errors}
     if not any(s.startswith(SIGNATURE_NAME) for s in subjects):

@@ -86,15 +86,22 @@ def default_row(prompt: str, max_new_tokens: int = 32) -> dict[str, object]:
 # the prompt and the tokens generated so far (no KV state crosses calls) and generates up to
 # `chunk` more. The sampler is keyed by (row seed, step), and `step` is the number of tokens
 # already generated, so chunks concatenated equal the `serving_default` output for the same
-# seed, token for token. The window budget (which prompt tokens are kept, how many new tokens
-# are allowed) is computed from `prompt` and the request's whole `max_new_tokens`, exactly as
-# `serving_default` computes it.
+# seed, token for token. The bytes of a subword model's text do not say which tokens the model
+# chose (" the" can be one token or two), so the caller hands each chunk's `token_ids` back in
+# `generated_ids` and the model prefills exactly those tokens. The window budget (which prompt
+# tokens are kept, how many new tokens are allowed) is computed from `prompt` and the request's
+# whole `max_new_tokens`, exactly as `serving_default` computes it.
 CONTINUE_SIGNATURE_NAME = "continue"
 
 CONTINUE_INPUTS: dict[str, str] = {
     "prompt": "string",  # the original prompt, UTF-8
     "generated": "string",  # bytes generated so far (may end in a partial UTF-8 character)
-    "step": "int32",  # tokens generated so far (== len(generated)); the sampler's step offset
+    "generated_ids": "string",  # the model's ids of the tokens generated so far: the earlier
+    # chunks' `token_ids` joined by spaces ("" before the first chunk). A row with bytes but no
+    # ids has its bytes tokenized as text, which may split them otherwise than the model did
+    # (then the chunk need not equal unary's); a byte model reads `generated` and ignores them
+    "step": "int32",  # tokens generated so far (the ids in generated_ids; a byte model's
+    # len(generated)): the sampler's step offset
     "chunk": "int32",  # how many tokens this call may generate (K)
     "max_new_tokens": "int32",  # the request's whole budget, not the chunk's
     "temperature": "float32",
@@ -107,8 +114,10 @@ CONTINUE_INPUTS: dict[str, str] = {
 }
 
 CONTINUE_OUTPUTS: dict[str, str] = {
-    "tokens": "int32",  # [B, K'] the chunk's byte tokens, 0-padded past `n_tokens`
-    "n_tokens": "int32",  # tokens in this chunk (the end-of-text token is not counted)
+    "tokens": "int32",  # [B, K'] the chunk's bytes, 0-padded past `n_tokens`
+    "n_tokens": "int32",  # bytes in this chunk (a byte model's tokens; no end-of-text)
+    "token_ids": "string",  # the ids of the chunk's tokens, space-separated decimals, for the
+    # next call's `generated_ids` (a last token that a stop sequence ends in is one of them)
     "finish_reason": "string",  # "" while the row may go on, else FINISH_STOP / FINISH_LENGTH
     "stop_index": "int32",  # as in serving_default; `tokens` keeps the stop sequence's bytes
     # (its first ones may have come in an earlier chunk): the caller cuts them
@@ -118,10 +127,16 @@ CONTINUE_OUTPUTS: dict[str, str] = {
     "truncated_prompt_tokens": "int32",  # as in serving_default
 }
 
+# What versions exported before `continue` took token ids lack (they decode a subword row again
+# from its first token each call): a caller sends the input only to a version whose `continue`
+# lists it, and does not require the output.
+RESUME_INPUTS = ("generated_ids",)
+RESUME_OUTPUTS = ("token_ids",)
+
 FINISH_NONE = ""  # `continue` only: the row has budget left and has not stopped
 
 # Tokens per `continue` call when a client streams: each call re-prefills the prompt and the
-# bytes so far, so a small chunk costs throughput and a large one delays the first tokens.
+# tokens so far, so a small chunk costs throughput and a large one delays the first tokens.
 # `tokenpulse bench continuation` (default-preset model, 64 new tokens, batching on, 2 shared
 # cores; ranges over four runs, two for 32): against unary, tokens/s at c=32 and first tokens
 # at c=1 were 8: 0.42-0.46x, 0.21-0.22x; 16: 0.55-0.73x, 0.31-0.35x; 32: 0.96-1.02x,
@@ -141,15 +156,21 @@ DEFAULT_STREAM_FIRST_CHUNK = 8
 
 
 def continue_row(
-    prompt: str, generated: bytes, chunk: int, max_new_tokens: int = 32
+    prompt: str,
+    generated: bytes,
+    chunk: int,
+    max_new_tokens: int = 32,
+    ids: list[int] | None = None,
 ) -> dict[str, object]:
-    """One greedy `continue` row (REST row format; `generated` travels as `{"b64": ...}`)."""
+    """One greedy `continue` row after `generated`, in REST row format (`generated` travels as
+    `{"b64": ...}`): the bytes of the tokens `ids`, or, with no ids, bytes the model tokenizes."""
     import base64
 
     row = default_row(prompt, max_new_tokens)
     row.update(
         generated={"b64": base64.b64encode(generated).decode("ascii")},
-        step=len(generated),
+        generated_ids=" ".join(map(str, ids or ())),
+        step=len(generated) if ids is None else len(ids),
         chunk=chunk,
     )
     return row

@@ -24,6 +24,7 @@ from tokenpulse.tfserving.signature import (
     FINISH_NONE,
     FINISH_STOP,
     INPUTS,
+    RESUME_INPUTS,
     SIGNATURE_NAME,
 )
 from tokenpulse.tfserving.status import VersionStatus
@@ -44,6 +45,7 @@ class FakeState:
     window_drop: int = 0  # truncated_prompt_tokens to report
     bytes_per_token: int = 1  # a prompt's tokens: its bytes over this, rounded up (a subword model)
     no_continue: bool = False  # an export from before streaming: TF Serving's 400 for it
+    resumes: bool = True  # `continue` takes `generated_ids` (False: an export from before it)
     # continue calls from this one (1-based) are refused as TF Serving refuses a request its
     # version cannot run: 400 (FAILED_PRECONDITION), although the gateway validated it
     reject_from_call: int | None = None
@@ -58,6 +60,11 @@ class FakeContinue(BackgroundStandin):
         self.cancelled = 0  # continue calls whose caller closed the connection before the answer
         self._server = BackgroundServer(self._app, name="fake-continue")
 
+    def _continue_inputs(self) -> dict[str, str]:
+        if self.state.resumes:
+            return CONTINUE_INPUTS
+        return {k: v for k, v in CONTINUE_INPUTS.items() if k not in RESUME_INPUTS}
+
     def _output(self, prompt: str) -> bytes:
         return self.state.outputs.get(prompt, self.state.default)
 
@@ -71,7 +78,7 @@ class FakeContinue(BackgroundStandin):
         self.calls["metadata"] += 1
         signatures = {SIGNATURE_NAME: INPUTS}
         if not self.state.no_continue:
-            signatures[CONTINUE_SIGNATURE_NAME] = CONTINUE_INPUTS
+            signatures[CONTINUE_SIGNATURE_NAME] = self._continue_inputs()
         defs = {
             name: {"inputs": {i: {"name": f"{name}_{i}:0"} for i in inputs}, "outputs": {}}
             for name, inputs in signatures.items()
@@ -98,7 +105,7 @@ class FakeContinue(BackgroundStandin):
                 return web.json_response({"error": REFUSAL}, status=400)
             if self.state.fail_from_call is not None and n >= self.state.fail_from_call:
                 return web.json_response({"error": "fake told to fail"}, status=500)
-            if any(set(row) != set(CONTINUE_INPUTS) for row in rows):
+            if any(set(row) != set(self._continue_inputs()) for row in rows):
                 return web.json_response({"error": "continue needs every input"}, status=400)
             return web.json_response({"predictions": [self._chunk(row) for row in rows]})
         self.calls["predict"] += 1
@@ -124,6 +131,8 @@ class FakeContinue(BackgroundStandin):
         generated = base64.b64decode(row["generated"]["b64"])
         full = self._output(row["prompt"])[: row["max_new_tokens"]]
         assert full.startswith(generated) and row["step"] == len(generated)
+        if self.state.resumes:  # its tokens are bytes: the ids handed back are the bytes
+            assert [int(t) for t in row["generated_ids"].split()] == list(generated)
         piece = full[row["step"] : row["step"] + row["chunk"]]
         end = row["step"] + len(piece)
         if end == row["max_new_tokens"]:
@@ -136,6 +145,7 @@ class FakeContinue(BackgroundStandin):
         return {
             "tokens": list(piece) + [0] * (row["chunk"] - len(piece)),
             "n_tokens": len(piece),
+            **({"token_ids": " ".join(map(str, piece))} if self.state.resumes else {}),
             "finish_reason": finish,
             "nll_sum": NLL_PER_TOKEN * scored,
             "n_scored": scored,

@@ -473,6 +473,25 @@ def test_a_version_without_continue_stays_a_400_that_leaves_the_breaker_closed(
         assert listed["tokenpulse"]["streams"] is False  # read from the version's signatures
 
 
+def test_a_version_from_before_generated_ids_streams_on_its_bytes(tmp_path: Path) -> None:
+    """A `continue` without `generated_ids` (an export from before it) gets no ids and steps
+    counted in bytes (the stand-in refuses a row with an input its signature lacks); one with
+    it gets back the ids of every earlier chunk (the module's stand-in checks them)."""
+    key = make_keys_file(tmp_path / "keys.json", demo={})["demo"]
+    state = FakeState(outputs={"p": b"The quick brown fox"}, resumes=False)
+    body = {"model": "gen", "prompt": "p", "max_tokens": 48, "stream": True}
+    with (
+        FakeContinue(state) as up,
+        running_gateway(
+            up.url, tmp_path / "keys.json", stream_chunk_tokens=CHUNK,
+            stream_first_chunk_tokens=CHUNK,
+        ) as gw,
+    ):  # fmt: skip
+        resp = httpx.post(f"{gw.url}/v1/completions", headers=auth(key), json=body, timeout=10)
+        texts = [json.loads(e)["choices"][0]["text"] for e in _events(resp)[:-1]]
+        assert "".join(texts) == "The quick brown fox" and up.calls["continue"] == 5
+
+
 def test_one_failed_shared_call_is_one_breaker_failure(tmp_path: Path) -> None:
     key = make_keys_file(tmp_path / "keys.json", demo={})["demo"]
     # call 1 carries the first stream alone; the other five queue behind it and share call 2,

@@ -46,7 +46,7 @@ def call_unary(fn, reqs: list[dict]) -> list[dict]:
 
 
 def call_continue(fn, rows: list[dict]) -> list[dict]:
-    """Rows carry `generated` as raw bytes; outputs per row, tokens cut at n_tokens."""
+    """Rows carry `generated` as raw bytes; outputs per row, tokens cut at n_tokens, ids listed."""
     kinds = sig.CONTINUE_INPUTS
     inputs = {k: tf.constant([r[k] for r in rows], DTYPES[t]) for k, t in kinds.items()}
     out = {k: v.numpy() for k, v in fn(**inputs).items()}
@@ -54,22 +54,27 @@ def call_continue(fn, rows: list[dict]) -> list[dict]:
     for i in range(len(rows)):
         row = {k: v[i] for k, v in out.items()}
         row["bytes"] = bytes(row["tokens"][: row["n_tokens"]].tolist())
+        row["ids"] = [int(t) for t in row["token_ids"].split()]
         row["finish_reason"] = row["finish_reason"].decode()
         result.append(row)
     return result
 
 
-def at(req: dict, generated: bytes, chunk: int) -> dict:
-    """The `continue` row of a request resumed after `generated`."""
-    return req | {"generated": generated, "step": len(generated), "chunk": chunk}
+def at(req: dict, generated: bytes, chunk: int, ids: list[int] | None = None) -> dict:
+    """The `continue` row of a request resumed after `generated`, the bytes of the tokens `ids`
+    (None: none sent, so the model tokenizes the bytes; the step counts them)."""
+    step = len(generated) if ids is None else len(ids)
+    return req | {"generated": generated, "generated_ids": " ".join(map(str, ids or ())),
+                  "step": step, "chunk": chunk}  # fmt: skip
 
 
 def stream(fn, req: dict, chunks: list[int]) -> dict:
-    """Call `continue` until the row finishes; chunk sizes from `chunks`, the last repeating."""
-    generated, pieces, counts, nll, scored = b"", [], [], 0.0, 0
+    """Call `continue` until the row finishes, handing each chunk's ids back; chunk sizes from
+    `chunks`, the last repeating."""
+    generated, ids, pieces, counts, nll, scored = b"", [], [], [], 0.0, 0
     while True:
         chunk = chunks[min(len(pieces), len(chunks) - 1)]
-        (out,) = call_continue(fn, [at(req, generated, chunk)])
+        (out,) = call_continue(fn, [at(req, generated, chunk, ids)])
         # `n_tokens` counts the chunk's bytes and a subword token is several: the chunk's
         # tokens are the ones it scored (its end token included)
         assert 0 <= out["n_scored"] <= chunk and out["n_tokens"] >= out["n_scored"] - 1
@@ -77,14 +82,15 @@ def stream(fn, req: dict, chunks: list[int]) -> dict:
             len(out["tokens"]) - out["n_tokens"]
         )
         generated += out["bytes"]
-        pieces.append(out["bytes"])
+        ids += out["ids"]
+        pieces.append((out["bytes"], out["ids"]))
         counts.append(int(out["n_scored"]))
         nll += float(out["nll_sum"])
         scored += int(out["n_scored"])
         if out["finish_reason"]:
             assert len(pieces) < 200
-            return out | {"bytes": generated, "pieces": pieces, "counts": counts, "nll": nll,
-                          "scored": scored}  # fmt: skip
+            return out | {"bytes": generated, "ids": ids, "pieces": pieces, "counts": counts,
+                          "nll": nll, "scored": scored}  # fmt: skip
         assert out["n_scored"] == chunk  # a row that may go on filled its chunk
 
 
@@ -148,7 +154,7 @@ def test_a_utf8_character_split_between_chunks_streams_as_unary(unary, cont) -> 
     reqs = [request("用户：我的快递怎么还没到？", 16, temperature=1.5, seed=s) for s in range(8)]
     for req, whole in zip(reqs, call_unary(unary, reqs), strict=True):
         streamed = stream(cont, req, [1])
-        split = [p for p in streamed["pieces"] if p and not _decodes(p)]
+        split = [b for b, _ in streamed["pieces"] if b and not _decodes(b)]
         if split:
             assert_same(streamed, whole)
             return
@@ -192,8 +198,8 @@ def test_the_length_budget_ends_the_last_chunk(cont) -> None:
     assert streamed["finish_reason"] == sig.FINISH_LENGTH
     assert streamed["counts"] == [4, 4, 2]  # tokens a chunk
     assert stream(cont, req, [5])["counts"] == [5, 5]  # the last ends exactly
-    everything = streamed["bytes"]
-    done = call_continue(cont, [at(req, everything, 4), at(req | {"max_new_tokens": 0}, b"", 4)])
+    everything = streamed["bytes"], 4, streamed["ids"]
+    done = call_continue(cont, [at(req, *everything), at(req | {"max_new_tokens": 0}, b"", 4)])
     for out in done:  # nothing left to generate: no token, nothing scored
         assert (out["finish_reason"], out["n_tokens"], out["n_scored"]) == ("length", 0, 0)
         assert out["nll_sum"] == 0.0
@@ -217,9 +223,28 @@ def test_a_truncated_long_prompt_streams_as_unary(unary, cont) -> None:
 
 
 def test_generated_bytes_past_the_window_are_refused_quietly(cont) -> None:
-    # A client that sends more bytes than the window holds gets a finished row, not an error.
-    (out,) = call_continue(cont, [at(request("hi", 10_000), b"z" * 500, 8)])
-    assert (out["finish_reason"], out["n_tokens"]) == ("length", 0)
+    # A client that sends more than the window holds gets a finished row, not an error: ids, or
+    # bytes alone, which the model tokenizes
+    req = request("hi", 10_000)
+    for out in call_continue(cont, [at(req, b"z" * 500, 8, [5] * 500), at(req, b"z" * 500, 8)]):
+        assert (out["finish_reason"], out["n_tokens"]) == ("length", 0)
+
+
+def test_the_generated_ids_are_read_as_given_and_bytes_without_ids_as_text() -> None:
+    from serving.model.continuation import generated_tokens
+    from serving.model.vocab import Vocab
+
+    def encode(text: tf.Tensor) -> tf.RaggedTensor:  # a stand-in tokenizer: a byte's id mod 3
+        return tf.strings.unicode_decode(text, "UTF-8") % 3
+
+    vocab = Vocab((b"ab", b"cde", b"x", b""), 3, encode, resumable=False)
+    generated = tf.constant(["abx", "cdex", "", "x", "ab"])
+    ids = tf.constant(["0 2", "", "", "2", " 0 "])
+    got = generated_tokens(vocab, generated, ids).to_list()
+    assert got == [[0, 2], [99 % 3, 100 % 3, 101 % 3, 120 % 3], [], [2], [0]]
+    for bad, says in (("0 4", "outside the vocabulary"), ("-1", "outside"), ("1 x", "x")):
+        with pytest.raises(tf.errors.InvalidArgumentError, match=says):
+            generated_tokens(vocab, tf.constant(["ab"]), tf.constant([bad]))
 
 
 def test_an_empty_batch_answers_empty_outputs(cont) -> None:
@@ -236,8 +261,9 @@ def test_rows_at_different_steps_in_one_batch_answer_as_alone(unary, cont) -> No
     for n, (req, chunk) in enumerate(
         zip([*SAMPLED, request("x", 30), request("", 5)], [1, 4, 16, 7, 2], strict=True)
     ):
-        so_far = stream(cont, req, [3])["bytes"][: 3 * n]
-        rows.append(at(req, so_far, chunk))
+        pieces = stream(cont, req, [3])["pieces"][:n]
+        so_far, ids = b"".join(b for b, _ in pieces), [i for _, got in pieces for i in got]
+        rows.append(at(req, so_far, chunk, ids))
     alone = [call_continue(cont, [r])[0] for r in rows]
     together = call_continue(cont, rows)
     assert len({r["step"] for r in rows}) > 1 and len({r["chunk"] for r in rows}) > 1

@@ -176,6 +176,7 @@ def test_the_loop_ends_when_every_row_has_stopped() -> None:
     chunk = gen.next_chunk(
         tf.constant(prompts),
         tf.constant(["", ""]),
+        tf.constant(["", ""]),
         tf.zeros([2], tf.int32),
         tf.fill([2], 40),
         tf.fill([2], 40),

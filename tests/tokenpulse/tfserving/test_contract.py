@@ -11,6 +11,7 @@ from tokenpulse.tfserving.contract import (
     ERROR,
     OK,
     PARTS,
+    RESUMES,
     STOP_IN_GRAPH,
     STREAMING,
     SignatureSpec,
@@ -44,7 +45,7 @@ def test_the_readme_shows_the_contract_as_the_code_defines_it() -> None:
 
 def test_the_full_contract_supports_every_feature_and_loads() -> None:
     found = {f.subject for f in check_signatures(full()) if f.level == OK}
-    assert found == {"required", STREAMING, STOP_IN_GRAPH}
+    assert found == {"required", STREAMING, STOP_IN_GRAPH, RESUMES}
     assert refusal(full()) == ""
 
 
@@ -86,11 +87,31 @@ def test_optional_parts_absent_degrade_but_half_present_break() -> None:
     assert errors(other_half)["continue.stop"] == "input the gateway never sends"
 
 
+def test_a_continue_from_before_generated_ids_degrades_and_half_of_it_breaks() -> None:
+    old = full(continue__generated_ids=None, continue__token_ids=None)
+    degraded = {f.subject for f in check_signatures(old) if f.level == "degraded"}
+    assert degraded == {RESUMES} and refusal(old) == ""
+    # the input turns it on: the gateway then reads `token_ids` from every chunk
+    assert errors(full(continue__token_ids=None)) == {"continue.token_ids": "output missing"}
+    # no `continue` at all: streaming is what is lost, not resuming
+    no_stream = full()
+    no_stream.pop(sig.CONTINUE_SIGNATURE_NAME)
+    degraded = {f.subject for f in check_signatures(no_stream) if f.level == "degraded"}
+    assert degraded == {STREAMING}
+
+
 @pytest.mark.parametrize(
     "specs",
-    [full(), {sig.SIGNATURE_NAME: full()[sig.SIGNATURE_NAME]}, full(serving_default__stop=None)],
+    [
+        full(),
+        {sig.SIGNATURE_NAME: full()[sig.SIGNATURE_NAME]},
+        full(serving_default__stop=None),
+        full(continue__generated_ids=None, continue__token_ids=None),
+    ],
 )
 def test_the_gateway_reads_the_same_triggers(specs: dict[str, SignatureSpec]) -> None:
     caps = VersionCaps.from_signatures({k: set(v.inputs) for k, v in specs.items()})
     on = enabled_features(specs)
-    assert (caps.streams, caps.stop_in_graph) == (STREAMING in on, STOP_IN_GRAPH in on)
+    assert (caps.streams, caps.stop_in_graph, caps.resumes) == (
+        STREAMING in on, STOP_IN_GRAPH in on, RESUMES in on
+    )  # fmt: skip

@@ -102,13 +102,15 @@ def unary(signatures: Any, prompts: list[str], **fields: Any) -> list[dict[str, 
 def streamed(signatures: Any, prompt: str, chunk: int, **fields: Any) -> dict[str, Any]:
     """One row through `continue`, `chunk` tokens a call, as the gateway sends it."""
     fn = signatures[sig.CONTINUE_SIGNATURE_NAME]
-    got, nll, scored, calls, finish = b"", 0.0, 0, 0, ""
+    got, ids, nll, scored, calls, finish = b"", b"", 0.0, 0, 0, ""
     while not finish and calls < 64:
         row = rows([prompt], **fields)
-        extra = {"generated": [got], "step": [len(got)], "chunk": [chunk]}
+        extra = {"generated": [got], "generated_ids": [ids], "step": [len(ids.split())],
+                 "chunk": [chunk]}  # fmt: skip
         out = fn(**row, **{k: tf.constant(v) for k, v in extra.items()})
         n = int(out["n_tokens"][0])
         got += bytes(out["tokens"][0].numpy()[:n].tolist())
+        ids = b" ".join(filter(None, (ids, out["token_ids"][0].numpy())))
         nll += float(out["nll_sum"][0])
         scored += int(out["n_scored"][0])
         finish, calls = out["finish_reason"][0].numpy().decode(), calls + 1
