@@ -209,9 +209,14 @@ def write_version(
     base_path.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".export-{version}-", dir=base_path))
     os.chmod(staging, 0o755)  # mkdtemp makes it private; the server may run as another user
+    # The root holds the weights and the tokenizer's tables, not the generator's tf.functions:
+    # saved as methods too, each signature's graph would be written twice (an object-graph
+    # copy that TF Serving never calls), doubling what every load deserializes.
+    root = tf.Module(name="export")
+    root.model, root.encoder = generator.model, generator.encoder
     try:
         tf.saved_model.save(
-            generator,
+            root,
             str(staging),
             signatures={
                 sig.SIGNATURE_NAME: generator.serve.get_concrete_function(),
