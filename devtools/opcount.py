@@ -37,7 +37,7 @@ def request_rows(
         rows = []
         for i, p in enumerate(prompts):
             got = bytes(first["tokens"][i][: int(first["n_tokens"][i])].tolist())
-            ids = [int(t) for t in first["token_ids"][i].split()]
+            ids = list(sig.parse_ids(first["token_ids"][i].decode()))
             rows.append(_raw(sig.continue_row(p, got, new_tokens, budget, ids)))
         return rows
     raise ValueError(f"no rows for signature {signature!r}")

@@ -152,12 +152,12 @@ class ChunkedClient(Client):
         sent = time.monotonic()
         row = self.route.body(item)["instances"][0]
         generated, calls, first = b"", 0, None
-        ids: list[str] = []
+        ids: tuple[int, ...] = ()
         try:
             while True:
                 body = row | {
                     "generated": {"b64": base64.b64encode(generated).decode("ascii")},
-                    "generated_ids": " ".join(ids),
+                    "generated_ids": sig.join_ids(ids),
                     "step": len(ids),
                     "chunk": self.mode.size(calls),
                 }
@@ -171,7 +171,7 @@ class ChunkedClient(Client):
                 calls += 1
                 first = first if first is not None else time.monotonic() - sent
                 generated += bytes(row_out["tokens"][: int(row_out["n_tokens"])])
-                ids += str(row_out["token_ids"]).split()
+                ids += sig.parse_ids(str(row_out["token_ids"]))
                 if row_out["finish_reason"] != sig.FINISH_NONE:
                     break
         except Exception:  # noqa: BLE001 - a failed request is counted, not fatal

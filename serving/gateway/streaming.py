@@ -41,7 +41,12 @@ from serving.gateway.textstream import TextStream
 from serving.gateway.upstream import Chunk, UpstreamError, UpstreamHTTPError
 from tokenpulse.samples import OutputSignals, RequestStats
 from tokenpulse.tfserving.predict import b64
-from tokenpulse.tfserving.signature import CONTINUE_SIGNATURE_NAME, FINISH_NONE, FINISH_STOP
+from tokenpulse.tfserving.signature import (
+    CONTINUE_SIGNATURE_NAME,
+    FINISH_NONE,
+    FINISH_STOP,
+    join_ids,
+)
 
 # TF Serving's answer (400, FAILED_PRECONDITION) for a signature the version does not export
 _NO_CONTINUE = f'signature key "{CONTINUE_SIGNATURE_NAME}" not found'
@@ -244,7 +249,7 @@ class StreamRun:
             {
                 "prompt": r.prompt,
                 "generated": b64(bytes(r.generated)),
-                **({"generated_ids": " ".join(map(str, r.ids))} if caps.resumes else {}),
+                **({"generated_ids": join_ids(r.ids)} if caps.resumes else {}),
                 "step": len(r.ids) if caps.resumes else len(r.generated),
                 "chunk": self.chunk_tokens if r.generated else self.first_chunk_tokens,
                 "max_new_tokens": job.max_new_tokens,

@@ -27,6 +27,7 @@ from tokenpulse.tfserving.signature import (
     RESUME_OUTPUTS,
     SIGNATURE_NAME,
     STOP_OUTPUTS,
+    parse_ids,
 )
 from tokenpulse.tfserving.status import available_versions, parse_model_status, status_path
 
@@ -120,7 +121,7 @@ def parse_chunks(doc: Any, rows: int) -> list[Chunk]:
                     truncated_prompt_tokens=int(row["truncated_prompt_tokens"]),
                     ended=decode_text(row["finish_reason"]) == FINISH_STOP
                     and int(row.get("stop_index", NO_STOP)) == NO_STOP,
-                    ids=tuple(int(t) for t in decode_text(row.get("token_ids", "")).split()),
+                    ids=parse_ids(decode_text(row.get("token_ids", ""))),
                 )
             )
         except (TypeError, ValueError) as exc:

@@ -187,20 +187,21 @@ def _streamed(
 
     subject = sig.CONTINUE_SIGNATURE_NAME
     resumes = sig.RESUME_INPUTS[0] in specs[subject].inputs
-    generated, ids, nll_sum, scored, calls = b"", b"", 0.0, 0, 0
+    generated, nll_sum, scored, calls = b"", 0.0, 0, 0
+    ids: tuple[int, ...] = ()
     try:
         while calls < _MAX_CALLS:
             calls += 1
             row = _row(settings) | {
                 "generated": generated,
-                "generated_ids": ids,
-                "step": len(ids.split()) if resumes else len(generated),
+                "generated_ids": sig.join_ids(ids),
+                "step": len(ids) if resumes else len(generated),
                 "chunk": settings.chunk,
             }
             out = _call(fn, specs[subject], row)
             n = int(out["n_tokens"])
             generated += bytes(int(t) for t in out["tokens"][:n])
-            ids = b" ".join(filter(None, (ids, out.get("token_ids", b""))))
+            ids += sig.parse_ids(out.get("token_ids", b"").decode())
             nll_sum, scored = nll_sum + float(out["nll_sum"]), scored + int(out["n_scored"])
             if out["finish_reason"].decode():
                 break

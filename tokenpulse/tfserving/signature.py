@@ -6,6 +6,8 @@ leading batch dimension, because TF Serving's batcher concatenates requests alon
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from tokenpulse.tfserving.predict import DEFAULT_SIGNATURE
 
 SIGNATURE_NAME = DEFAULT_SIGNATURE  # TF Serving's default key: a request may leave it out
@@ -133,6 +135,18 @@ CONTINUE_OUTPUTS: dict[str, str] = {
 RESUME_INPUTS = ("generated_ids",)
 RESUME_OUTPUTS = ("token_ids",)
 
+
+def join_ids(ids: Iterable[int]) -> str:
+    """Token ids as `generated_ids` and `token_ids` carry them: decimals separated by spaces."""
+    return " ".join(map(str, ids))
+
+
+def parse_ids(text: str) -> tuple[int, ...]:
+    """The ids of a `token_ids` output (any whitespace between them); ValueError if one is no
+    integer."""
+    return tuple(int(t) for t in text.split())
+
+
 FINISH_NONE = ""  # `continue` only: the row has budget left and has not stopped
 
 # Tokens per `continue` call when a client streams: each call re-prefills the prompt and the
@@ -169,7 +183,7 @@ def continue_row(
     row = default_row(prompt, max_new_tokens)
     row.update(
         generated={"b64": base64.b64encode(generated).decode("ascii")},
-        generated_ids=" ".join(map(str, ids or ())),
+        generated_ids=join_ids(ids or ()),
         step=len(generated) if ids is None else len(ids),
         chunk=chunk,
     )
