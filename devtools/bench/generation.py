@@ -56,28 +56,57 @@ def throughput(
     return tps
 
 
+def pairs(repeats: int) -> int:
+    """Paired runs per decode-cost figure: more than the `repeats` of a plain timing, since the
+    figure is a difference of two timings, and odd, so the median is one pair's. Three runs of
+    `bench model --preset default` timed phase by phase (all long runs, then all short ones;
+    3 repeats) gave our late/early 1.67, 0.52 and 1.79 on a shared machine; 13 pairs gave 1.28
+    and 1.25. One repeat (a quick run, as the tests make) times one pair."""
+    return 4 * repeats + 1 if repeats > 1 else 1
+
+
 def decode_cost(
-    runners: list[Runner], context: int, repeats: int, say: Say
+    runners: list[Runner],
+    context: int,
+    repeats: int,
+    say: Say,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, dict[str, float]]:
-    """Per runner: ms per decode step at batch 8 early and late in the window (the difference
-    of a long and a short run, so prefill cancels out), and late over early."""
+    """Per runner: ms per decode step at batch 8 early and late in the window, and late over
+    early.
+
+    One step's cost is the difference of a long and a short run from the same prompt, so the
+    prefill cancels out. The two runs of a difference go back to back (a pair), each pair's
+    difference is kept, and the figure is the median of the differences: load elsewhere that
+    drifts during the bench moves both runs of a pair alike, where timing all the long runs and
+    then all the short ones put the drift into the difference. Pairs go round-robin over the
+    runners and the two positions, and which run of a pair goes first alternates."""
     short, long = 8, 32
-
-    def per_token(prompt_len: int) -> dict[str, float]:
-        def timed(tokens: int) -> dict[str, float]:
-            calls = {r.name: partial(r.generate, 8, prompt_len, tokens) for r in runners}
-            return interleaved_medians(calls, repeats)
-
-        t_long, t_short = timed(long), timed(short)
-        return {name: (t_long[name] - t_short[name]) / (long - short) for name in t_long}
-
-    say("decode cost early vs late in the window")
-    early, late = per_token(8), per_token(context - long - 8)
-    return {
-        name: {
-            "decode_ms_per_step_early": round(early[name] * 1e3, 3),
-            "decode_ms_per_step_late": round(late[name] * 1e3, 3),
-            "late_over_early": round(late[name] / early[name], 3),
-        }
-        for name in early
+    positions = {"early": 8, "late": context - long - 8}
+    steps: dict[tuple[str, str], list[float]] = {
+        (r.name, where): [] for r in runners for where in positions
     }
+    say("decode cost early vs late in the window")
+    for r in runners:  # one untimed warm-up of each shape
+        for prompt_len in positions.values():
+            for tokens in (short, long):
+                r.generate(8, prompt_len, tokens)
+    for i in range(pairs(repeats)):
+        for r in runners:
+            for where, prompt_len in positions.items():
+                took = {}
+                for tokens in (short, long) if i % 2 == 0 else (long, short):
+                    start = clock()
+                    r.generate(8, prompt_len, tokens)
+                    took[tokens] = clock() - start
+                steps[(r.name, where)].append((took[long] - took[short]) / (long - short))
+    out = {}
+    for r in runners:
+        early = statistics.median(steps[(r.name, "early")])
+        late = statistics.median(steps[(r.name, "late")])
+        out[r.name] = {
+            "decode_ms_per_step_early": round(early * 1e3, 3),
+            "decode_ms_per_step_late": round(late * 1e3, 3),
+            "late_over_early": round(late / early, 3),
+        }
+    return out

@@ -37,7 +37,12 @@ from devtools.bench.harness import median_time, progress
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of the model benchmark."""
     parser.add_argument("--preset", default="default", help="model dimensions to benchmark")
-    parser.add_argument("--repeats", type=int, default=3, help="timed runs per figure (median)")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="timed runs per figure (median); decode cost: 4 x repeats + 1 pairs (1 for 1)",
+    )
     parser.add_argument(
         "--no-peer",
         dest="peer",
