@@ -5,18 +5,14 @@ prompts and seeds, so the same tokens: a stream equals its unary answer) as one 
 and as streams of `continue` calls of each chunk size, in turns round by round so drift on the
 host hits every mode alike. Per mode: tokens/s and its ratio to unary, the mean processed batch
 (the server's own `processed_batch_size` histogram), and latency to the first tokens and to the
-whole answer. Each `continue` call re-prefills the prompt and the tokens that came before (the
-ids each chunk returned; no KV state crosses calls), so the tokens/s ratio is the price of
-streaming. It ends with the mode closest
-to issue 19's two targets (see `choose_chunk`), which set DEFAULT_STREAM_CHUNK to 16.
+whole answer. Each `continue` call prefills the prompt and the ids the chunks before it
+returned (no KV state crosses calls), then decodes its own chunk, so the tokens/s ratio is the
+price of streaming. It ends with the mode closest to issue 19's two targets (see
+`choose_chunk`).
 
-Measured here (default-preset shapes, untrained weights, 64 new tokens at temperature 0.8, two
-shared cores under a load average of 8-14; four runs): at c=32 unary made 2656-3313 tokens/s
-with a mean batch of 14.6-15.4 of 32; chunk 16 made 0.55-0.73x that and chunk 8 0.42-0.46x,
-chunk 32 (two calls per request) 0.96-1.02x. Streaming does not raise the mean batch (11.0-15.5
-in every mode): with one batch thread a batch's rows come back together and queue while the
-other half runs, so two cohorts alternate at chunk boundaries as they do between requests.
-First tokens at c=1 came at 0.21-0.22x of unary latency with chunk 8, 0.31-0.35x with 16.
+What it measured on the trained default model, and what `tokenpulse bench streaming` measured
+through the gateway (which streams differently: every stream of a version in one call per chunk
+step), is written once, beside the defaults, in tokenpulse/tfserving/signature.py.
 """
 
 from __future__ import annotations

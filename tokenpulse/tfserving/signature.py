@@ -149,22 +149,24 @@ def parse_ids(text: str) -> tuple[int, ...]:
 
 FINISH_NONE = ""  # `continue` only: the row has budget left and has not stopped
 
-# Tokens per `continue` call when a client streams: each call re-prefills the prompt and the
-# tokens so far, so a small chunk costs throughput and a large one delays the first tokens.
-# `tokenpulse bench continuation` (default-preset model, 64 new tokens, batching on, 2 shared
-# cores; ranges over four runs, two for 32): against unary, tokens/s at c=32 and first tokens
-# at c=1 were 8: 0.42-0.46x, 0.21-0.22x; 16: 0.55-0.73x, 0.31-0.35x; 32: 0.96-1.02x,
-# 0.57-0.60x. 16 is the closest to both of issue 19's targets (>= 0.8x tokens/s, <= 0.3x
-# first-token latency); a chunk that grows per call (8, 32, ...) did worse under load: a batch
-# runs as many steps as its longest chunk. Rows of one batch should ask for the same chunk.
-# Through the gateway, which sends every stream of a version in one `continue` call per chunk
-# step (serving/gateway/chunkbatch.py), a first chunk of 8 then chunks of 32 did best in
-# `tokenpulse bench streaming` (same model and host, four runs; all three of issue 19's targets
-# met in three, tokens/s 0.78x in the fourth): first text at c=1 0.22-0.25x unary latency,
-# tokens/s at c=32 0.78-1.00x unary, mean processed batch 24.4-25.8 of 32 (unary 13.6-15.7).
-# There 16 (one run each): 0.70x, and 0.61x after a first 8; 8 then 32 called one stream at a
-# time: 0.61x and a mean batch of 15. The first chunk is small for the first text; after it a
-# stream's rows all ask for 32, and a batch's few first-chunk rows only cost their spare steps.
+# Tokens per `continue` call when a client streams: each call prefills the prompt and the ids
+# generated so far (`generated_ids`), then decodes its chunk, so a small chunk costs throughput
+# in prefills and a large one delays the first tokens. Measured on the trained default model
+# (256-token window, BPE), 64 new tokens, batching on, 2 shared cores:
+# - `tokenpulse bench continuation` (one `continue` call per chunk per stream): tokens/s against
+#   unary at c=1/8/32 and first tokens at c=1 were, chunk 8: 0.63/0.60/0.53x and 0.20x;
+#   16: 0.79/0.77/0.77x and 0.33x; 32: 0.94/0.85/0.87x and 0.55x. A chunk that grows per call
+#   did worse under load there: a batch runs as many steps as its longest chunk.
+# - Through the gateway, which sends every stream of a version in one `continue` call per chunk
+#   step (serving/gateway/chunkbatch.py), `tokenpulse bench streaming` (first text at c=1, then
+#   tokens/s and the mean processed batch at c=32, against unary; issue 19's targets <= 0.3x,
+#   >= 0.8x, >= 24 of 32): a first chunk of 8 then 32, three runs: 0.21-0.22x, 0.79-0.84x,
+#   20.6-25.9 (unary 15.0-15.3); 8 then 16: 0.22x, 0.76x, 26.4; 8 then 48 (two runs): 0.19-0.21x,
+#   0.69-0.72x, 24.1-25.0; 8 then 64: 0.21-0.22x, 0.87-1.12x, 21.9-23.2; 16 throughout: 0.31x,
+#   0.87x, 24.6; 32 throughout: 0.59x, 1.16x, 23.2. No setting met all three every time; 8 then
+#   32 meets the first-text target with room and sits at the other two. The first chunk is small
+#   for the first text; after it a stream's rows all ask for 32, and a batch's few first-chunk
+#   rows only cost their spare steps.
 DEFAULT_STREAM_CHUNK = 32
 DEFAULT_STREAM_FIRST_CHUNK = 8
 
