@@ -53,6 +53,10 @@ class Alert:
     # Prometheus's keep_firing_for (2.42+): the alert keeps firing this long after its expression
     # stops matching, so a condition that comes and goes (a crash loop) stays one page
     keep_firing_for: str = ""
+    # recording rules the expression reads, rendered just before the alert in its group: a
+    # group evaluates its rules in order at one timestamp, each seeing what the ones before it
+    # wrote (ALERTS_FOR_STATE of an earlier alert too), where another group's lag one step
+    records: tuple[Rule, ...] = ()
 
     @property
     def component(self) -> str:

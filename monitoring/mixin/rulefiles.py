@@ -26,7 +26,7 @@ def alert_groups(cfg: MixinConfig, t: Timing, models: links.Models) -> list[dict
         rule = alert.rule(cfg, t)
         url = links.dashboard_url(cfg, models, cfg.alertname(alert.name))
         rule["annotations"]["dashboard_url"] = url
-        groups.setdefault(alert.component, []).append(rule)
+        groups.setdefault(alert.component, []).extend([*alert.records, rule])
     return [{"name": f"tokenpulse-{k.lower()}.alerts", "rules": v} for k, v in groups.items()]
 
 

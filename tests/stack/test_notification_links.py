@@ -39,7 +39,7 @@ def _write_rule_file(path: Path, cfg: MixinConfig) -> None:
     """The generated rule as the stack renders it (its links), firing now; and a Watchdog."""
     text = rulefiles.render_files(cfg, build_models(cfg))[RULES["normal"][1].name]
     groups = yaml.safe_load(text)["groups"]
-    rule = next(r for g in groups for r in g["rules"] if r["alert"] == ALERT)
+    rule = next(r for g in groups for r in g["rules"] if r.get("alert") == ALERT)
     # firing after a few seconds: an alert that fires before Prometheus has found Alertmanager
     # waits for the next resend (a minute)
     rule = {**rule, "expr": FIRES_NOW, "for": "6s"}

@@ -17,21 +17,36 @@ windows of the symptoms it caused, so Alertmanager inhibits those while a hold f
 - otherwise it lasts cfg.recovery_window after the page's last firing evaluation.
 
 Each hold's value is the time since its page last fired, in seconds.
+
+"When last" is a mark: a recording rule worth the evaluation's time wherever its condition holds,
+read back with `max_over_time` over the hold's window (alerts/README.md, "Recording rules"). The
+marks sit in the alert group just before their hold, which comes after every alert it reads
+(tfserving.py), so each evaluation's marks see that evaluation's alert state.
 """
 
 from __future__ import annotations
 
 from monitoring.mixin.config import MixinConfig
-from monitoring.mixin.model import GATEWAY_PREFIX, Alert
+from monitoring.mixin.model import GATEWAY_PREFIX, Alert, Rule
 from monitoring.mixin.promql import Timing, number, render_seconds, seconds
 from monitoring.mixin.slis import error_ratio
 
 VERSIONS = "tokenpulse_tfserving_model_versions_available"
 
 
-def _last(expr: str, window: str) -> str:
-    """The last evaluation step within `window` at which `expr` had a result, per series."""
-    return f"max_over_time((({expr}) * 0 + time())[{window}:])"
+def _mark(name: str, expr: str, by: str | None = None) -> Rule:
+    """The recording rule `name`: the evaluation's time, for every series of `expr` (or of its
+    `by` labels)."""
+    if by is not None:
+        expr = f"max by ({by}) (\n{expr}\n)"
+    return {"record": name, "expr": f"({expr}) * 0 + time()"}
+
+
+def _last(mark: Rule, window: str, by: str | None = None) -> str:
+    """The last evaluation within `window` at which the mark's condition held, per series (or
+    per `by`)."""
+    last = f"max_over_time({mark['record']}[{window}])"
+    return last if by is None else f"max by ({by}) ({last})"
 
 
 def delivered(cfg: MixinConfig, alertname: str, for_: str, t: Timing) -> str:
@@ -100,19 +115,24 @@ def down_holds(cfg: MixinConfig, t: Timing) -> list[Alert]:
     by = f"job, instance, {cfg.replica_label}"
     # one series per target: Down and Flapping may both be active at the evaluation that hands over
     sent = f"max by ({by}) (\n{down_delivered(cfg, t)}\n)"
-    replica_sent = f"max by ({by}) ({_last(sent, hold)})"
+    replica_sent = _mark("replica:tfserving_down_paged:time", sent)
     # back for the fresh window and its margin, and some model failing afresh (the gateway's
     # errors have no replica label: any model's fresh failures release the replica's hold)
-    replica_back = f"min_over_time(up{ms}[{back}]) == 1\nand on () {fresh}"
-    replica_fresh = f"max by ({by}) ({_last(replica_back, hold)})"
+    replica_back = _mark(
+        "replica:tfserving_back_failing_afresh:time",
+        f"min_over_time(up{ms}[{back}]) == 1\nand on () {fresh}",
+        by,
+    )
     # the fleet: every target's page out at once; back once one target has served since
-    fleet_sent = _last(f"count({sent}) >= count(up{ms})", hold)
-    fleet_back = f"max(min_over_time(up{ms}[{back}])) == 1\nand on () {fresh}"
-    fleet_fresh = _last(fleet_back, hold)
+    fleet_sent = _mark("fleet:tfserving_down_paged:time", f"count({sent}) >= count(up{ms})")
+    fleet_back = _mark(
+        "fleet:tfserving_back_failing_afresh:time",
+        f"max(min_over_time(up{ms}[{back}])) == 1\nand on () {fresh}",
+    )
     return [
         Alert(
             "TfServingRecentlyDown",
-            _hold(replica_sent, replica_fresh, by),
+            _hold(_last(replica_sent, hold, by), _last(replica_back, hold, by), by),
             # fires in the evaluation that delivers the page, so the page's symptoms never race it
             "0s",
             "info",
@@ -122,10 +142,11 @@ def down_holds(cfg: MixinConfig, t: Timing) -> list[Alert]:
             "{{ $labels.instance }} and last fired "
             "{{ $value | humanizeDuration }} ago: " + _why(cfg, "the"),
             per_replica=True,
+            records=(replica_sent, replica_back),
         ),
         Alert(
             "TfServingFleetRecentlyDown",
-            _hold(fleet_sent, fleet_fresh, ""),
+            _hold(_last(fleet_sent, hold), _last(fleet_back, hold), ""),
             "0s",
             "info",
             "Every TF Serving replica was paged down at once within the recovery window.",
@@ -133,6 +154,7 @@ def down_holds(cfg: MixinConfig, t: Timing) -> list[Alert]:
             "once and last fired "
             "{{ $value | humanizeDuration }} ago: "
             + _why(cfg, "the fleet-wide (SLO burn, quality, traffic)"),
+            records=(fleet_sent, fleet_back),
         ),
     ]
 
@@ -145,19 +167,25 @@ def unavailable_holds(cfg: MixinConfig, t: Timing) -> list[Alert]:
     fresh = fresh_failures(cfg, t)
     by = f"model, {cfg.replica_label}"
     sent = delivered(cfg, cfg.alertname("TfServingNoAvailableVersion"), cfg.no_version_for, t)
-    replica_sent = f"max by ({by}) ({_last(sent, hold)})"
+    replica_sent = _mark("model_replica:tfserving_no_version_paged:time", sent, by)
     # that model had an AVAILABLE version on the replica all along the fresh window and margin
-    replica_back = f"min_over_time({VERSIONS}{ex}[{back}]) >= 1\nand on (model) {fresh}"
-    replica_fresh = f"max by ({by}) ({_last(replica_back, hold)})"
-    fleet_sent = _last(f"count by (model) ({sent}) >= scalar(count(up{ms}))", hold)
-    fleet_back = f"max by (model) (min_over_time({VERSIONS}{ex}[{back}])) >= 1\n" + (
-        f"and on (model) {fresh}"
+    replica_back = _mark(
+        "model_replica:tfserving_version_back_failing_afresh:time",
+        f"min_over_time({VERSIONS}{ex}[{back}]) >= 1\nand on (model) {fresh}",
+        by,
     )
-    fleet_fresh = _last(fleet_back, hold)
+    fleet_sent = _mark(
+        "model:tfserving_no_version_fleet_paged:time",
+        f"count by (model) ({sent}) >= scalar(count(up{ms}))",
+    )
+    fleet_back = _mark(
+        "model:tfserving_version_fleet_back_failing_afresh:time",
+        f"max by (model) (min_over_time({VERSIONS}{ex}[{back}])) >= 1\nand on (model) {fresh}",
+    )
     return [
         Alert(
             "TfServingRecentlyUnavailable",
-            _hold(replica_sent, replica_fresh, by),
+            _hold(_last(replica_sent, hold, by), _last(replica_back, hold, by), by),
             # fires in the evaluation that delivers the page, as TfServingRecentlyDown
             "0s",
             "info",
@@ -166,10 +194,11 @@ def unavailable_holds(cfg: MixinConfig, t: Timing) -> list[Alert]:
             "TokenPulseTfServingNoAvailableVersion paged for model {{ $labels.model }} and last "
             "fired {{ $value | humanizeDuration }} ago: " + _why(cfg, "that model's"),
             per_replica=True,
+            records=(replica_sent, replica_back),
         ),
         Alert(
             "TfServingFleetRecentlyUnavailable",
-            _hold(fleet_sent, fleet_fresh, "model"),
+            _hold(_last(fleet_sent, hold), _last(fleet_back, hold), "model"),
             "0s",
             "info",
             "A model was paged with no AVAILABLE version on every TF Serving replica at once "
@@ -177,5 +206,6 @@ def unavailable_holds(cfg: MixinConfig, t: Timing) -> list[Alert]:
             "TokenPulseTfServingNoAvailableVersion paged for model {{ $labels.model }} on every "
             "replica at once and last fired {{ $value | humanizeDuration }} ago: "
             + _why(cfg, "that model's fleet-wide (SLO burn, quality, traffic)"),
+            records=(fleet_sent, fleet_back),
         ),
     ]

@@ -98,7 +98,6 @@ def target_alerts(cfg: MixinConfig, t: Timing) -> list[Alert]:
             # are not paged one by one
             expr=f"{tfs_down}\nunless on ({replica_by}) {flapping}",
         ),
-        *down_holds(cfg, t),
         flapping_alert(cfg, t),
         Alert(
             "TfServingResourceExhausted",
@@ -123,6 +122,10 @@ def target_alerts(cfg: MixinConfig, t: Timing) -> list[Alert]:
             "TF Serving reports no AVAILABLE version of model {{ $labels.model }}.",
             per_replica=True,
         ),
+        # the holds come after every alert they read (Down, Flapping, NoAvailableVersion): a group
+        # runs its rules in order, so their marks see this evaluation's alert state, not the one
+        # before (holds.py)
+        *down_holds(cfg, t),
         *unavailable_holds(cfg, t),
         Alert(
             "TfServingVersionLoadFailed",
