@@ -14,6 +14,12 @@ from stack.drill.scenario import Expect, Log, Scenario
 from stack.drill.target import DrillError, Note, Target, is_watchdog, wait_for
 
 QUIET_TIMEOUT_S = 180.0  # a previous scenario's alerts resolve before the next fault starts
+# How late the drill may notice the end of a fault: one `up` undoes itself (a restart) shows in
+# its state file after the new process is healthy, and the drill polls that every 0.5 s, while
+# Prometheus may scrape the new process and the page resolve at the receiver first (a CI run saw
+# TfServingDown's resolution arrive as the drill marked the restart). A resolution this much
+# before the mark counts, if it came after the page it resolves.
+OFF_SEEN_LATE_S = 5.0
 
 
 @dataclass
@@ -25,6 +31,7 @@ class Outcome:
     fired_after_s: float | None = None
     resolved_after_s: float | None = None
     labels: dict[str, str] | None = None  # the alert that fired: only its own resolve counts
+    fired_at: float | None = None  # when its page arrived (epoch seconds)
 
 
 @dataclass
@@ -78,17 +85,30 @@ def wait_quiet(target: Target, timeout_s: float = QUIET_TIMEOUT_S) -> list[str]:
 
 
 def _wait_all(
-    target: Target, todo: list[tuple[Outcome, Expect]], status: str, since: float, bound: float
+    target: Target,
+    todo: list[tuple[Outcome, Expect]],
+    status: str,
+    since: float,
+    bound: float,
+    looking_back_s: float = 0.0,
 ) -> None:
+    """Wait until each outcome's note with `status` arrived; timings count from `since`, and a
+    resolution may come up to `looking_back_s` before it, never before its own page."""
+
     def pending() -> list[tuple[Outcome, Expect]]:
         notes = target.notes()
         left = []
         for outcome, e in todo:
-            note = _arrived(notes, e, status, since, outcome.labels)
+            after = since
+            if status == "resolved" and outcome.fired_after_s is not None:
+                fired_at = outcome.fired_at if outcome.fired_at is not None else since
+                after = max(since - looking_back_s, fired_at)
+            note = _arrived(notes, e, status, after, outcome.labels)
             if note is None:
                 left.append((outcome, e))
             elif status == "firing":
                 outcome.fired_after_s = round(note.at - since, 1)
+                outcome.fired_at = note.at
                 outcome.labels = note.labels
             else:
                 outcome.resolved_after_s = round(note.at - since, 1)
@@ -136,7 +156,7 @@ def _run(target: Target, scenario: Scenario, result: Result, say: Callable[[str]
         log.timings["fault_off"] = round(off - log.started, 1)
         say(f"{scenario.name}: fault off")
         fired = [(o, e) for o, e in outcomes if o.fired_after_s is not None]
-        _wait_all(target, fired, "resolved", off, scenario.resolve_within_s)
+        _wait_all(target, fired, "resolved", off, scenario.resolve_within_s, OFF_SEEN_LATE_S)
         time.sleep(scenario.settle_s)
     scenario.check(target, log)
     for o, _ in outcomes:

@@ -119,3 +119,37 @@ def test_an_unexpected_page_comes_with_when_it_paged_and_the_up_changes_behind_i
     (up,) = [r for r in result.remarks if r.startswith("up of ")]
     assert up == "up of tfserving m:1: 1@-5s 0@1s 1@2s"
     assert f"  . {up}" in table([result])
+
+
+class _ResolvedBeforeTheDrillSawIt(_UpUndoesIt):
+    """`up` restarted the model server and the page resolved at the receiver a moment before
+    the drill read the new pid from the stack's state file."""
+
+    @contextlib.contextmanager
+    def fault(self, target: Any, log: Log) -> Iterator[None]:
+        notes, labels = target.notes(), {"alertname": "TokenPulseTfServingDown"}
+        # an older incident's resolution: before this page, so it settles nothing
+        notes.append(Note(time.time() - 0.5, "pager", "resolved", labels["alertname"], labels))
+        notes.append(Note(time.time() + 0.05, "pager", "firing", labels["alertname"], labels))
+        yield
+        time.sleep(0.3)
+        notes.append(Note(time.time(), "pager", "resolved", labels["alertname"], labels))
+        time.sleep(0.3)  # the drill notices the restart now
+
+
+def test_a_resolution_just_before_the_drill_saw_the_restart_counts_but_not_one_before_the_page():
+    result = run_one(_Stack([]), _ResolvedBeforeTheDrillSawIt(), lambda line: None)  # type: ignore[arg-type]
+    assert result.passed, result.problems
+    (outcome,) = result.expected
+    assert outcome.resolved_after_s is not None and -0.5 < outcome.resolved_after_s < 0
+
+
+def test_a_resolution_before_its_page_settles_nothing() -> None:
+    t0 = time.time()
+    e = Expect("TokenPulseCanaryMismatch", receiver="chat")
+    outcome = Outcome(e.alertname, e.receiver)
+    target = _Receiver([_note(t0 + 1, "firing", "90")])
+    _wait_all(target, [(outcome, e)], "firing", t0, bound=1.0)  # type: ignore[arg-type]
+    target.notes().insert(0, _note(t0 + 0.5, "resolved", "90"))  # before the page
+    _wait_all(target, [(outcome, e)], "resolved", t0 + 2, 0.6, looking_back_s=5.0)  # type: ignore[arg-type]
+    assert outcome.resolved_after_s is None
