@@ -6,10 +6,16 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 STACK_STAMP := $(VENV)/.installed-stack
+# uv installs the lock into the venv: from a cold cache 9.5 s here against pip's 50 s, the same
+# distributions at the same versions (`pip freeze` of both venvs differs by uv alone), and a warm
+# cache makes a second venv (`stack-venv`, as a test builds it) a matter of seconds. uv does not
+# read pip's configuration: behind a mirror, set UV_DEFAULT_INDEX (or UV_INDEX_URL) as well.
+UV_VERSION := 0.13.9
+UV := $(BIN)/uv
 # grafana-client's niquests needs urllib3-future, whose wheel overwrites urllib3 in place (breaking
 # requests and elastic-transport). Built from source with URLLIB3_NO_OVERRIDE it installs beside
 # urllib3 as `urllib3_future`, which niquests uses as is.
-PIP_INSTALL := URLLIB3_NO_OVERRIDE=1 $(BIN)/pip install -q --no-binary urllib3-future
+PIP_INSTALL := URLLIB3_NO_OVERRIDE=1 $(UV) pip install -q --python $(BIN)/python --no-binary urllib3-future
 MODELS ?= models
 PRESET ?= default
 
@@ -20,15 +26,18 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
+$(UV): | $(BIN)/python
+	$(BIN)/pip install -q uv==$(UV_VERSION)
+
 # Everything the tests and tools need: the whole lock.
-$(STAMP): pyproject.toml requirements.lock | $(BIN)/python
+$(STAMP): pyproject.toml requirements.lock | $(UV)
 	$(PIP_INSTALL) -r requirements.lock
 	$(BIN)/pip install -q --no-deps -e .
 	@touch $(STAMP)
 
 # What `make up` runs: every component's set (the `all` extra) plus the `stack` extra, at the
 # lock's versions.
-$(STACK_STAMP): pyproject.toml requirements.lock scripts/requirements.py | $(BIN)/python
+$(STACK_STAMP): pyproject.toml requirements.lock scripts/requirements.py | $(UV)
 	$(BIN)/python scripts/requirements.py all stack > $(VENV)/stack-requirements.txt
 	$(PIP_INSTALL) -r $(VENV)/stack-requirements.txt -c requirements.lock
 	$(BIN)/pip install -q --no-deps -e .
