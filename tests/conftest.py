@@ -21,6 +21,7 @@ import pytest
 
 from devtools.stack import Stack, running_stack
 from tests.support import markers
+from tests.support.modelserver import MODELSERVER_TEST_ENV
 from tests.support.scheduling import LaneScheduling, cores, niceness, released
 from tests.support.stack import LANES, SHARED_STACK, run_order, scope_of
 from tokenpulse import logging as tp_logging
@@ -29,6 +30,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # promtool, amtool, Prometheus and Alertmanager are Go, and CPU is what the suite runs short of:
 # at GOGC=400 promtool spends a quarter less CPU on the rule tests (README, "Development").
 os.environ.setdefault("GOGC", "400")
+# every model server the suite starts runs without Grappler's rewrites (tests.support.modelserver)
+os.environ.update(MODELSERVER_TEST_ENV)
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:

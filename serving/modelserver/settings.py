@@ -80,6 +80,12 @@ class ModelServerSettings(BaseSettings):
     tensorflow_inter_op_parallelism: int = Field(
         0, ge=0, description="ops run at once; 0: TensorFlow's default (every core)"
     )
+    graph_rewrites: bool = Field(
+        True,
+        description="Grappler's rewrites of each signature on its first call (TF Serving turns "
+        "them off through --platform_config_file's rewrite_options.disable_meta_optimizer); "
+        "false: about 2 CPU-s less per version loaded, for a model too small to gain from them",
+    )
     log_level: LogLevel = Field("INFO", description="DEBUG, INFO, WARNING or ERROR")
 
     @model_validator(mode="after")

@@ -26,6 +26,7 @@ import httpx
 from devtools.traffic import steady_traffic
 from stack.up.banner import READY_LINE
 from stack.up.settings import PORT_FIELDS
+from tests.support.modelserver import MODELSERVER_TEST_ENV
 from tokenpulse.procs import free_port
 
 # the test stack's pace (stack/profiles.py: compressed rules, fast scrapes and polls, fake GPUs, a
@@ -145,6 +146,7 @@ def running_up(workdir: Path, *extra: str, env: dict[str, str]) -> Iterator[UpSt
     # its own training runs only (drills start them), never the checkout's
     argv.append(f"--training-cache-dir={workdir / 'training'}")
     argv += [f"--{name.replace('_', '-')}={port}" for name, port in ports.items()]
+    env = {**env, **MODELSERVER_TEST_ENV}  # callers leave the suite's TOKENPULSE_ settings out
     proc = subprocess.Popen(
         argv, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # noqa: PLW1509

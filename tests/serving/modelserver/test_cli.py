@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from serving.modelserver.cli import add_arguments, settings_from_args
+from serving.modelserver.settings import ModelServerSettings
 from tokenpulse.settings_cli import ArgumentParser, SettingsError
 
 
@@ -145,3 +146,26 @@ def test_thread_pool_flags_size_tensorflows_pools() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.stdout.split() == ["3", "2"], proc.stderr[-2000:]
+
+
+def test_graph_rewrites_false_turns_grappler_off_and_true_leaves_it_on() -> None:
+    """Off, as TF Serving's platform config's `disable_meta_optimizer` turns it off; on by
+    default (the suite's environment sets it off: tests.support.modelserver)."""
+    assert ModelServerSettings.model_fields["graph_rewrites"].default is True
+    s = settings_from_args(parse("--model_base_path=/m", "--graph_rewrites=false"))
+    assert s.graph_rewrites is False
+    code = (
+        "import sys, tensorflow as tf\n"
+        "from serving.modelserver.settings import ModelServerSettings\n"
+        "from serving.modelserver.server import apply_thread_pools\n"
+        "apply_thread_pools(ModelServerSettings(model_base_path='/m',"
+        " graph_rewrites=sys.argv[1] == 'on'))\n"
+        "print(tf.config.optimizer.get_experimental_options().get('disable_meta_optimizer'))\n"
+    )
+    got = [
+        subprocess.run(
+            [sys.executable, "-c", code, arg], capture_output=True, text=True, timeout=120
+        )
+        for arg in ("on", "off")
+    ]
+    assert [p.stdout.split() for p in got] == [["False"], ["True"]], got[1].stderr[-2000:]
