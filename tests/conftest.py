@@ -13,6 +13,7 @@ Collection marks every test `stack` or `training` from what it and its fixtures 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -51,12 +52,38 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 _niceness = 0  # what this worker's process runs at now (os.nice only raises it)
+_rewrites: bool | None = None  # Grappler's rewrites in this process's TensorFlow, once set
+
+
+def _tensorflow_rewrites(node: Any) -> None:
+    """Once this process has imported TensorFlow, its functions run without Grappler's rewrites,
+    as the suite's model servers do (tests.support.modelserver), unless the test is marked
+    `graph_rewrites` (it counts the kernels the stock server runs). The tiny models' graphs gain
+    nothing from them, and each traced function's first call paid for them (test_stops and
+    test_continuation: 44.5 CPU-s with them, 32 without). The CLI's processes keep them."""
+    global _rewrites
+    tf = sys.modules.get("tensorflow")
+    wanted = node.get_closest_marker("graph_rewrites") is not None
+    if tf is not None and wanted is not _rewrites:
+        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": not wanted})
+        _rewrites = wanted
+
+
+def pytest_fixture_setup(fixturedef: Any, request: pytest.FixtureRequest) -> None:
+    """Before each fixture: TensorFlow's rewrites as the test wants them, if it is imported."""
+    _tensorflow_rewrites(request.node)
+
+
+def pytest_runtest_call(item: pytest.Item) -> None:
+    """And before the test itself, whose fixtures may have imported TensorFlow."""
+    _tensorflow_rewrites(item)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """A module outside the lanes yields the lanes' stacks the CPU: on a computing worker from
     its first test, on a lane's worker once it leaves its lane."""
     global _niceness
+    _tensorflow_rewrites(item)
     if "PYTEST_XDIST_WORKER" in os.environ:
         wanted = niceness(item.nodeid, int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
         if wanted > _niceness:

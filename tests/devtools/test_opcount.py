@@ -9,6 +9,8 @@ import pytest
 from devtools.opcount import executed_ops, ops_per_decode_step
 from tokenpulse.tfserving import signature as sig
 
+pytestmark = pytest.mark.graph_rewrites  # the stock server's loader rewrites the graph
+
 
 def test_continue_runs_the_unary_decode_step_in_the_stock_servers_loader(
     tiny_export: Path,
