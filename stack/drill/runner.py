@@ -100,9 +100,8 @@ def _wait_all(
         left = []
         for outcome, e in todo:
             after = since
-            if status == "resolved" and outcome.fired_after_s is not None:
-                fired_at = outcome.fired_at if outcome.fired_at is not None else since
-                after = max(since - looking_back_s, fired_at)
+            if status == "resolved" and outcome.fired_at is not None:
+                after = max(since - looking_back_s, outcome.fired_at)
             note = _arrived(notes, e, status, after, outcome.labels)
             if note is None:
                 left.append((outcome, e))
