@@ -55,7 +55,8 @@ class Alert:
     keep_firing_for: str = ""
     # recording rules the expression reads, rendered just before the alert in its group: a
     # group evaluates its rules in order at one timestamp, each seeing what the ones before it
-    # wrote (ALERTS_FOR_STATE of an earlier alert too), where another group's lag one step
+    # wrote (ALERTS_FOR_STATE of an earlier alert too); a record in another group would be read
+    # one evaluation late
     records: tuple[Rule, ...] = ()
 
     @property
