@@ -496,8 +496,10 @@ def test_one_failed_shared_call_is_one_breaker_failure(tmp_path: Path) -> None:
     key = make_keys_file(tmp_path / "keys.json", demo={})["demo"]
     # call 1 carries the first stream alone; the other five queue behind it and share call 2,
     # which fails (as does the first stream's next call): one failure per failed call, not one
-    # per stream in it, so 2 failures leave a breaker of threshold 3 closed (6 would open it)
-    state = FakeState(outputs={"p": b"x" * 16}, delay_s=0.3, fail_from_call=2)
+    # per stream in it, so 2 failures leave a breaker of threshold 3 closed (6 would open it).
+    # The five are sent once call 1 has reached the upstream, which holds each call 1 s: sent
+    # with the first at once, two of them once reached the gateway before call 1 left it.
+    state = FakeState(outputs={"p": b"x" * 16}, delay_s=1.0, fail_from_call=2)
     body = {"model": "gen", "prompt": "p", "max_tokens": 16, "stream": True}
     with (
         FakeContinue(state) as up,
@@ -507,10 +509,16 @@ def test_one_failed_shared_call_is_one_breaker_failure(tmp_path: Path) -> None:
         ) as gw,
     ):  # fmt: skip
         url = f"{gw.url}/v1/completions"
+
+        def post(_: int) -> httpx.Response:
+            return httpx.post(url, headers=auth(key), json=body, timeout=30)
+
         with ThreadPoolExecutor(6) as pool:
-            answers = list(pool.map(
-                lambda _: httpx.post(url, headers=auth(key), json=body, timeout=10), range(6)
-            ))  # fmt: skip
+            first = pool.submit(post, 0)
+            deadline = time.monotonic() + 30
+            while up.calls["continue"] < 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            answers = [*pool.map(post, range(5)), first.result()]
         assert up.calls["continue"] <= 3  # the five rode in one call
         assert sorted(a.status_code for a in answers) == [200] + [502] * 5
         assert metric_value(gw.url, "tokenpulse_gateway_circuit_breaker_state") == 0
