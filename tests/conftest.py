@@ -83,7 +83,6 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     """A module outside the lanes yields the lanes' stacks the CPU: on a computing worker from
     its first test, on a lane's worker once it leaves its lane."""
     global _niceness
-    _tensorflow_rewrites(item)
     if "PYTEST_XDIST_WORKER" in os.environ:
         wanted = niceness(item.nodeid, int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
         if wanted > _niceness:

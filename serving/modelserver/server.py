@@ -29,7 +29,7 @@ class StartupError(Exception):
 def run(settings: ModelServerSettings) -> None:
     """Load the configured models, serve gRPC + REST until a signal, then stop cleanly."""
     import_tensorflow()  # first, so that nothing imports it with Keras
-    apply_thread_pools(settings)
+    configure_tensorflow(settings)
     from serving.modelserver.batching import BatchScheduler
     from serving.modelserver.manager import ModelManager, Poller, list_versions
     from serving.modelserver.metrics import ServingMetrics
@@ -103,19 +103,17 @@ def _freeze_runtime() -> None:
     gc.freeze()
 
 
-def apply_thread_pools(settings: ModelServerSettings) -> None:
-    """Size TensorFlow's pools before its runtime starts (a container's CPU limit, not the node's
-    cores); 0 leaves TensorFlow's default. With graph_rewrites off, Grappler is off too: the
-    `tiny` export's first call of each signature then cost 0.5-0.8 CPU-s here instead of 1.5-1.7
-    (1.2 CPU-s of warmup instead of 3.1), and its steady decoding (batch 8, 48 tokens) no more.
-    Larger models gain from the rewrites, so they stay on by default."""
+def configure_tensorflow(settings: ModelServerSettings) -> None:
+    """TensorFlow as the flags ask, before its runtime starts: its pools sized (a container's
+    CPU limit, not the node's cores; 0 leaves TensorFlow's default), and Grappler's rewrites off
+    with graph_rewrites off. The `tiny` export's first call of each signature then cost 0.5-0.8
+    CPU-s here instead of 1.5-1.7 (1.2 CPU-s of warmup instead of 3.1), and its steady decoding
+    (batch 8, 48 tokens) no more. Larger models gain from the rewrites, so they stay on by
+    default."""
     import tensorflow as tf
 
     if not settings.graph_rewrites:
         tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
-    if not (settings.tensorflow_intra_op_parallelism or settings.tensorflow_inter_op_parallelism):
-        return
-
     if settings.tensorflow_intra_op_parallelism:
         tf.config.threading.set_intra_op_parallelism_threads(
             settings.tensorflow_intra_op_parallelism

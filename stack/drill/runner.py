@@ -14,10 +14,10 @@ from stack.drill.scenario import Expect, Log, Scenario
 from stack.drill.target import DrillError, Note, Target, is_watchdog, wait_for
 
 QUIET_TIMEOUT_S = 180.0  # a previous scenario's alerts resolve before the next fault starts
-# How late the drill may notice the end of a fault: one `up` undoes itself (a restart) shows in
-# its state file after the new process is healthy, and the drill polls that every 0.5 s, while
-# Prometheus may scrape the new process and the page resolve at the receiver first (a CI run saw
-# TfServingDown's resolution arrive as the drill marked the restart). A resolution this much
+# How late the drill may notice the end of a fault: a fault `up` undoes itself (a restart) shows
+# in its state file only after the new process is healthy, and the drill polls that every 0.5 s,
+# while Prometheus may scrape the new process and the page resolve at the receiver first (a CI run
+# saw TfServingDown's resolution arrive as the drill marked the restart). A resolution this much
 # before the mark counts, if it came after the page it resolves.
 OFF_SEEN_LATE_S = 5.0
 

@@ -3,7 +3,7 @@
 MODELSERVER_TEST_ENV is what every model server the suite starts runs with (tests/conftest.py puts
 it in the suite's environment, tests/e2e/upstack.py in `up`'s): no Grappler rewrites. They cost
 about 2 CPU-s of each version's first calls, and the tiny exports the suite serves decode no faster
-for them (serving/modelserver/server.py, apply_thread_pools).
+for them (serving/modelserver/server.py, configure_tensorflow).
 """
 
 from stack.launch import ModelServerProcess, ModelServerStartError, running_modelserver

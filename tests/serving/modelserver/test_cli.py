@@ -138,8 +138,8 @@ def test_thread_pool_flags_size_tensorflows_pools() -> None:
     code = (
         "import tensorflow as tf\n"
         "from serving.modelserver.settings import ModelServerSettings\n"
-        "from serving.modelserver.server import apply_thread_pools\n"
-        "apply_thread_pools(ModelServerSettings(model_base_path='/m',"
+        "from serving.modelserver.server import configure_tensorflow\n"
+        "configure_tensorflow(ModelServerSettings(model_base_path='/m',"
         " tensorflow_intra_op_parallelism=3, tensorflow_inter_op_parallelism=2))\n"
         "print(tf.config.threading.get_intra_op_parallelism_threads(),"
         " tf.config.threading.get_inter_op_parallelism_threads())\n"
@@ -157,8 +157,8 @@ def test_graph_rewrites_false_turns_grappler_off_and_true_leaves_it_on() -> None
     code = (
         "import sys, tensorflow as tf\n"
         "from serving.modelserver.settings import ModelServerSettings\n"
-        "from serving.modelserver.server import apply_thread_pools\n"
-        "apply_thread_pools(ModelServerSettings(model_base_path='/m',"
+        "from serving.modelserver.server import configure_tensorflow\n"
+        "configure_tensorflow(ModelServerSettings(model_base_path='/m',"
         " graph_rewrites=sys.argv[1] == 'on'))\n"
         "print(tf.config.optimizer.get_experimental_options().get('disable_meta_optimizer'))\n"
     )
