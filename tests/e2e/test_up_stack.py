@@ -184,14 +184,16 @@ def test_a_sample_is_searchable_and_redacted(up: UpStack) -> None:
     argv = [sys.executable, "-m", "stack.cli", *command.split()[1:], "--json"]
     argv += ["--text", "order"]
 
-    def search() -> list[dict]:
+    def ours() -> list[dict]:
+        # canaries and earlier traffic are sampled too, and the tiny model's text can say "order"
         out = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True)
-        return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+        found = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+        return [r for r in found if "about order 7" in json.dumps(r)]
 
-    (record, *_) = wait_until(search, 60, "the sample in the embedded store")
+    (record, *_) = wait_until(ours, 60, "the sample in the embedded store")
     text = json.dumps(record)
     assert "jane.doe@example.com" not in text
-    assert "[REDACTED:email]" in text and "order 7" in text
+    assert "[REDACTED:email]" in text
 
 
 def _firing(notes: list[dict], receiver: str | None = None) -> list[dict]:
