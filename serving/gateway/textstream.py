@@ -1,16 +1,18 @@
 """Bytes of a streamed generation in, text safe to send out: UTF-8 and stop sequences across chunks.
 
 The model emits byte tokens, so a chunk may end inside a multi-byte character: the partial
-character is held until the next chunk completes it (at the end, a character left incomplete
-becomes U+FFFD, as the model's own `text` output replaces it). A stop sequence may also be split
-between chunks: the longest tail of the text that is a prefix of some stop sequence is held back,
-so when the rest arrives the stream stops without having sent the first half; when the rest does
-not arrive, the held text is sent with the next piece or at the end.
+character is held until the next chunk completes it (at the end, a character left cut short is
+dropped, as the model's own `text` output drops it: `tokenpulse/utf8.py`). A stop sequence may
+also be split between chunks: the longest tail of the text that is a prefix of some stop
+sequence is held back, so when the rest arrives the stream stops without having sent the first
+half; when the rest does not arrive, the held text is sent with the next piece or at the end.
 """
 
 from __future__ import annotations
 
 import codecs
+
+from tokenpulse.utf8 import partial_char_len
 
 
 def apply_stop(text: str, stops: tuple[str, ...]) -> tuple[str, bool]:
@@ -44,7 +46,12 @@ class TextStream:
         """The text that may be sent after `data`; `final` flushes what is held."""
         if self.stopped:
             return ""
-        pending = self._held + self._decoder.decode(data, final)
+        pending = self._held + self._decoder.decode(data)
+        if final:
+            held, _ = self._decoder.getstate()
+            if held and partial_char_len(held) == len(held):
+                self._decoder.reset()  # a character cut short: not text, never sent
+            pending += self._decoder.decode(b"", True)
         cut = min((i for i in (pending.find(s) for s in self._stops) if i >= 0), default=-1)
         if cut >= 0:
             self.stopped = True

@@ -21,7 +21,7 @@ from collections.abc import Callable
 import tensorflow as tf
 
 from serving.model.bpe import MAX_WORD_BYTES, N_BYTES, SPLIT_PATTERN, BpeError, BpeSpec
-from serving.model.vocab import Vocab, encode_bytes, sanitize_utf8
+from serving.model.vocab import Vocab, encode_bytes, finished_text, sanitize_utf8
 from tokenpulse.chatformat import SPECIAL_TOKENS
 from tokenpulse.tfserving.ops import tf_text_library
 
@@ -176,8 +176,9 @@ def bpe_vocab(spec: BpeSpec) -> Vocab:
 
 
 def decode(vocab: Vocab, ids: tf.Tensor, lengths: tf.Tensor) -> tf.Tensor:
-    """[B, T] ids and [B] lengths -> [B] valid UTF-8 strings (a split character is replaced)."""
-    return sanitize_utf8(vocab.join(ids, tf.sequence_mask(lengths, tf.shape(ids)[1])))
+    """[B, T] ids and [B] lengths -> [B] valid UTF-8 strings (invalid bytes replaced, a last
+    character cut short dropped: `finished_text`)."""
+    return finished_text(vocab.join(ids, tf.sequence_mask(lengths, tf.shape(ids)[1])))
 
 
 SPEC_KEY = "tokenizer/spec/.ATTRIBUTES/VARIABLE_VALUE"  # where a checkpoint keeps it

@@ -18,8 +18,10 @@ def test_a_character_split_between_chunks_is_held_until_whole() -> None:
     assert _stream([raw[:2], raw[2:3], raw[3:]]) == ["a", "", "€b"]
 
 
-def test_a_character_left_incomplete_at_the_end_becomes_a_replacement() -> None:
-    assert _stream([b"ok\xe2\x82"]) == ["ok\ufffd"]
+def test_a_character_cut_short_at_the_end_is_dropped_and_invalid_bytes_replaced() -> None:
+    assert _stream([b"ok\xe2", b"\x82"]) == ["ok", ""]  # the model's text drops it too
+    assert _stream([b"ok\xed\xa0"]) == ["ok\ufffd\ufffd"]  # begins no character: replaced
+    assert _stream([b"ok\xff", b"!"]) == ["ok\ufffd", "!"]
 
 
 def test_a_stop_split_between_chunks_stops_without_sending_its_first_half() -> None:

@@ -12,6 +12,7 @@ from serving.model.config import get_preset
 from serving.model.generate import Generator
 from serving.model.tokenizer import BYTE_EOT_ID, byte_vocab
 from serving.model.transformer import GPT
+from serving.model.vocab import finished_text
 from tokenpulse.tfserving import signature as sig
 from tokenpulse.tfserving.ops import load_saved_model
 
@@ -94,13 +95,16 @@ def stream(fn, req: dict, chunks: list[int]) -> dict:
         assert out["n_scored"] == chunk  # a row that may go on filled its chunk
 
 
-def text_of(raw: bytes) -> bytes:
-    """What `serving_default` makes of raw bytes: invalid UTF-8 replaced the model's way."""
-    return tokenizer.sanitize_utf8(tf.constant(raw)).numpy()
+def text_of(raw: bytes, at_stop: bool = False) -> bytes:
+    """What `serving_default` makes of raw bytes: invalid UTF-8 replaced the model's way, and,
+    where the generation ended (not at a stop sequence), a last character cut short dropped."""
+    text = tf.constant(raw)
+    return (tokenizer.sanitize_utf8(text) if at_stop else finished_text(text)).numpy()
 
 
 def assert_same(streamed: dict, whole: dict) -> None:
-    assert text_of(streamed["bytes"]) == whole["text"]
+    at_stop = int(whole.get("stop_index", sig.NO_STOP)) != sig.NO_STOP
+    assert text_of(streamed["bytes"], at_stop) == whole["text"]
     # the same tokens: unary's, plus the end token when one ended the row (scored, not output)
     assert whole["output_tokens"] <= streamed["scored"] <= whole["output_tokens"] + 1
     assert streamed["finish_reason"] == whole["finish_reason"].decode()

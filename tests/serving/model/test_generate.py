@@ -59,7 +59,8 @@ def test_greedy_row_reports_its_signals(serve) -> None:
     assert out["finish_reason"] in (sig.FINISH_STOP, sig.FINISH_LENGTH)
     if out["finish_reason"] == sig.FINISH_LENGTH:
         assert out["output_tokens"] == 12
-    assert len(out["text"].encode()) >= out["output_tokens"] - 3 * out["text"].count("\ufffd")
+    # each token is a byte or more; U+FFFD stands for 1-3 of them, a character cut short for none
+    assert len(out["text"].encode()) + 3 >= out["output_tokens"] - 3 * out["text"].count("\ufffd")
     assert out["text"] and "<|" not in out["text"]  # special tokens stand for no text
     assert out["mean_nll"] >= 0
 

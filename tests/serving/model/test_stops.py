@@ -58,7 +58,11 @@ def test_a_stop_ends_a_subword_export_row_unary_and_streamed_alike(export, chunk
     raw = stream(cont, HOT, [16])["bytes"]
     k, stop = first_new(raw, 2, 6)
     (out,) = call_unary(unary, [stopping(HOT, "\x01never", stop)])
-    assert (out["text"], out["finish_reason"], out["stop_index"]) == (text_of(raw[:k]), b"stop", 1)
+    assert (out["text"], out["finish_reason"], out["stop_index"]) == (
+        text_of(raw[:k], at_stop=True),
+        b"stop",
+        1,
+    )
     assert out["output_tokens"] < k + 2  # subwords: fewer tokens than bytes, the stop's counted
     streamed = stream(cont, stopping(HOT, "\x01never", stop), [chunk])
     assert streamed["bytes"].startswith(raw[:k] + stop.encode())  # the caller cuts the stop
@@ -98,7 +102,7 @@ def test_a_stop_sequence_ends_the_row_and_is_left_out_of_the_text(unary, cont, r
     assert len(raw) == 40
     k, stop = first_new(raw, 2, 5)
     (out,) = call_unary(unary, [stopping(req, stop, slot=slot)])
-    assert out["text"] == text_of(raw[:k])
+    assert out["text"] == text_of(raw[:k], at_stop=True)
     assert out["output_tokens"] == k + 2  # usage counts the stop sequence, as vLLM's does
     assert (out["finish_reason"], out["stop_index"]) == (b"stop", slot)
 
@@ -112,7 +116,7 @@ def test_rows_that_stop_at_different_steps_answer_as_alone(unary, cont) -> None:
     alone = [call_unary(unary, [r])[0] for r in rows]
     for (k, _), out in zip(cuts, together[:3], strict=False):
         assert (out["text"], out["output_tokens"], out["stop_index"]) == (
-            text_of(raw[:k]),
+            text_of(raw[:k], at_stop=True),
             k + 1,
             0,
         )
@@ -137,7 +141,11 @@ def test_of_two_stops_ending_at_one_byte_the_longer_cuts_the_text(unary, cont) -
     k = next(k for k in range(3, 39) if raw.find(raw[k + 1 : k + 2]) == k + 1)
     short, long = raw[k + 1 : k + 2].decode(), raw[k : k + 2].decode()
     (out,) = call_unary(unary, [stopping(HOT, short, long)])
-    assert (out["text"], out["output_tokens"], out["stop_index"]) == (text_of(raw[:k]), k + 2, 1)
+    assert (out["text"], out["output_tokens"], out["stop_index"]) == (
+        text_of(raw[:k], at_stop=True),
+        k + 2,
+        1,
+    )
 
 
 def counting_generator() -> tuple[Generator, list[int]]:
@@ -202,7 +210,7 @@ def test_streamed_stop_equals_unary(unary, cont, chunk: int) -> None:
         (whole,) = call_unary(unary, [row])
         streamed = stream(cont, row, [chunk])
         assert streamed["bytes"] == raw[: k + 3]  # the stop's bytes come; the caller cuts them
-        assert whole["text"] == text_of(raw[:k])
+        assert whole["text"] == text_of(raw[:k], at_stop=True)
         assert len(streamed["bytes"]) == whole["output_tokens"] == k + 3
         assert (streamed["finish_reason"], streamed["stop_index"]) == ("stop", 2)
         assert whole["stop_index"] == 2
@@ -246,7 +254,7 @@ def test_a_multibyte_utf8_stop_ends_the_row_unary_and_split_between_chunks(unary
     k = raw.find(stop)
     row = stopping(req, char)
     (whole,) = call_unary(unary, [row])
-    assert whole["text"] == text_of(raw[:k])
+    assert whole["text"] == text_of(raw[:k], at_stop=True)
     assert (whole["output_tokens"], whole["stop_index"]) == (k + len(stop), 0)
     (first,) = call_continue(cont, [at(row, b"", k + 1)])  # one byte into the character
     assert (first["bytes"], first["finish_reason"]) == (raw[: k + 1], "")
