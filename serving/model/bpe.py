@@ -4,7 +4,10 @@ Ids 0-255 are the bytes themselves, then one id per merged piece in the order th
 learnt, unused ids (never produced) up to the preset's size, and the special tokens last:
 end-of-text, end-of-turn (`tokenpulse.chatformat`). Text is first cut into words by
 SPLIT_PATTERN (GPT-2's idea: letters, digits, punctuation and whitespace runs, a space joined
-to the word after it), written for both regex engines that read it: RE2, in the graph
+to the word after it, but a space after punctuation joined to the punctuation: a chat prompt
+ends with "Assistant: ", and under GPT-2's split that last space is a word of its own, which the
+training text never shows before a word, so the answer began with junk; now ": " is one piece
+in the prompt and in training), written for both regex engines that read it: RE2, in the graph
 (`tokenizer.py`), and the `tokenizers` package's, which trains the merges and encodes the
 training text (no bounded repeats: RE2's DFA runs out of memory on them). A word is then cut into
 pieces of at most MAX_WORD_BYTES bytes before its merges: merging a word of L bytes costs up to
@@ -29,7 +32,7 @@ from tokenpulse.chatformat import SPECIAL_TOKENS
 
 N_BYTES = 256
 _WS = r"\t\n\x0b\x0c\r\p{Z}"  # not `\s`: RE2's is ASCII only, the other engine's is Unicode
-SPLIT_PATTERN = rf" ?\p{{L}}+| ?\p{{N}}+| ?[^{_WS}\p{{L}}\p{{N}}]+|[{_WS}]+"
+SPLIT_PATTERN = rf" ?\p{{L}}+| ?\p{{N}}+| ?[^{_WS}\p{{L}}\p{{N}}]+ ?|[{_WS}]+"
 MAX_WORD_BYTES = 64  # above every special token's text, which stays one piece
 
 
