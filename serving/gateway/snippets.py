@@ -1,20 +1,30 @@
-"""Copy-paste examples for a running gateway: `make up` prints them, a test runs them."""
+"""Copy-paste examples for a running gateway: `make up` prints them, a test runs them.
+
+The `default` model is small and trained on Python's documentation and on customer-service
+dialogues: it answers a customer's turn sensibly and writes no fluent free prose. So both
+examples ask it what it was trained to answer: the completion sends a user turn in the chat
+template (`tokenpulse/chatformat.py`) and reads the assistant's answer, and the SDK asks the
+same through chat completions.
+"""
 
 from __future__ import annotations
 
 import json
 import shlex
 
+from tokenpulse.chatformat import ROLES, render
 from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME
 
-DEFAULT_PROMPT = "Once upon a time"
+DEFAULT_QUESTION = "Hi, my headphones arrived broken. I would like a refund."
+DEFAULT_PROMPT = render([(ROLES["user"], DEFAULT_QUESTION)])
+MAX_TOKENS = 32
 
 
 def curl_snippet(
     url: str, key: str, model: str = DEFAULT_MODEL_NAME, prompt: str = DEFAULT_PROMPT
 ) -> str:
-    """A curl command calling the OpenAI-compatible endpoint."""
-    body = json.dumps({"model": model, "prompt": prompt, "max_tokens": 32})
+    """A curl command calling the OpenAI-compatible completions endpoint."""
+    body = json.dumps({"model": model, "prompt": prompt, "max_tokens": MAX_TOKENS})
     return (
         f"curl -sS {shlex.quote(url.rstrip('/') + '/v1/completions')} \\\n"
         f"  -H {shlex.quote('Authorization: Bearer ' + key)} \\\n"
@@ -24,12 +34,14 @@ def curl_snippet(
 
 
 def openai_snippet(
-    url: str, key: str, model: str = DEFAULT_MODEL_NAME, prompt: str = DEFAULT_PROMPT
+    url: str, key: str, model: str = DEFAULT_MODEL_NAME, question: str = DEFAULT_QUESTION
 ) -> str:
-    """A Python snippet using the `openai` SDK."""
+    """A Python snippet using the `openai` SDK's chat completions."""
+    messages = [{"role": "user", "content": question}]
     return (
         "from openai import OpenAI\n"
         f"client = OpenAI(base_url={url.rstrip('/') + '/v1'!r}, api_key={key!r})\n"
-        f"done = client.completions.create(model={model!r}, prompt={prompt!r}, max_tokens=32)\n"
-        "print(done.choices[0].text)"
+        f"done = client.chat.completions.create(model={model!r}, messages={messages!r}, "
+        f"max_tokens={MAX_TOKENS})\n"
+        "print(done.choices[0].message.content)"
     )
