@@ -102,7 +102,8 @@ def banner(s: UpSettings, config: StackConfig, key: str, pids: dict[str, int]) -
         lines += _ha(config, config.ha)
     lines += [
         "",
-        f"Try it with curl (demo key in {s.path('demo-key.txt')}):",
+        f"Try it with curl (demo key in {s.path('demo-key.txt')}; the prompt is a customer's "
+        "turn in the chat template, what the default model was trained to answer):",
         curl,
         "",
         "or with the openai SDK (`make up` installed it in .venv):",
