@@ -86,8 +86,11 @@ class MergeEncoder(tf.Module):
         self._split = split
 
     def words(self, text: tf.Tensor) -> tf.RaggedTensor:
-        """[B] strings -> ragged [B, None] words (special-token text is one word)."""
-        return self._split(text)
+        """[B] strings -> ragged [B, None] words (special-token text is one word). TF.Text's
+        regex split, which every split here runs on, stops reading a string at its first NUL
+        byte ("a\\x00bc d" splits to ["a"]), so the rest of a prompt would be lost: a NUL is
+        read as U+FFFD, as invalid UTF-8 is (`sanitize_utf8`)."""
+        return self._split(tf.strings.regex_replace(text, "\\x00", "\ufffd"))
 
     def merge(self, ids: tf.Tensor) -> tf.Tensor:
         """[N, L] ids (-1 after a word's end) -> the same with every merge applied, left-aligned."""

@@ -73,6 +73,15 @@ def test_merges_never_see_a_piece_longer_than_the_cut(monkeypatch: pytest.Monkey
     assert sum(len(_spec().pieces()[i]) for i in ids[0]) == 100_000
 
 
+def test_text_after_a_nul_byte_is_read_not_dropped() -> None:
+    # a NUL from a client's C string or a binary paste: what follows it is still the prompt
+    vocab = tokenizer.bpe_vocab(_spec())
+    got = vocab.encode(tf.constant(["order\x00 7 arrived broken", "\x00\x00ok"])).to_list()
+    want = vocab.encode(tf.constant(["order\ufffd 7 arrived broken", "\ufffd\ufffdok"])).to_list()
+    assert got == want
+    assert b"".join(vocab.pieces[i] for i in got[0]).decode().endswith(" 7 arrived broken")
+
+
 def test_cut_keeps_order_and_cuts_at_the_width() -> None:
     rows = tf.ragged.constant([[], list(range(5)), list(range(4)), list(range(9))])
     got = tokenizer.cut(rows, 4).to_list()
