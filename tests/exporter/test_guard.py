@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+from prometheus_client import CollectorRegistry
+
 from exporter.collectors.nvml import NvmlCollector
 from exporter.guard import GuardedCollector
 from exporter.nvml.fake import FakeNvmlBackend
@@ -13,6 +15,7 @@ from exporter.scrape import ScrapeCollector
 from tests.support.exporter import one_scrape, registry_of, two_gpu_backend, wait_for
 
 SUCCESS = ("tokenpulse_exporter_collector_success", {"collector": "nvml"})
+GPU0 = {"gpu": "0", "uuid": "GPU-00000000-1111-2222-3333-444444444444"}
 
 
 class HangingBackend(FakeNvmlBackend):
@@ -59,3 +62,32 @@ def test_errors_and_partial_output_pass_through():
     reg = one_scrape(registry_of(ScrapeCollector({"nvml": guarded})))
     assert reg.get_sample_value("tokenpulse_gpu_nvml_available") == 0
     assert reg.get_sample_value(*SUCCESS) == 0
+
+
+def test_a_scrape_during_a_slow_call_shares_its_result():
+    """Two scrapers at once (an HA Prometheus pair, two people with curl) both get the GPU
+    series: the second joins the call in flight instead of failing with success 0."""
+    backend = HangingBackend()
+    session = NvmlSession(backend, watch_xids=False)
+    guarded = GuardedCollector(NvmlCollector(session, load_fields()), timeout_s=20)
+    reg = registry_of(ScrapeCollector({"nvml": guarded}))
+    backend.hang.set()
+    scrapes: dict[str, CollectorRegistry] = {}
+
+    def scrape(name: str) -> None:
+        scrapes[name] = one_scrape(reg)
+
+    first = threading.Thread(target=scrape, args=("first",))
+    first.start()
+    wait_for(lambda: backend.entered == 1, what="the first scrape's driver call")
+    second = threading.Thread(target=scrape, args=("second",))
+    second.start()
+    second.join(0.5)  # the old guard answered at once, with success 0
+    backend.release.set()
+    first.join(20)
+    second.join(20)
+    for name in ("first", "second"):
+        assert scrapes[name].get_sample_value(*SUCCESS) == 1, name
+        temperature = scrapes[name].get_sample_value("tokenpulse_gpu_temperature_celsius", GPU0)
+        assert temperature is not None, name
+    session.close()

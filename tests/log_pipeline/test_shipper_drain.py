@@ -56,11 +56,11 @@ def test_the_drain_ends_at_its_bound_when_the_store_is_down(tmp_path: Path) -> N
         wait_until(lambda: "shipper started" in log.read_text(), "the shipper started")
         began = time.monotonic()
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(30) == 0
+        assert proc.wait(60) == 0
         took = time.monotonic() - began
     finally:
         stop_process(proc)
-    assert 1.4 <= took < 10, took
+    assert took >= 1.4, took  # it tried for its whole bound (the upper bound is the wait above)
     text = log.read_text()
     assert "spool not drained before the drain timeout" in text and "Traceback" not in text
 
@@ -71,16 +71,14 @@ def test_a_shipper_stopped_alone_leaves_the_spool_to_its_running_writer(tmp_path
     write_samples(spool, [make_sample(i) for i in range(20)])
     lock = os.open(spool / "writer.lock", os.O_RDWR | os.O_CREAT, 0o600)
     fcntl.flock(lock, fcntl.LOCK_EX)  # a writer holds it, as log_pipeline.sidecar does
-    proc = _start(spool, f"http://127.0.0.1:{free_port()}", log, drain_s=20)
+    # a drain would spend its whole bound on the dead store: 120 s, far past the 60 s allowed
+    proc = _start(spool, f"http://127.0.0.1:{free_port()}", log, drain_s=120)
     try:
         wait_until(lambda: "shipper started" in log.read_text(), "the shipper started")
-        began = time.monotonic()
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(30) == 0
-        took = time.monotonic() - began
+        assert proc.wait(60) == 0
     finally:
         stop_process(proc)
         os.close(lock)
-    assert took < 5, took
     text = log.read_text()
     assert "stopping without a drain" in text and "Traceback" not in text
