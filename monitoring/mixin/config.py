@@ -369,6 +369,14 @@ class MixinConfig:
     # status_poll_interval_s.
     gateway_recovery_lag: str = "15s"
     fresh_min_failed: int = 3
+    # A model server's fresh failures release its TfServingDown hold only once it is still up this
+    # long after them: a scrape interval and the scrape's timeout (the interval here), the most
+    # `up` lags a server that froze or died again. Without it a crash loop starting within the
+    # recovery window released the previous page's hold with its first outage's failures, and
+    # the burn those windows still held paged before TfServingFlapping (drill crash-loop after
+    # model-server-killed, CI r36). It delays a real release (drill failure-after-restart) as
+    # long. Compressed: 5 s, against the compressed stacks' 2 s scrapes and timeouts.
+    fresh_confirm: str = "30s"
     # Crash loop (issue 26 A.3): a model-server target that went down, came back and went down
     # again (flap_changes changes of `up`) within flap_window, and was down within flap_recent, so
     # TfServingFlapping is true around every outage of the loop; keep_firing_for (Prometheus 2.42+)

@@ -13,7 +13,11 @@ windows of the symptoms it caused, so Alertmanager inhibits those while a hold f
 - it is released for good once fresh failures follow the recovery: the model's 5xx over a
   window that starts cfg.fresh_margin (never under the gateway's own wall-clock lag,
   cfg.gateway_recovery_lag) after the cause's target came back (cfg.fresh_*),
-  at the fast page tier's rate and with at least cfg.fresh_min_failed of them;
+  at the fast page tier's rate and with at least cfg.fresh_min_failed of them. For TF Serving
+  down, the target must still be up cfg.fresh_confirm after those failures: a server that
+  freezes again fails requests at once, but `up` shows it only when that scrape times out, and
+  the next outage's first failures are the next outage's (its own page stands for them), not
+  fresh failures after this one;
 - otherwise it lasts cfg.recovery_window after the page's last firing evaluation.
 
 Each hold's value is the time since its page last fired, in seconds.
@@ -129,10 +133,20 @@ def down_holds(cfg: MixinConfig, t: Timing) -> list[Alert]:
         "fleet:tfserving_back_failing_afresh:time",
         f"max(min_over_time(up{ms}[{back}])) == 1\nand on () {fresh}",
     )
+    # ... and still up cfg.fresh_confirm later: those failures did not start its next outage
+    lag = t(cfg.fresh_confirm)
+    replica_confirmed = _mark(
+        "replica:tfserving_back_failing_afresh_confirmed:time",
+        f"{replica_back['record']} offset {lag}\nand on ({by}) min_over_time(up{ms}[{lag}]) == 1",
+    )
+    fleet_confirmed = _mark(
+        "fleet:tfserving_back_failing_afresh_confirmed:time",
+        f"{fleet_back['record']} offset {lag}\nand on () max(min_over_time(up{ms}[{lag}])) == 1",
+    )
     return [
         Alert(
             "TfServingRecentlyDown",
-            _hold(_last(replica_sent, hold, by), _last(replica_back, hold, by), by),
+            _hold(_last(replica_sent, hold, by), _last(replica_confirmed, hold, by), by),
             # fires in the evaluation that delivers the page, so the page's symptoms never race it
             "0s",
             "info",
@@ -142,11 +156,11 @@ def down_holds(cfg: MixinConfig, t: Timing) -> list[Alert]:
             "{{ $labels.instance }} and last fired "
             "{{ $value | humanizeDuration }} ago: " + _why(cfg, "the"),
             per_replica=True,
-            records=(replica_sent, replica_back),
+            records=(replica_sent, replica_back, replica_confirmed),
         ),
         Alert(
             "TfServingFleetRecentlyDown",
-            _hold(_last(fleet_sent, hold), _last(fleet_back, hold), ""),
+            _hold(_last(fleet_sent, hold), _last(fleet_confirmed, hold), ""),
             "0s",
             "info",
             "Every TF Serving replica was paged down at once within the recovery window.",
@@ -154,7 +168,7 @@ def down_holds(cfg: MixinConfig, t: Timing) -> list[Alert]:
             "once and last fired "
             "{{ $value | humanizeDuration }} ago: "
             + _why(cfg, "the fleet-wide (SLO burn, quality, traffic)"),
-            records=(fleet_sent, fleet_back),
+            records=(fleet_sent, fleet_back, fleet_confirmed),
         ),
     ]
 
