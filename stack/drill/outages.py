@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from monitoring.mixin.config import DEFAULT as mixin
+from monitoring.mixin.model import GATEWAY_PREFIX
 from stack.drill.runner import wait_quiet
 from stack.drill.scenario import Expect, Log, Scenario
 from stack.drill.target import DrillError, Note, Target, wait_for
@@ -60,6 +61,25 @@ def wait_steady(target: Target, log: Log) -> None:
     if not wait_for(lambda: not target.query(changed), min(bound, START_S)):
         log.remarks.append(f"the model server's `up` still changed within {window}")
     log.mark("steady")
+
+
+def wait_burn_windows_clean(target: Target, log: Log) -> None:
+    """Wait until the fast burn tier's long window holds no failed request of an earlier drill.
+
+    A crash loop fails requests from its first outage, but its page needs the second; with an
+    earlier outage still in the burn's long window, the loop's first failures alone complete the
+    burn's evidence, and the burn pages before the loop's page that stands for it (CI r36: 8 s
+    into drill crash-loop, run just after model-server-killed, whose hold had just run out). A
+    loop that starts on a clean window is what the drill claims one page for."""
+    timing = mixin.timing(compressed=target.state.config.rules == "compressed")
+    long = mixin.burn_tiers[0].long
+    window = timing(long)
+    errors = mixin.sel("gateway", f'code=~"{mixin.error_codes}"')
+    failed = f"sum(increase({GATEWAY_PREFIX}requests_total{errors}[{window}])) > 0"
+    bound = float(timing.secs(long)) + STEADY_MARGIN_S
+    if not wait_for(lambda: not target.query(failed), min(bound, START_S)):
+        log.remarks.append(f"requests still failed within the burn's {window} window")
+    log.mark("windows_clean")
 
 
 class ModelServerKilled(Scenario):
@@ -111,6 +131,7 @@ class CrashLoop(Scenario):
 
     @contextlib.contextmanager
     def fault(self, target: Target, log: Log) -> Iterator[None]:
+        wait_burn_windows_clean(target, log)
         stop = threading.Event()
         pid = target.pid(MODELSERVER)
 
