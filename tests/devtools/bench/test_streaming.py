@@ -21,7 +21,10 @@ def test_quick_run_reports_ttft_throughput_and_batch_against_unary(model_base: P
     rows = {(r["concurrency"], r["mode"]): r for r in doc["rows"]}
     assert set(rows) == {(c, m) for c in (1, 4) for m in ("unary", "stream")}
     for (conc, _mode), r in rows.items():
-        assert r["requests"] > 0 and r["errors"] == 0 and r["tokens_per_s"] > 0
+        assert r["requests"] > 0 and r["errors"] == 0 and r["tokens_per_s"] > 0, (
+            r,
+            done.stderr[-3000:],
+        )
         assert 1.0 <= r["mean_batch"] <= conc  # read from the model server's own histogram
     f = doc["figures"]
     # timings are reported, never asserted: on 8 tokens a call's fixed cost dominates

@@ -69,13 +69,21 @@ def test_a_death_restarts_all_from_the_newest_checkpoint_until_the_retries_run_o
 
 
 def test_a_restart_waits_its_delay_with_every_worker_down(tmp_path: Path) -> None:
-    # attempt 0: worker 1 dies at once; attempt 1: both finish. Each worker writes when it began.
+    # attempt 0: worker 1 dies once worker 0 has begun (on a busy machine worker 0 may start
+    # late: stopped before it wrote its file, it took attempt 1 for its first); attempt 1: both
+    # finish. Each worker writes when it began.
     body = (
         "import signal, time\n"
-        "attempt = int(os.path.exists(f\"{os.environ['RUN']}/began-0-{index}\"))\n"
-        "open(f\"{os.environ['RUN']}/began-{attempt}-{index}\", 'w').write(repr(time.time()))\n"
-        "if attempt == 0:\n"
-        "    os.kill(os.getpid(), signal.SIGKILL) if index == 1 else time.sleep(60)\n"
+        "run = os.environ['RUN']\n"
+        "attempt = int(os.path.exists(f'{run}/began-0-{index}'))\n"
+        "open(f'{run}/began-{attempt}-{index}', 'w').write(repr(time.time()))\n"
+        "if attempt == 0 and index == 1:\n"
+        "    first = f'{run}/began-0-0'\n"
+        "    while not (os.path.exists(first) and os.path.getsize(first)):\n"
+        "        time.sleep(0.01)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "elif attempt == 0:\n"
+        "    time.sleep(60)\n"
     )
     lines: list[str] = []
     with pytest.MonkeyPatch.context() as mp:
