@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from monitoring.mixin.promql import Timing
+from monitoring.mixin.promql import Timing, render_seconds, seconds
 from tokenpulse import ports
 
 
@@ -369,14 +369,6 @@ class MixinConfig:
     # status_poll_interval_s.
     gateway_recovery_lag: str = "15s"
     fresh_min_failed: int = 3
-    # A model server's fresh failures release its TfServingDown hold only once it is still up this
-    # long after them: a scrape interval and the scrape's timeout (the interval here), the most
-    # `up` lags a server that froze or died again. Without it a crash loop starting within the
-    # recovery window released the previous page's hold with its first outage's failures, and
-    # the burn those windows still held paged before TfServingFlapping (drill crash-loop after
-    # model-server-killed, CI r36). It delays a real release (drill failure-after-restart) as
-    # long. Compressed: 5 s, against the compressed stacks' 2 s scrapes and timeouts.
-    fresh_confirm: str = "30s"
     # Crash loop (issue 26 A.3): a model-server target that went down, came back and went down
     # again (flap_changes changes of `up`) within flap_window, and was down within flap_recent, so
     # TfServingFlapping is true around every outage of the loop; keep_firing_for (Prometheus 2.42+)
@@ -648,6 +640,18 @@ class MixinConfig:
     def sel(self, component: str, extra: str = "") -> str:
         """A label selector for a component's job plus extra matchers, e.g. sel("gateway")."""
         return self.jobs.sel(component, extra)
+
+    @property
+    def fresh_confirm(self) -> str:
+        """How long a model server must stay up after fresh failures before they release its
+        TfServingDown hold: a scrape interval and the scrape's timeout (the interval here), the
+        most `up` lags a server that froze or died again. Without it a crash loop starting within
+        the recovery window released the previous page's hold with its first outage's failures,
+        and the burn those windows still held paged before TfServingFlapping (drill crash-loop
+        after model-server-killed, CI r36). It delays a real release (drill failure-after-restart)
+        as long. 30 s at the 15 s scrapes; compressed, the 5 s floor, against the compressed
+        stacks' 2 s scrapes and timeouts."""
+        return render_seconds(2 * seconds(self.scrape_interval))
 
     def alertname(self, name: str) -> str:
         """An alert's full name: the prefix, then `name` (the Watchdog keeps its own)."""

@@ -11,7 +11,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from monitoring.mixin.config import DEFAULT as mixin
@@ -50,17 +50,28 @@ DOWN = f"{mixin.alert_prefix}TfServingDown"
 STEADY_MARGIN_S = 5.0
 
 
+def _wait_window_quiet(
+    target: Target, log: Log, duration: str, expr: Callable[[str], str], still: str, mark: str
+) -> None:
+    """Wait until `expr(window)`, `duration` as the loaded rules compress it, matches nothing,
+    for that window plus a margin at most; then mark `mark`."""
+    timing = mixin.timing(compressed=target.state.config.rules == "compressed")
+    window = timing(duration)
+    bound = float(timing.secs(duration)) + STEADY_MARGIN_S
+    query = expr(window)
+    if not wait_for(lambda: not target.query(query), min(bound, START_S)):
+        log.remarks.append(f"{still} within {window}")
+    log.mark(mark)
+
+
 def wait_steady(target: Target, log: Log) -> None:
     """Wait until the model server's `up` has not changed for the crash-loop window, so that an
     outage this drill causes is not a second outage of an earlier drill's (a crash loop)."""
-    timing = mixin.timing(compressed=target.state.config.rules == "compressed")
-    window = timing(mixin.flap_window)
     job = mixin.jobs.selector("modelserver")
-    changed = f"changes(up{{{job}}}[{window}]) > 0"
-    bound = float(timing.secs(mixin.flap_window)) + STEADY_MARGIN_S
-    if not wait_for(lambda: not target.query(changed), min(bound, START_S)):
-        log.remarks.append(f"the model server's `up` still changed within {window}")
-    log.mark("steady")
+    _wait_window_quiet(
+        target, log, mixin.flap_window, lambda w: f"changes(up{{{job}}}[{w}]) > 0",
+        "the model server's `up` still changed", "steady",
+    )  # fmt: skip
 
 
 def wait_burn_windows_clean(target: Target, log: Log) -> None:
@@ -71,15 +82,12 @@ def wait_burn_windows_clean(target: Target, log: Log) -> None:
     burn's evidence, and the burn pages before the loop's page that stands for it (CI r36: 8 s
     into drill crash-loop, run just after model-server-killed, whose hold had just run out). A
     loop that starts on a clean window is what the drill claims one page for."""
-    timing = mixin.timing(compressed=target.state.config.rules == "compressed")
-    long = mixin.burn_tiers[0].long
-    window = timing(long)
     errors = mixin.sel("gateway", f'code=~"{mixin.error_codes}"')
-    failed = f"sum(increase({GATEWAY_PREFIX}requests_total{errors}[{window}])) > 0"
-    bound = float(timing.secs(long)) + STEADY_MARGIN_S
-    if not wait_for(lambda: not target.query(failed), min(bound, START_S)):
-        log.remarks.append(f"requests still failed within the burn's {window} window")
-    log.mark("windows_clean")
+    _wait_window_quiet(
+        target, log, mixin.burn_tiers[0].long,
+        lambda w: f"sum(increase({GATEWAY_PREFIX}requests_total{errors}[{w}])) > 0",
+        "requests still failed in the burn's window", "windows_clean",
+    )  # fmt: skip
 
 
 class ModelServerKilled(Scenario):
