@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +26,21 @@ from tokenpulse.procs import free_port
 __all__ = [
     "GatewayProcess",
     "GatewayStartError",
+    "TinyGen",
     "free_port",
     "make_keys_file",
     "running_gateway",
     "stable_behind_gateway",
 ]
+
+
+@dataclass(frozen=True)
+class TinyGen:
+    """The gateway end-to-end modules' shared model server (tests/serving/gateway/conftest.py's
+    `tiny_gen`) and the models.config it serves."""
+
+    server: ModelServerProcess
+    config: Path
 
 
 def make_keys_file(path: Path, **keys: dict[str, object]) -> dict[str, str]:

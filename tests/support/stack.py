@@ -60,6 +60,33 @@ CLOCK_MODULES = (
     "tests/stack/drill/test_proxy.py",
 )
 
+# Modules that share one session fixture's model server: one unit of work each, so that one
+# worker runs them and starts it once (xdist gives a session fixture to every worker that asks:
+# spread over workers, these modules started 3 and 3; a start is ~8 CPU-s). Not lanes: they
+# compute between their calls, so they run on the computing workers like any module.
+# Collection fails for a module that uses the fixture without being in its unit.
+SHARED_SERVER_UNITS: dict[str, tuple[str, ...]] = {
+    # tests/serving/modelserver/conftest.py's `server`
+    "modelserver-server": (
+        "tests/serving/modelserver/test_continue.py",
+        "tests/serving/modelserver/test_grpc.py",
+        "tests/serving/modelserver/test_metrics_contract.py",
+        "tests/serving/modelserver/test_rest.py",
+    ),
+    # tests/serving/gateway/conftest.py's `tiny_gen`
+    "gateway-e2e": (
+        "tests/serving/gateway/test_e2e.py",
+        "tests/serving/gateway/test_openapi.py",
+        "tests/serving/gateway/test_streaming_e2e.py",
+    ),
+}
+# the fixture each unit shares: (its name, the folder whose conftest defines it)
+SHARED_SERVER_FIXTURES = {
+    "modelserver-server": ("server", "tests/serving/modelserver"),
+    "gateway-e2e": ("tiny_gen", "tests/serving/gateway"),
+}
+_UNIT_OF = {module: unit for unit, modules in SHARED_SERVER_UNITS.items() for module in modules}
+
 # Modules that judge a healthy stack's silence run first in their lane, on a stack nothing has
 # broken yet: an incident's load (the restarts shard trains and exports beside the traffic) stays
 # in the latency SLO's windows after its alerts resolve, and a burn it left paged in the soak.
@@ -92,7 +119,8 @@ def shard_scenarios(shard: str, suite: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def scope_of(nodeid: str) -> str:
-    """The unit of work a test belongs to: its lane, or else its module."""
+    """The unit of work a test belongs to: its lane, its shared server's unit, or else its
+    module."""
     module = nodeid.split("::", 1)[0]
     shard = drill_shard(nodeid)
     if shard is not None:
@@ -103,7 +131,9 @@ def scope_of(nodeid: str) -> str:
         return E2E_STACKS
     if module in CLOCK_MODULES:
         return CLOCKS
-    return SHARED_STACK if module in SHARED_STACK_MODULES else module
+    if module in SHARED_STACK_MODULES:
+        return SHARED_STACK
+    return _UNIT_OF.get(module, module)
 
 
 def run_order(nodeid: str, stacked: set[str]) -> tuple[int, bool]:

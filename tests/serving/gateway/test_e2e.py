@@ -15,9 +15,15 @@ import openai
 import pytest
 
 from tests.serving.gateway.helpers import auth, metric_value
-from tests.support.gateway import GatewayProcess, free_port, make_keys_file, running_gateway
+from tests.support.gateway import (
+    GatewayProcess,
+    TinyGen,
+    free_port,
+    make_keys_file,
+    running_gateway,
+)
 from tests.support.models import install_version, tiny_tokens
-from tests.support.modelserver import ModelServerProcess, running_modelserver
+from tests.support.modelserver import ModelServerProcess
 from tokenpulse.tfserving.signature import stop_slots
 
 pytestmark = pytest.mark.slow
@@ -25,31 +31,19 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def stack(
-    tmp_path_factory: pytest.TempPathFactory, tiny_export: Path
+    tmp_path_factory: pytest.TempPathFactory, tiny_gen: TinyGen
 ) -> Iterator[tuple[ModelServerProcess, GatewayProcess, dict[str, str]]]:
-    """Model server with versions 1 and 2 (labels stable/canary) and a gateway in front."""
+    """The shared model server (versions 1 and 2, labels stable/canary) and a gateway in front."""
     tmp = tmp_path_factory.mktemp("e2e")
-    base = tmp / "gen"
-    install_version(tiny_export, base, 1)
-    install_version(tiny_export, base, 2)
-    config = tmp / "models.config"
-    labels = "version_labels { key: 'stable' value: 1 } version_labels { key: 'canary' value: 2 }"
-    config.write_text(
-        f"model_config_list {{ config {{ name: 'gen' base_path: '{base}'\n"
-        f"  model_platform: 'tensorflow' model_version_policy {{ all {{}} }}\n  {labels}\n}} }}\n"
-    )
     keys = make_keys_file(tmp / "keys.json", demo={})
-    with (
-        running_modelserver(config_file=config) as server,
-        running_gateway(
-            server.rest_url,
-            tmp / "keys.json",
-            model_config_file=str(config),
-            max_new_tokens_limit=32,
-            context_window_tokens=128,  # the tiny preset's window
-        ) as gw,
-    ):
-        yield server, gw, keys
+    with running_gateway(
+        tiny_gen.server.rest_url,
+        tmp / "keys.json",
+        model_config_file=str(tiny_gen.config),
+        max_new_tokens_limit=32,
+        context_window_tokens=128,  # the tiny preset's window
+    ) as gw:
+        yield tiny_gen.server, gw, keys
 
 
 def test_openai_sdk_completion(stack: tuple[ModelServerProcess, GatewayProcess, dict]) -> None:

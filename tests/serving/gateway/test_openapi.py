@@ -5,7 +5,6 @@ that the document declares for it."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -20,8 +19,7 @@ from schemathesis.checks import (
 )
 
 from tests.serving.gateway.helpers import auth
-from tests.support.gateway import GatewayProcess, make_keys_file, running_gateway
-from tests.support.modelserver import running_modelserver
+from tests.support.gateway import GatewayProcess, TinyGen, make_keys_file, running_gateway
 
 pytestmark = pytest.mark.slow
 CHECKS = [
@@ -46,25 +44,19 @@ def _call(case: schemathesis.Case, base_url: str, headers: dict[str, str]) -> ht
 
 @pytest.fixture(scope="module")
 def fuzzed(
-    tmp_path_factory: pytest.TempPathFactory, tiny_export: Path
+    tmp_path_factory: pytest.TempPathFactory, tiny_gen: TinyGen
 ) -> Iterator[tuple[GatewayProcess, str]]:
-    from tests.support.models import install_version
-
     tmp = tmp_path_factory.mktemp("fuzz")
-    install_version(tiny_export, tmp / "gen", 1)
     key = make_keys_file(tmp / "keys.json", demo={})["demo"]
-    with (
-        running_modelserver(tmp / "gen") as server,
-        running_gateway(
-            server.rest_url,
-            tmp / "keys.json",
-            max_new_tokens_limit=4,
-            default_max_new_tokens=4,
-            max_prompt_chars=256,
-            context_window_tokens=128,  # the tiny preset's window
-            access_log=False,
-        ) as gw,
-    ):
+    with running_gateway(
+        tiny_gen.server.rest_url,
+        tmp / "keys.json",
+        max_new_tokens_limit=4,
+        default_max_new_tokens=4,
+        max_prompt_chars=256,
+        context_window_tokens=128,  # the tiny preset's window
+        access_log=False,
+    ) as gw:
         yield gw, key
 
 

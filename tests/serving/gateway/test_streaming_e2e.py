@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import openai
 import pytest
 
 from tests.serving.gateway.helpers import auth, metric_value
-from tests.support.gateway import GatewayProcess, stable_behind_gateway
+from tests.support.gateway import GatewayProcess, TinyGen, make_keys_file, running_gateway
 from tests.support.modelserver import ModelServerProcess
 
 pytestmark = pytest.mark.slow
@@ -21,16 +20,19 @@ CHUNK = 4
 
 @pytest.fixture(scope="module")
 def stack(
-    tmp_path_factory: pytest.TempPathFactory, tiny_export: Path
+    tmp_path_factory: pytest.TempPathFactory, tiny_gen: TinyGen
 ) -> Iterator[tuple[ModelServerProcess, GatewayProcess, openai.OpenAI, str]]:
-    """Model server (version 1, label stable) and a gateway streaming in chunks of 4."""
+    """The shared model server (versions 1 and 2, labels stable/canary) and a gateway streaming
+    in chunks of 4."""
     tmp = tmp_path_factory.mktemp("stream-e2e")
-    with stable_behind_gateway(
-        tiny_export, tmp, max_new_tokens_limit=48, context_window_tokens=64,
+    key = make_keys_file(tmp / "keys.json", demo={})["demo"]
+    with running_gateway(
+        tiny_gen.server.rest_url, tmp / "keys.json", model_config_file=str(tiny_gen.config),
+        max_new_tokens_limit=48, context_window_tokens=64,
         stream_chunk_tokens=CHUNK, stream_first_chunk_tokens=CHUNK,
-    ) as (server, gw, key):  # fmt: skip
+    ) as gw:  # fmt: skip
         client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key=key, max_retries=0)
-        yield server, gw, client, key
+        yield tiny_gen.server, gw, client, key
 
 
 def _streamed(client: openai.OpenAI, **kw: object) -> tuple[list[str], str | None]:
@@ -97,7 +99,8 @@ def test_chat_streamed_and_unary_and_models_list(stack) -> None:
     extra = model.model_extra or {}
     assert extra["max_model_len"] == 64
     assert extra["tokenpulse"] == {
-        "versions": ["1"], "labels": {"stable": "1"}, "streams": True, "stop_in_graph": True,
+        "versions": ["2", "1"], "labels": {"stable": "1", "canary": "2"}, "streams": True,
+        "stop_in_graph": True,
     }  # fmt: skip
 
 
