@@ -133,13 +133,17 @@ def test_concurrent_requests_merge_and_overflow_gets_503(tmp_path: Path, tiny_ex
 
 
 @pytest.mark.slow
-def test_reload_config_swaps_models_and_checks_labels(tmp_path: Path, tiny_export: Path) -> None:
+def test_reload_config_swaps_models_and_checks_labels(
+    tmp_path: Path, lifecycle_export: Path
+) -> None:
     from google.protobuf import text_format
     from tensorflow_serving.apis import model_management_pb2, model_service_pb2_grpc
     from tensorflow_serving.config import model_server_config_pb2
 
     base = tmp_path / "gen"
-    install_version(tiny_export, base, 1)
+    # three loads of one version (gen, other, third): the contract's trivial answers, since
+    # what is judged is which model answers, not what it generates
+    install_version(lifecycle_export, base, 1)
     config = write_config(tmp_path / "models.config", model_entry("gen", base))
     with running_modelserver(
         config_file=config,
@@ -266,7 +270,7 @@ def test_batch_splitting_fields_are_refused_at_start_up(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_slow_idle_and_excess_rest_connections_are_closed_while_requests_succeed(
-    tmp_path: Path, tiny_export: Path
+    tmp_path: Path, lifecycle_export: Path
 ) -> None:
     import asyncio
     import json
@@ -274,7 +278,7 @@ def test_slow_idle_and_excess_rest_connections_are_closed_while_requests_succeed
     import aiohttp
 
     base = tmp_path / "gen"
-    install_version(tiny_export, base, 1)
+    install_version(lifecycle_export, base, 1)  # only its status is asked for
     args = [
         "--rest_api_header_timeout_seconds=4",
         "--rest_api_idle_timeout_seconds=6",
