@@ -21,6 +21,7 @@ from stack.launch import (
     running_modelserver,
     running_process,
 )
+from tests.support.models import install_version
 
 
 def _session_members(sid: int) -> list[int]:
@@ -45,7 +46,11 @@ def _assert_gone(pid: int) -> None:
 
 
 @pytest.mark.slow
-def test_modelserver_is_ready_with_an_available_version_and_stops(model_base: Path) -> None:
+def test_modelserver_is_ready_with_an_available_version_and_stops(
+    tmp_path: Path, lifecycle_export: Path
+) -> None:
+    model_base = tmp_path / "gen"
+    install_version(lifecycle_export, model_base, 1)  # loading is judged, not generation
     with running_modelserver(model_base, enable_batching=False) as ms:
         assert available_versions(ms.rest_url, "gen") == [1]
         assert ms.model_status()["model_version_status"][0]["state"] == "AVAILABLE"
