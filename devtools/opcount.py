@@ -12,10 +12,8 @@ its token ids handed back as the gateway hands them).
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
-from serving.model import session
 from tokenpulse.tfserving import signature as sig
 
 SHORT, LONG = 2, 18
@@ -51,22 +49,22 @@ def _raw(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def executed_ops(
-    export_dir: Path,
+    model: Any,
     prompts: list[str],
     new_tokens: int,
     temperature: float,
     signature: str = sig.SIGNATURE_NAME,
 ) -> Counter[str]:
-    """Op type -> kernel runs for one request of `signature` (checks no row stopped early)."""
+    """Op type -> kernel runs for one request of `signature` in `model`, a version loaded as the
+    stock server loads it (`session.load`; checks no row stopped early)."""
     import tensorflow as tf
 
-    with session.load(export_dir) as model:
-        rows = request_rows(signature, prompts, new_tokens, model)
-        rows = [r | {"temperature": temperature} for r in rows]
-        model.run(signature, rows)  # the first run pays one-off work; count the second
-        options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
-        metadata = tf.compat.v1.RunMetadata()
-        out = model.run(signature, rows, options=options, run_metadata=metadata)
+    rows = request_rows(signature, prompts, new_tokens, model)
+    rows = [r | {"temperature": temperature} for r in rows]
+    model.run(signature, rows)  # the first run pays one-off work; count the second
+    options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
+    metadata = tf.compat.v1.RunMetadata()
+    out = model.run(signature, rows, options=options, run_metadata=metadata)
     # `continue` counts its chunk's bytes in n_tokens; its tokens are the ones it scored
     produced = out["output_tokens" if signature == sig.SIGNATURE_NAME else "n_scored"]
     if int(produced.min()) != new_tokens:
@@ -81,14 +79,16 @@ def executed_ops(
 
 
 def ops_per_decode_step(
-    export_dir: Path,
+    model: Any,
     prompts: list[str],
     temperature: float = 0.0,
     signature: str = sig.SIGNATURE_NAME,
 ) -> dict[str, float]:
-    """Op type -> kernel runs per decode step, and "total", for a batch of `prompts`."""
-    short = executed_ops(export_dir, prompts, SHORT, temperature, signature)
-    long = executed_ops(export_dir, prompts, LONG, temperature, signature)
+    """Op type -> kernel runs per decode step, and "total", for a batch of `prompts` in `model`
+    (a version loaded once with `session.load` serves every count: a load with the stock
+    server's rewrites costs seconds, a count a fraction of one)."""
+    short = executed_ops(model, prompts, SHORT, temperature, signature)
+    long = executed_ops(model, prompts, LONG, temperature, signature)
     per_step = {op: (long[op] - short[op]) / (LONG - SHORT) for op in long | short}
     per_step = {op: n for op, n in sorted(per_step.items(), key=lambda kv: -kv[1]) if n}
     return {"total": sum(per_step.values()), **per_step}

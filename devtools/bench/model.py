@@ -121,15 +121,17 @@ def ours(cfg: Any) -> Runner:
 
     def ops_per_step() -> dict[str, float]:
         from devtools.opcount import ops_per_decode_step
+        from serving.model import session
         from tokenpulse.tfserving.signature import SIGNATURE_NAME
 
         with tempfile.TemporaryDirectory() as export_dir:
             signatures = {SIGNATURE_NAME: gen.serve.get_concrete_function()}
             tf.saved_model.save(gen, export_dir, signatures=signatures)
-            return {
-                f"{kind}_batch1": ops_per_decode_step(Path(export_dir), ["a"], temp)["total"]
-                for kind, temp in (("greedy", 0.0), ("sampled", 0.8))
-            }
+            with session.load(Path(export_dir)) as loaded:
+                return {
+                    f"{kind}_batch1": ops_per_decode_step(loaded, ["a"], temp)["total"]
+                    for kind, temp in (("greedy", 0.0), ("sampled", 0.8))
+                }
 
     return Runner("tokenpulse", generate, ops_per_step)
 
