@@ -13,7 +13,6 @@ Collection marks every test `stack` or `training` from what it and its fixtures 
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from typing import Any
 import pytest
 
 from devtools.stack import Stack, running_stack
-from tests.support import markers
+from tests.support import markers, tfsetup
 from tests.support.modelserver import MODELSERVER_TEST_ENV
 from tests.support.scheduling import LaneScheduling, cores, niceness, released
 from tests.support.stack import LANES, SHARED_SERVER_FIXTURES, SHARED_STACK, run_order, scope_of
@@ -52,31 +51,18 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 _niceness = 0  # what this worker's process runs at now (os.nice only raises it)
-_rewrites: bool | None = None  # Grappler's rewrites in this process's TensorFlow, once set
-
-
-def _tensorflow_rewrites(node: Any) -> None:
-    """Once this process has imported TensorFlow, its functions run without Grappler's rewrites,
-    as the suite's model servers do (tests.support.modelserver), unless the test is marked
-    `graph_rewrites` (it counts the kernels the stock server runs). The tiny models' graphs gain
-    nothing from them, and each traced function's first call paid for them (test_stops and
-    test_continuation: 44.5 CPU-s with them, 32 without). The CLI's processes keep them."""
-    global _rewrites
-    tf = sys.modules.get("tensorflow")
-    wanted = node.get_closest_marker("graph_rewrites") is not None
-    if tf is not None and wanted is not _rewrites:
-        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": not wanted})
-        _rewrites = wanted
+tfsetup.install()  # TensorFlow, once a fixture or test imports it: no Keras, no rewrites
 
 
 def pytest_fixture_setup(fixturedef: Any, request: pytest.FixtureRequest) -> None:
-    """Before each fixture: TensorFlow's rewrites as the test wants them, if it is imported."""
-    _tensorflow_rewrites(request.node)
+    """Before each fixture: TensorFlow's rewrites as the test wants them (tests.support.tfsetup),
+    now if it is imported, else when it is."""
+    tfsetup.want(request.node)
 
 
 def pytest_runtest_call(item: pytest.Item) -> None:
-    """And before the test itself, whose fixtures may have imported TensorFlow."""
-    _tensorflow_rewrites(item)
+    """And before the test itself."""
+    tfsetup.want(item)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -19,25 +19,22 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import numpy as np
 import pytest
-import tensorflow as tf
 
-from serving.model import checkpoints, train
 from serving.model.build import run_export, run_train
-from serving.model.generate import Generator
-from serving.model.loop import recipe
 from serving.model.metrics import PFX
 from serving.model.settings import ExportSettings, TrainSettings
-from serving.model.tokenizer import bpe_vocab, read_spec
-from serving.model.transformer import GPT
 from stack.cli import main as tokenpulse
 from tests.support.modelserver import running_modelserver
 from tokenpulse.procs import free_port
 from tokenpulse.tfserving import signature as sig
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 STEPS, EVERY = 30, 5  # the kill comes after the first checkpoint, with the run held
 LOSS_TOLERANCE = 5e-4  # nats; measured 1.7e-5 at most
@@ -61,6 +58,8 @@ def _settings(run_dir: Path, **kw: Any) -> TrainSettings:
 
 def _losses(run_dir: Path) -> dict[int, float]:
     """Step -> training loss from the run's TensorBoard events (a redone step: its last value)."""
+    import tensorflow as tf
+
     found = {}
     for path in sorted((run_dir / "tensorboard").glob("events.out.*")):
         for event in tf.compat.v1.train.summary_iterator(str(path)):
@@ -72,6 +71,8 @@ def _losses(run_dir: Path) -> dict[int, float]:
 
 def _weights(run_dir: Path) -> dict[str, np.ndarray]:
     """The newest checkpoint's model weights by name."""
+    import tensorflow as tf
+
     directory = str(run_dir / "checkpoints")
     reader = tf.train.load_checkpoint(directory)
     names = [n for n, _ in tf.train.list_variables(directory) if n.startswith("model/")]
@@ -134,6 +135,11 @@ def killed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def test_one_process_trains_as_build_does_and_keeps_the_newest_checkpoints(
     one_process: Path, tmp_path: Path
 ) -> None:
+    from serving.model import checkpoints, train
+    from serving.model.loop import recipe
+    from serving.model.tokenizer import read_spec
+    from serving.model.transformer import GPT
+
     names = sorted(p.name for p in (one_process / "checkpoints").glob("ckpt-*.index"))
     assert names == ["ckpt-25.index", "ckpt-30.index"]  # every 5 steps, the newest 2 kept
     preset = recipe(_settings(one_process))
@@ -151,6 +157,8 @@ def test_one_process_trains_as_build_does_and_keeps_the_newest_checkpoints(
 def test_a_finished_run_resumes_at_its_data_position_and_refuses_another_recipe(
     one_process: Path,
 ) -> None:
+    from serving.model import checkpoints
+
     first = json.loads((one_process / "report.json").read_text())
     again = run_train(_settings(one_process, keep_checkpoints=2))
     assert again["resumed_from_step"] == STEPS and first["resumed_from_step"] == 0
@@ -197,9 +205,6 @@ def test_every_worker_served_its_metrics_with_its_role(killed: dict[str, Any]) -
         assert float(step.split()[1]) >= EVERY
 
 
-_DTYPES = {"string": tf.string, "int32": tf.int32, "float32": tf.float32, "int64": tf.int64}
-
-
 def _rows() -> list[dict[str, Any]]:
     rows = []
     for prompt, temperature, top_k, top_p, seed in ROWS:
@@ -220,14 +225,22 @@ def _continue_rows() -> list[dict[str, Any]]:
 
 
 def _tensors(rows: list[dict[str, Any]], names: dict[str, str]) -> dict[str, tf.Tensor]:
+    import tensorflow as tf
+
     def value(v: Any) -> Any:
         return base64.b64decode(v["b64"]) if isinstance(v, dict) else v
 
-    return {n: tf.constant([value(r[n]) for r in rows], _DTYPES[k]) for n, k in names.items()}
+    return {n: tf.constant([value(r[n]) for r in rows], tf.as_dtype(k)) for n, k in names.items()}
 
 
 def _in_process(prefix: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """serving_default and a `continue` chunk of the checkpoint's own model, in this process."""
+    from serving.model import checkpoints
+    from serving.model.generate import Generator
+    from serving.model.loop import recipe
+    from serving.model.tokenizer import bpe_vocab, read_spec
+    from serving.model.transformer import GPT
+
     model = GPT(recipe(TrainSettings(preset="tiny")).model)
     checkpoints.load_weights(model, prefix)
     spec = read_spec(prefix)

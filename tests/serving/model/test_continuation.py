@@ -5,18 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import tensorflow as tf
 
-from serving.model import tokenizer
 from serving.model.config import get_preset
-from serving.model.generate import Generator
-from serving.model.tokenizer import BYTE_EOT_ID, byte_vocab
-from serving.model.transformer import GPT
-from serving.model.vocab import finished_text
 from tokenpulse.tfserving import signature as sig
 from tokenpulse.tfserving.ops import load_saved_model
 
-DTYPES = {"string": tf.string, "int32": tf.int32, "float32": tf.float32, "int64": tf.int64}
 CONTEXT = get_preset("tiny").model.context
 
 
@@ -41,15 +34,19 @@ def request(prompt, max_new_tokens=40, **kw) -> dict:
 
 
 def call_unary(fn, reqs: list[dict]) -> list[dict]:
-    inputs = {k: tf.constant([r[k] for r in reqs], DTYPES[t]) for k, t in sig.INPUTS.items()}
+    import tensorflow as tf
+
+    inputs = {k: tf.constant([r[k] for r in reqs], tf.as_dtype(t)) for k, t in sig.INPUTS.items()}
     out = {k: v.numpy() for k, v in fn(**inputs).items()}
     return [{k: v[i] for k, v in out.items()} for i in range(len(reqs))]
 
 
 def call_continue(fn, rows: list[dict]) -> list[dict]:
     """Rows carry `generated` as raw bytes; outputs per row, tokens cut at n_tokens, ids listed."""
+    import tensorflow as tf
+
     kinds = sig.CONTINUE_INPUTS
-    inputs = {k: tf.constant([r[k] for r in rows], DTYPES[t]) for k, t in kinds.items()}
+    inputs = {k: tf.constant([r[k] for r in rows], tf.as_dtype(t)) for k, t in kinds.items()}
     out = {k: v.numpy() for k, v in fn(**inputs).items()}
     result = []
     for i in range(len(rows)):
@@ -98,6 +95,11 @@ def stream(fn, req: dict, chunks: list[int]) -> dict:
 def text_of(raw: bytes, at_stop: bool = False) -> bytes:
     """What `serving_default` makes of raw bytes: invalid UTF-8 replaced the model's way, and,
     where the generation ended (not at a stop sequence), a last character cut short dropped."""
+    import tensorflow as tf
+
+    from serving.model import tokenizer
+    from serving.model.vocab import finished_text
+
     text = tf.constant(raw)
     return (tokenizer.sanitize_utf8(text) if at_stop else finished_text(text)).numpy()
 
@@ -187,6 +189,12 @@ def test_end_of_text_mid_chunk_stops_the_row(unary, cont) -> None:
 
 
 def test_end_of_text_first_stops_with_nothing() -> None:
+    import tensorflow as tf
+
+    from serving.model.generate import Generator
+    from serving.model.tokenizer import BYTE_EOT_ID, byte_vocab
+    from serving.model.transformer import GPT
+
     model = GPT(get_preset("tiny").model)
     model.lnf_g.assign(tf.zeros_like(model.lnf_g))  # end-of-text is the likeliest token everywhere
     model.lnf_b.assign(model.wte[BYTE_EOT_ID] * 50.0)
@@ -235,6 +243,8 @@ def test_generated_bytes_past_the_window_are_refused_quietly(cont) -> None:
 
 
 def test_the_generated_ids_are_read_as_given_and_bytes_without_ids_as_text() -> None:
+    import tensorflow as tf
+
     from serving.model.continuation import generated_tokens
     from serving.model.vocab import Vocab
 
@@ -252,9 +262,11 @@ def test_the_generated_ids_are_read_as_given_and_bytes_without_ids_as_text() -> 
 
 
 def test_an_empty_batch_answers_empty_outputs(cont) -> None:
+    import tensorflow as tf
+
     out = call_continue(cont, [])
     assert out == []
-    inputs = {k: tf.zeros([0], DTYPES[t]) for k, t in sig.CONTINUE_INPUTS.items()}
+    inputs = {k: tf.zeros([0], tf.as_dtype(t)) for k, t in sig.CONTINUE_INPUTS.items()}
     raw = cont(**inputs)
     assert set(raw) == set(sig.CONTINUE_OUTPUTS)
     assert all(v.shape[0] == 0 for v in raw.values())

@@ -8,19 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
-import tensorflow as tf
-from tensorflow_serving.apis import prediction_log_pb2
 
 from serving.model import bpe, opcheck
 from serving.model.config import get_preset
-from serving.model.export import CANARY_PROMPTS, ExportError, export_version, write_warmup
-from serving.model.transformer import GPT
 from tokenpulse.tfserving import signature as sig
 from tokenpulse.tfserving.ops import TF_TEXT_OPS, load_saved_model
 
 _SPEC = bpe.BpeSpec(get_preset("tiny").model.vocab_size, ())  # no merges: refused before use
-
-DTYPES = {"string": tf.string, "int32": tf.int32, "float32": tf.float32, "int64": tf.int64}
 
 
 def test_export_uses_only_ops_the_stock_server_runs(tiny_export: Path) -> None:
@@ -70,6 +64,8 @@ print(json.dumps({"text": [t.decode() for t in out["text"]], "ours": ours}))
 
 
 def test_the_export_answers_in_a_process_with_tf_text_ops_only(tiny_export: Path) -> None:
+    import tensorflow as tf
+
     prompts = ["The model server", "用户：你好<|endofturn|>\n客服："]
     rows = [sig.default_row(p, 12) for p in prompts]  # greedy
     done = subprocess.run(
@@ -80,12 +76,16 @@ def test_the_export_answers_in_a_process_with_tf_text_ops_only(tiny_export: Path
     got = json.loads(done.stdout.strip().splitlines()[-1])
     assert got["ours"] == []
     fn = load_saved_model(tiny_export).signatures[sig.SIGNATURE_NAME]
-    tensors = {k: tf.constant([row[k] for row in rows], DTYPES[sig.INPUTS[k]]) for k in rows[0]}
+    tensors = {
+        k: tf.constant([row[k] for row in rows], tf.as_dtype(sig.INPUTS[k])) for k in rows[0]
+    }
     expected = [t.decode() for t in fn(**tensors)["text"].numpy()]
     assert got["text"] == expected and all(expected)
 
 
 def test_op_check_catches_py_function(tmp_path: Path) -> None:
+    import tensorflow as tf
+
     class Bad(tf.Module):
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
         def serve(self, x):
@@ -98,6 +98,9 @@ def test_op_check_catches_py_function(tmp_path: Path) -> None:
 
 
 def test_warmup_records_are_prediction_logs_at_several_batch_sizes(tiny_export: Path) -> None:
+    import tensorflow as tf
+    from tensorflow_serving.apis import prediction_log_pb2
+
     path = tiny_export / sig.WARMUP_FILE
     sizes: dict[str, list[int]] = {sig.SIGNATURE_NAME: [], sig.CONTINUE_SIGNATURE_NAME: []}
     inputs = {sig.SIGNATURE_NAME: sig.INPUTS, sig.CONTINUE_SIGNATURE_NAME: sig.CONTINUE_INPUTS}
@@ -121,6 +124,9 @@ def test_warmup_records_are_prediction_logs_at_several_batch_sizes(tiny_export: 
 
 
 def record_batch_sizes(path: Path) -> list[tuple[str, int]]:
+    import tensorflow as tf
+    from tensorflow_serving.apis import prediction_log_pb2
+
     sizes = []
     for raw in tf.data.TFRecordDataset(str(path)):
         request = prediction_log_pb2.PredictionLog.FromString(raw.numpy()).predict_log.request
@@ -130,6 +136,8 @@ def record_batch_sizes(path: Path) -> list[tuple[str, int]]:
 
 
 def test_warmup_records_use_the_batch_sizes_given(tmp_path: Path) -> None:
+    from serving.model.export import ExportError, write_warmup
+
     path = tmp_path / sig.WARMUP_FILE
     assert write_warmup(path, "gen", (1, 3, 16)) == 6
     both = (sig.SIGNATURE_NAME, sig.CONTINUE_SIGNATURE_NAME)
@@ -139,6 +147,10 @@ def test_warmup_records_use_the_batch_sizes_given(tmp_path: Path) -> None:
 
 
 def test_golden_canary_matches_the_exported_model(tiny_export: Path) -> None:
+    import tensorflow as tf
+
+    from serving.model.export import CANARY_PROMPTS
+
     golden = json.loads((tiny_export / sig.GOLDEN_FILE).read_text())
     assert golden["version"] == 1 and golden["model"] == sig.DEFAULT_MODEL_NAME
     assert [p["prompt"] for p in golden["prompts"]] == list(CANARY_PROMPTS)
@@ -150,7 +162,7 @@ def test_golden_canary_matches_the_exported_model(tiny_export: Path) -> None:
         "prompt": first["prompt"],
         "max_new_tokens": golden["max_new_tokens"],
     }
-    out = fn(**{k: tf.constant([v], DTYPES[sig.INPUTS[k]]) for k, v in row.items()})
+    out = fn(**{k: tf.constant([v], tf.as_dtype(sig.INPUTS[k])) for k, v in row.items()})
     assert out["text"].numpy()[0].decode() == first["text"]
     assert float(out["mean_nll"][0]) == pytest.approx(first["mean_nll"], abs=1e-4)
 
@@ -168,6 +180,9 @@ def test_degraded_export_differs_and_is_less_sure_of_itself(
 
 
 def test_versions_are_immutable(tmp_path: Path, tiny_export: Path) -> None:
+    from serving.model.export import ExportError, export_version
+    from serving.model.transformer import GPT
+
     (tmp_path / "3").mkdir()
     with pytest.raises(ExportError, match="already exists"):
         export_version(GPT(get_preset("tiny").model), _SPEC, tmp_path, 3)

@@ -6,12 +6,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from serving.model.config import get_preset
-from serving.model.generate import Generator
-from serving.model.tokenizer import BYTE_EOT_ID, byte_vocab
-from serving.model.transformer import GPT
 from tests.support.models import tiny_tokens
 from tokenpulse.tfserving import signature as sig
 from tokenpulse.tfserving.ops import load_saved_model
@@ -26,6 +22,8 @@ def serve(tiny_export: Path):
 
 def call(fn, rows: list[dict]) -> list[dict]:
     """Run the signature on rows (dicts of inputs) and return per-row python outputs."""
+    import tensorflow as tf
+
     dtypes = {"string": tf.string, "int32": tf.int32, "float32": tf.float32, "int64": tf.int64}
     inputs = {k: tf.constant([r[k] for r in rows], dtype=dtypes[t]) for k, t in sig.INPUTS.items()}
     out = {k: v.numpy() for k, v in fn(**inputs).items()}
@@ -149,6 +147,12 @@ def test_tiny_top_p_is_greedy(serve) -> None:
 
 
 def test_end_of_text_stops_a_row_with_finish_reason_stop() -> None:
+    import tensorflow as tf
+
+    from serving.model.generate import Generator
+    from serving.model.tokenizer import BYTE_EOT_ID, byte_vocab
+    from serving.model.transformer import GPT
+
     cfg = get_preset("tiny").model
     model = GPT(cfg)
     # Make end-of-text the most likely token everywhere: output layer sees only the bias.
@@ -162,6 +166,10 @@ def test_end_of_text_stops_a_row_with_finish_reason_stop() -> None:
 
 
 def test_cached_decode_steps_match_the_full_forward_pass() -> None:
+    import tensorflow as tf
+
+    from serving.model.transformer import GPT
+
     cfg = get_preset("tiny").model
     model = GPT(cfg, seed=3)
     ids = tf.constant([[256, 72, 101, 108, 108, 111, 32, 119], [256, 40, 41, 42, 43, 44, 45, 46]])

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-import tensorflow as tf
 
-from serving.model.config import get_preset
-from serving.model.generate import Generator, Sampling
-from serving.model.tokenizer import BYTE_EOT_ID, byte_vocab
-from serving.model.transformer import GPT
+from serving.model.config import ModelConfig, get_preset
 from tests.serving.model.test_continuation import (
     at,
     call_continue,
@@ -23,7 +20,15 @@ from tests.serving.model.test_continuation import (
 from tokenpulse.tfserving import signature as sig
 from tokenpulse.tfserving.ops import load_saved_model
 
-BYTE_CFG = dataclasses.replace(get_preset("tiny").model, vocab_size=BYTE_EOT_ID + 1)
+if TYPE_CHECKING:
+    from serving.model.generate import Generator, Sampling
+
+
+def byte_cfg() -> ModelConfig:
+    """The tiny shape over the byte vocabulary."""
+    from serving.model.tokenizer import BYTE_EOT_ID
+
+    return dataclasses.replace(get_preset("tiny").model, vocab_size=BYTE_EOT_ID + 1)
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +36,11 @@ def bytes_model() -> Generator:
     """The loop over a byte vocabulary, so that these tests count tokens in bytes: the tiny
     shape with seeded random weights, position embeddings made large so that greedy text varies
     from step to step. Our subword export's stops are tested below and in test_continuation.py."""
-    model = GPT(BYTE_CFG, seed=6)  # one whose rows here do not pick end-of-text in 40 bytes
+    from serving.model.generate import Generator
+    from serving.model.tokenizer import byte_vocab
+    from serving.model.transformer import GPT
+
+    model = GPT(byte_cfg(), seed=6)  # one whose rows here do not pick end-of-text in 40 bytes
     model.wpe.assign(model.wpe * 40.0)
     model.lnf_g.assign(model.lnf_g * 4.0)
     return Generator(model, byte_vocab())
@@ -150,7 +159,11 @@ def test_of_two_stops_ending_at_one_byte_the_longer_cuts_the_text(unary, cont) -
 
 def counting_generator() -> tuple[Generator, list[int]]:
     """A random tiny model that never ends its text, counting its decode steps (run eagerly)."""
-    model = GPT(BYTE_CFG, seed=3)
+    from serving.model.generate import Generator
+    from serving.model.tokenizer import BYTE_EOT_ID, byte_vocab
+    from serving.model.transformer import GPT
+
+    model = GPT(byte_cfg(), seed=3)
     model.lnf_b.assign(-10.0 * model.wte[BYTE_EOT_ID])
     calls: list[int] = []
     decode = model.decode
@@ -164,11 +177,17 @@ def counting_generator() -> tuple[Generator, list[int]]:
 
 
 def greedy_params(n: int) -> Sampling:
+    import tensorflow as tf
+
+    from serving.model.generate import Sampling
+
     zeros = tf.zeros([n], tf.int32)
     return Sampling(tf.zeros([n]), zeros, tf.ones([n]), tf.zeros([n], tf.int64), zeros)
 
 
 def run_eagerly(gen: Generator, prompts: list[str], new: int, stops: list[list[bytes]]) -> dict:
+    import tensorflow as tf
+
     n = len(prompts)
     out = gen.generate(
         tf.constant(prompts), tf.fill([n], new), greedy_params(n), tf.constant(stops)
@@ -177,6 +196,8 @@ def run_eagerly(gen: Generator, prompts: list[str], new: int, stops: list[list[b
 
 
 def test_the_loop_ends_when_every_row_has_stopped() -> None:
+    import tensorflow as tf
+
     gen, calls = counting_generator()
     prompts = ["ab", "xyz"]
     whole = run_eagerly(gen, prompts, 40, [[b""], [b""]])
@@ -265,13 +286,23 @@ def test_a_multibyte_utf8_stop_ends_the_row_unary_and_split_between_chunks(unary
 
 def eot_everywhere() -> Generator:
     """A tiny model whose likeliest token is end-of-text everywhere."""
-    model = GPT(BYTE_CFG)
+    import tensorflow as tf
+
+    from serving.model.generate import Generator
+    from serving.model.tokenizer import BYTE_EOT_ID, byte_vocab
+    from serving.model.transformer import GPT
+
+    model = GPT(byte_cfg())
     model.lnf_g.assign(tf.zeros_like(model.lnf_g))
     model.lnf_b.assign(model.wte[BYTE_EOT_ID] * 50.0)
     return Generator(model, byte_vocab(model.cfg.vocab_size))
 
 
 def test_ignore_eos_decodes_past_end_of_text_unary_and_streamed() -> None:
+    import tensorflow as tf
+
+    from serving.model.tokenizer import BYTE_EOT_ID
+
     generator = eot_everywhere()
     rows = [
         request("anything", 10, ignore_eos=1),
@@ -298,6 +329,8 @@ def test_ignore_eos_decodes_past_end_of_text_unary_and_streamed() -> None:
 
 
 def test_a_stop_that_ends_inside_a_token_of_several_bytes_is_found_there() -> None:
+    import tensorflow as tf
+
     from serving.model import stops
     from serving.model.vocab import Vocab
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 from functools import cache
 
 import pytest
-import tensorflow as tf
 
-from serving.model import bpe, data, tokenizer
+from serving.model import bpe, data
 from tokenpulse import chatformat
 
 TEXTS = [
@@ -28,6 +27,10 @@ def _spec() -> bpe.BpeSpec:
 
 
 def test_graph_ids_equal_the_training_encoder_ids() -> None:
+    import tensorflow as tf
+
+    from serving.model import tokenizer
+
     spec = _spec()
     assert len(spec.merges) > 50  # merges were learnt, Chinese ones among them
     assert any(len(p) == 3 and p[0] >= 0xE0 for p in spec.merged)
@@ -54,6 +57,10 @@ LONG_WORDS = [
 
 
 def test_long_words_give_the_training_encoders_ids() -> None:
+    import tensorflow as tf
+
+    from serving.model import tokenizer
+
     spec = _spec()
     got = tokenizer.bpe_vocab(spec).encode(tf.constant(LONG_WORDS)).to_list()
     assert got == [ids.tolist() for ids in bpe.Encoder(spec).encode(LONG_WORDS)]
@@ -64,6 +71,10 @@ def test_long_words_give_the_training_encoders_ids() -> None:
 def test_merges_never_see_a_piece_longer_than_the_cut(monkeypatch: pytest.MonkeyPatch) -> None:
     """Merging costs up to a round per byte of the longest piece, each round over every piece:
     cut, a megabyte of spaces costs O(bytes), not O(bytes squared)."""
+    import tensorflow as tf
+
+    from serving.model import tokenizer
+
     encoder = tokenizer.BpeEncoder(_spec())
     widths: list[int] = []
     real = encoder.merge
@@ -74,6 +85,10 @@ def test_merges_never_see_a_piece_longer_than_the_cut(monkeypatch: pytest.Monkey
 
 
 def test_text_after_a_nul_byte_is_read_not_dropped() -> None:
+    import tensorflow as tf
+
+    from serving.model import tokenizer
+
     # a NUL from a client's C string or a binary paste: what follows it is still the prompt
     vocab = tokenizer.bpe_vocab(_spec())
     got = vocab.encode(tf.constant(["order\x00 7 arrived broken", "\x00\x00ok"])).to_list()
@@ -83,6 +98,10 @@ def test_text_after_a_nul_byte_is_read_not_dropped() -> None:
 
 
 def test_cut_keeps_order_and_cuts_at_the_width() -> None:
+    import tensorflow as tf
+
+    from serving.model import tokenizer
+
     rows = tf.ragged.constant([[], list(range(5)), list(range(4)), list(range(9))])
     got = tokenizer.cut(rows, 4).to_list()
     assert got == [[], [[0, 1, 2, 3], [4]], [[0, 1, 2, 3]], [[0, 1, 2, 3], [4, 5, 6, 7], [8]]]
@@ -91,6 +110,10 @@ def test_cut_keeps_order_and_cuts_at_the_width() -> None:
 
 
 def test_special_token_text_is_one_id_each() -> None:
+    import tensorflow as tf
+
+    from serving.model import tokenizer
+
     spec = _spec()
     ids = tokenizer.bpe_vocab(spec).encode(tf.constant([TEXTS[5]])).to_list()[0]
     assert ids == list(reversed(spec.special_ids))  # end-of-turn, then end-of-text
@@ -98,6 +121,10 @@ def test_special_token_text_is_one_id_each() -> None:
 
 
 def test_end_of_turn_ends_a_row_as_end_of_text_does() -> None:
+    import tensorflow as tf
+
+    from serving.model import tokenizer
+
     vocab = tokenizer.bpe_vocab(_spec())
     eot, eot_turn = _spec().special_ids
     assert vocab.end_ids == (eot, eot_turn)
@@ -125,17 +152,29 @@ def test_training_is_deterministic() -> None:
 
 
 def test_byte_vocab_encodes_utf8_bytes_per_row() -> None:
+    import tensorflow as tf
+
+    from serving.model import tokenizer
+
     ids = tokenizer.byte_vocab().encode(tf.constant(["hé", "", "ab"]))
     assert ids.to_list() == [[104, 0xC3, 0xA9], [], [97, 98]]
 
 
 def test_decode_respects_lengths_and_sanitises_split_characters() -> None:
+    import tensorflow as tf
+
+    from serving.model import tokenizer
+
     ids = tf.constant([[104, 0xC3, 0xA9, 0], [0xC3, 97, 0, 0], [104, 0xC3, 0xA9, 0]])
     text = tokenizer.decode(tokenizer.byte_vocab(), ids, tf.constant([3, 2, 2]))
     assert [t.decode() for t in text.numpy()] == ["hé", "\ufffda", "h"]  # é cut short: dropped
 
 
 def test_end_of_text_decodes_to_nothing() -> None:
+    import tensorflow as tf
+
+    from serving.model import tokenizer
+
     ids = tf.constant([[97, tokenizer.BYTE_EOT_ID, 98]])
     text = tokenizer.decode(tokenizer.byte_vocab(), ids, tf.constant([3]))
     assert text.numpy()[0] == b"ab"

@@ -7,12 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import tensorflow as tf
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from serving.model import bpe, data, train
+from serving.model import bpe, data
 from serving.model.config import get_preset
-from serving.model.transformer import GPT
 from tokenpulse import chatformat
 
 
@@ -42,6 +39,9 @@ def test_corpus_is_shipped_text_and_dialogues_split_by_end_of_text() -> None:
 
 
 def test_training_lowers_held_out_bits_per_byte(tmp_path: Path) -> None:
+    from serving.model import train
+    from serving.model.transformer import GPT
+
     preset = _quick_preset(60)
     model = GPT(preset.model, seed=1)
     spec, stream = train.prepare(preset)
@@ -58,6 +58,9 @@ def test_training_lowers_held_out_bits_per_byte(tmp_path: Path) -> None:
 
 
 def test_checkpoint_is_reused_for_the_same_recipe_only(tmp_path: Path) -> None:
+    from serving.model import train
+    from serving.model.transformer import GPT
+
     preset = _quick_preset(3)
     first = GPT(preset.model, seed=1)
     train.train(first, preset, tmp_path, progress=False)
@@ -73,6 +76,8 @@ def test_checkpoint_is_reused_for_the_same_recipe_only(tmp_path: Path) -> None:
 
 def _events(directory: Path) -> dict[str, tuple[str, list[int]]]:
     """Tag -> (plugin, steps) of every summary in a run's event files."""
+    import tensorflow as tf
+
     found: dict[str, tuple[str, list[int]]] = {}
     for path in sorted(directory.glob("events.out.*")):
         for event in tf.compat.v1.train.summary_iterator(str(path)):
@@ -85,6 +90,12 @@ def _events(directory: Path) -> dict[str, tuple[str, list[int]]]:
 def test_tensorboard_gets_histograms_per_layer_the_gradient_norm_and_the_learning_rate(
     tmp_path: Path,
 ) -> None:
+    import tensorflow as tf
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from serving.model import train
+    from serving.model.transformer import GPT
+
     preset = _quick_preset(5)
     model = GPT(preset.model, seed=1)
     train.train(model, preset, tmp_path, progress=False, histogram_every=2)
@@ -111,6 +122,9 @@ def test_tensorboard_gets_histograms_per_layer_the_gradient_norm_and_the_learnin
 
 def test_summaries_change_neither_the_weights_nor_the_random_stream(tmp_path: Path) -> None:
     """Histograms every step or never: the same seed trains the same weights, bit for bit."""
+    from serving.model import train
+    from serving.model.transformer import GPT
+
     preset = _quick_preset(4)
     reports, weights = [], []
     for every in (1, 0):

@@ -6,11 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import tensorflow as tf
 
 from serving.model import data, dialogues
 from serving.model.bpe import MAX_WORD_BYTES
-from serving.model.hub import bpe
 from tests.support.hub import (
     cached_gpt2_import,
     cached_gpt2_preset,
@@ -59,6 +57,10 @@ def _texts() -> list[str]:
 
 
 def test_ordinary_text_gets_keras_hubs_own_ids(tokenizer: Any) -> None:
+    import tensorflow as tf
+
+    from serving.model.hub import bpe
+
     texts = _texts()
     encoder = bpe.encoder_of(tokenizer, tokenizer.vocabulary_size())
     ours = tf.function(encoder)(tf.constant(texts)).to_list()
@@ -70,6 +72,10 @@ def test_ordinary_text_gets_keras_hubs_own_ids(tokenizer: Any) -> None:
 def test_a_long_word_costs_pieces_of_the_cut_and_spells_the_same_bytes(
     tokenizer: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import tensorflow as tf
+
+    from serving.model.hub import bpe
+
     vocab = bpe.vocab(_Preprocessor(tokenizer), tokenizer.vocabulary_size())
     encoder = vocab.module
     widths: list[int] = []

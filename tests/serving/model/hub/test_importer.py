@@ -6,15 +6,13 @@ Each family's module shares one cached import (tests/support/hub.py)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from serving.model.check import run as run_check
 from serving.model.settings import CheckSettings
-from serving.model.vocab import finished_text
 from tests.support.hub import (
     cached_gpt2_import,
     cached_gpt2_preset,
@@ -23,6 +21,9 @@ from tests.support.hub import (
 )
 from tokenpulse.tfserving import signature as sig
 from tokenpulse.tfserving.ops import load_saved_model
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 # different lengths, left-padded in one batch; a Chinese customer's question (3 bytes a character)
 PROMPTS = ["The assert statement says", "If", "请问我的订单什么时候发货？"]
@@ -69,6 +70,8 @@ def reference(lm: Any, prompt: str, new: int) -> list[int]:
 
     GPT-2's preprocessor starts a prompt with end-of-text, Qwen's with nothing; a blank prompt,
     which keras_hub cannot generate from without a start token, starts with end-of-text."""
+    import tensorflow as tf
+
     eot = lm.preprocessor.tokenizer.end_token_id
     x = lm.preprocessor.generate_preprocess([prompt], sequence_length=64)
     ids = np.asarray(x["token_ids"][0])[np.asarray(x["padding_mask"][0])].tolist() or [eot]
@@ -85,11 +88,17 @@ def reference(lm: Any, prompt: str, new: int) -> list[int]:
 def text_of(table: dict[int, bytes], ids: list[int]) -> bytes:
     """The text `serving_default` answers for these ids, generated to the end (invalid UTF-8
     replaced, a last character cut short dropped)."""
+    import tensorflow as tf
+
+    from serving.model.vocab import finished_text
+
     return finished_text(tf.constant(b"".join(table[i] for i in ids))).numpy()
 
 
 def rows(prompts: list[str], **fields: Any) -> dict[str, tf.Tensor]:
     """Greedy request tensors, one row per prompt, `fields` overriding every row's inputs."""
+    import tensorflow as tf
+
     table = [sig.default_row(p, NEW) | fields for p in prompts]
     kinds = {"string": tf.string, "int32": tf.int32, "float32": tf.float32, "int64": tf.int64}
     return {n: tf.constant([r[n] for r in table], kinds[k]) for n, k in sig.INPUTS.items()}
@@ -102,6 +111,8 @@ def unary(signatures: Any, prompts: list[str], **fields: Any) -> list[dict[str, 
 
 def streamed(signatures: Any, prompt: str, chunk: int, **fields: Any) -> dict[str, Any]:
     """One row through `continue`, `chunk` tokens a call, as the gateway sends it."""
+    import tensorflow as tf
+
     fn = signatures[sig.CONTINUE_SIGNATURE_NAME]
     got, ids, nll, scored, calls, finish = b"", b"", 0.0, 0, 0, ""
     while not finish and calls < 64:
@@ -128,6 +139,8 @@ def pieces(lm: Any) -> dict[int, bytes]:
 def test_greedy_unary_equals_keras_hubs_own_generate_token_for_token(
     signatures: Any, keras_lm: Any, refs: list[list[int]]
 ) -> None:
+    import tensorflow as tf
+
     from serving.model.decoding import Sampling, generate_loop
     from serving.model.generate import Generator, _budgets, prompt_ids
     from serving.model.hub.importer import ADAPTERS
@@ -200,6 +213,10 @@ def test_streamed_greedy_equals_unary_chunk_by_chunk(
 
 
 def test_streamed_sampling_equals_unary_per_row(signatures: Any) -> None:
+    import tensorflow as tf
+
+    from serving.model.vocab import finished_text
+
     hot = {"temperature": 0.9, "top_k": 40, "top_p": 0.9, "seed": 11}
     together = unary(signatures, PROMPTS, **hot)
     for prompt, whole in zip(PROMPTS, together, strict=True):
@@ -213,6 +230,8 @@ def test_streamed_sampling_equals_unary_per_row(signatures: Any) -> None:
 def test_a_stop_sequence_ends_the_row_even_inside_a_token(
     signatures: Any, keras_lm: Any, refs: list[list[int]]
 ) -> None:
+    import tensorflow as tf
+
     table, ref = pieces(keras_lm), refs[0]
     raw = b"".join(table[i] for i in ref)
     ends = np.cumsum([len(table[i]) for i in ref]).tolist()  # token boundaries in bytes
