@@ -23,7 +23,7 @@ from devtools.stack import Stack, running_stack
 from tests.support import markers, tfsetup
 from tests.support.modelserver import MODELSERVER_TEST_ENV
 from tests.support.scheduling import LaneScheduling, cores, niceness, released
-from tests.support.stack import LANES, SHARED_SERVER_FIXTURES, SHARED_STACK, run_order, scope_of
+from tests.support.stack import LANES, SHARED_FIXTURES, SHARED_STACK, run_order, scope_of
 from tokenpulse import logging as tp_logging
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -102,22 +102,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             raise pytest.UsageError(
                 f"{module} uses shared_stack: list it in tests/support/stack.py"
             )
-        _check_shared_server_unit(item, module)
+        _check_shared_fixture_unit(item, module)
         if item.get_closest_marker("stack"):
             stacked.add(scope_of(item.nodeid))
 
     items.sort(key=lambda item: run_order(item.nodeid, stacked))
 
 
-def _check_shared_server_unit(item: pytest.Item, module: str) -> None:
-    """A module using a shared server fixture must be in its unit, or every worker that runs
-    one of its modules starts the server again."""
+def _check_shared_fixture_unit(item: pytest.Item, module: str) -> None:
+    """A module using a shared session fixture must be in its unit, or every worker that runs
+    one of its modules sets it up again."""
     defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
-    for unit, (name, folder) in SHARED_SERVER_FIXTURES.items():
+    for unit, (name, folder) in SHARED_FIXTURES.items():
         if any(d.baseid == folder for d in defs.get(name, ())) and scope_of(module) != unit:
             raise pytest.UsageError(
                 f"{module} uses {folder}'s `{name}`: list it in tests/support/stack.py's "
-                f"SHARED_SERVER_UNITS[{unit!r}]"
+                f"SHARED_FIXTURE_UNITS[{unit!r}]"
             )
 
 

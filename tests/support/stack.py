@@ -60,12 +60,12 @@ CLOCK_MODULES = (
     "tests/stack/drill/test_proxy.py",
 )
 
-# Modules that share one session fixture's model server: one unit of work each, so that one
-# worker runs them and starts it once (xdist gives a session fixture to every worker that asks:
-# spread over workers, these modules started 3 and 3; a start is ~8 CPU-s). Not lanes: they
-# compute between their calls, so they run on the computing workers like any module.
-# Collection fails for a module that uses the fixture without being in its unit.
-SHARED_SERVER_UNITS: dict[str, tuple[str, ...]] = {
+# Modules that share one session fixture (a model server, a loaded model): one unit of work each,
+# so that one worker runs them and sets it up once (xdist gives a session fixture to every worker
+# that asks: spread over workers, the model server modules started 3 and 3, at ~8 CPU-s a start).
+# Not lanes: they compute between their calls, so they run on the computing workers like any
+# module. Collection fails for a module that uses the fixture without being in its unit.
+SHARED_FIXTURE_UNITS: dict[str, tuple[str, ...]] = {
     # tests/serving/modelserver/conftest.py's `server`
     "modelserver-server": (
         "tests/serving/modelserver/test_continue.py",
@@ -79,13 +79,28 @@ SHARED_SERVER_UNITS: dict[str, tuple[str, ...]] = {
         "tests/serving/gateway/test_openapi.py",
         "tests/serving/gateway/test_streaming_e2e.py",
     ),
+    # tests/serving/model/conftest.py's `tiny_loaded`: the export loaded in the worker (a load
+    # and each signature's first call: ~2.3 CPU-s)
+    "tiny-loaded": (
+        "tests/serving/model/test_continuation.py",
+        "tests/serving/model/test_export.py",
+        "tests/serving/model/test_generate.py",
+        "tests/serving/model/test_stops.py",
+    ),
+    # tests/serving/model/hub/conftest.py's `hub_lm`: keras_hub's own model of each preset
+    "keras-hub": (
+        "tests/serving/model/hub/test_bpe.py",
+        "tests/serving/model/hub/test_importer.py",
+    ),
 }
 # the fixture each unit shares: (its name, the folder whose conftest defines it)
-SHARED_SERVER_FIXTURES = {
+SHARED_FIXTURES = {
     "modelserver-server": ("server", "tests/serving/modelserver"),
     "gateway-e2e": ("tiny_gen", "tests/serving/gateway"),
+    "tiny-loaded": ("tiny_loaded", "tests/serving/model"),
+    "keras-hub": ("hub_lm", "tests/serving/model/hub"),
 }
-_UNIT_OF = {module: unit for unit, modules in SHARED_SERVER_UNITS.items() for module in modules}
+_UNIT_OF = {module: unit for unit, modules in SHARED_FIXTURE_UNITS.items() for module in modules}
 
 # Modules that judge a healthy stack's silence run first in their lane, on a stack nothing has
 # broken yet: an incident's load (the restarts shard trains and exports beside the traffic) stays

@@ -9,8 +9,8 @@ from tests.support.stack import (
     E2E_STACK_MODULES,
     E2E_STACKS,
     LANES,
-    SHARED_SERVER_FIXTURES,
-    SHARED_SERVER_UNITS,
+    SHARED_FIXTURE_UNITS,
+    SHARED_FIXTURES,
     SHARED_STACK,
     SHARED_STACK_MODULES,
     run_order,
@@ -77,11 +77,11 @@ def test_the_soak_runs_before_the_restarts_drills_on_their_stack_and_lanes_go_fi
     ]
 
 
-def test_modules_sharing_a_session_server_are_one_unit_each() -> None:
-    assert set(SHARED_SERVER_FIXTURES) == set(SHARED_SERVER_UNITS)
-    for unit, modules in SHARED_SERVER_UNITS.items():
+def test_modules_sharing_a_session_fixture_are_one_unit_each() -> None:
+    assert set(SHARED_FIXTURES) == set(SHARED_FIXTURE_UNITS)
+    for unit, modules in SHARED_FIXTURE_UNITS.items():
         assert {scope_of(f"{m}::t[x]") for m in modules} == {unit}
         assert unit not in LANES
-        name, folder = SHARED_SERVER_FIXTURES[unit]
+        name, folder = SHARED_FIXTURES[unit]
         assert all(m.startswith(f"{folder}/") and (ROOT / m).is_file() for m in modules)
         assert f"def {name}(" in (ROOT / folder / "conftest.py").read_text()

@@ -41,7 +41,7 @@ def keys(keys_file: Path) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def tiny_gen(tmp_path_factory: pytest.TempPathFactory, tiny_export: Path) -> Iterator[TinyGen]:
     """One model server for the gateway's end-to-end modules (one unit of work:
-    tests/support/stack.py's SHARED_SERVER_UNITS): versions 1 and 2 of the tiny export in `gen`,
+    tests/support/stack.py's SHARED_FIXTURE_UNITS): versions 1 and 2 of the tiny export in `gen`,
     every version served, labels stable=1 and canary=2. Each module puts its own gateway in
     front; none stops or reconfigures the server."""
     tmp = tmp_path_factory.mktemp("tiny-gen")

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from serving.model.config import get_preset
 from tokenpulse.tfserving import signature as sig
-from tokenpulse.tfserving.ops import load_saved_model
 
 CONTEXT = get_preset("tiny").model.context
 
 
 @pytest.fixture(scope="module")
-def model(tiny_export: Path):
-    return load_saved_model(tiny_export)
+def model(tiny_loaded):
+    return tiny_loaded
 
 
 @pytest.fixture(scope="module")

@@ -6,13 +6,14 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from serving.model import bpe, opcheck
 from serving.model.config import get_preset
 from tokenpulse.tfserving import signature as sig
-from tokenpulse.tfserving.ops import TF_TEXT_OPS, load_saved_model
+from tokenpulse.tfserving.ops import TF_TEXT_OPS
 
 _SPEC = bpe.BpeSpec(get_preset("tiny").model.vocab_size, ())  # no merges: refused before use
 
@@ -63,7 +64,9 @@ print(json.dumps({"text": [t.decode() for t in out["text"]], "ours": ours}))
 """
 
 
-def test_the_export_answers_in_a_process_with_tf_text_ops_only(tiny_export: Path) -> None:
+def test_the_export_answers_in_a_process_with_tf_text_ops_only(
+    tiny_export: Path, tiny_loaded: Any
+) -> None:
     import tensorflow as tf
 
     prompts = ["The model server", "用户：你好<|endofturn|>\n客服："]
@@ -75,7 +78,7 @@ def test_the_export_answers_in_a_process_with_tf_text_ops_only(tiny_export: Path
     assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])
     assert got["ours"] == []
-    fn = load_saved_model(tiny_export).signatures[sig.SIGNATURE_NAME]
+    fn = tiny_loaded.signatures[sig.SIGNATURE_NAME]
     tensors = {
         k: tf.constant([row[k] for row in rows], tf.as_dtype(sig.INPUTS[k])) for k in rows[0]
     }
@@ -97,14 +100,16 @@ def test_op_check_catches_py_function(tmp_path: Path) -> None:
     assert "EagerPyFunc" in opcheck.signature_ops(tmp_path)["serving_default"]
 
 
-def test_warmup_records_are_prediction_logs_at_several_batch_sizes(tiny_export: Path) -> None:
+def test_warmup_records_are_prediction_logs_at_several_batch_sizes(
+    tiny_export: Path, tiny_loaded: Any
+) -> None:
     import tensorflow as tf
     from tensorflow_serving.apis import prediction_log_pb2
 
     path = tiny_export / sig.WARMUP_FILE
     sizes: dict[str, list[int]] = {sig.SIGNATURE_NAME: [], sig.CONTINUE_SIGNATURE_NAME: []}
     inputs = {sig.SIGNATURE_NAME: sig.INPUTS, sig.CONTINUE_SIGNATURE_NAME: sig.CONTINUE_INPUTS}
-    fn = load_saved_model(tiny_export).signatures
+    fn = tiny_loaded.signatures
     for raw in tf.data.TFRecordDataset(str(path)):
         log = prediction_log_pb2.PredictionLog.FromString(raw.numpy())
         request = log.predict_log.request
@@ -146,7 +151,7 @@ def test_warmup_records_use_the_batch_sizes_given(tmp_path: Path) -> None:
         write_warmup(path, "gen", ())
 
 
-def test_golden_canary_matches_the_exported_model(tiny_export: Path) -> None:
+def test_golden_canary_matches_the_exported_model(tiny_export: Path, tiny_loaded: Any) -> None:
     import tensorflow as tf
 
     from serving.model.export import CANARY_PROMPTS
@@ -154,7 +159,7 @@ def test_golden_canary_matches_the_exported_model(tiny_export: Path) -> None:
     golden = json.loads((tiny_export / sig.GOLDEN_FILE).read_text())
     assert golden["version"] == 1 and golden["model"] == sig.DEFAULT_MODEL_NAME
     assert [p["prompt"] for p in golden["prompts"]] == list(CANARY_PROMPTS)
-    fn = load_saved_model(tiny_export).signatures[sig.SIGNATURE_NAME]
+    fn = tiny_loaded.signatures[sig.SIGNATURE_NAME]
     first = golden["prompts"][0]
     assert set(golden["request"]) == set(sig.INPUTS) - {"prompt", "max_new_tokens"}
     assert golden["request"]["stop"] == sig.stop_slots() and golden["request"]["ignore_eos"] == 0

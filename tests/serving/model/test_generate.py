@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from serving.model.config import get_preset
 from tests.support.models import tiny_tokens
 from tokenpulse.tfserving import signature as sig
-from tokenpulse.tfserving.ops import load_saved_model
 
 CONTEXT = get_preset("tiny").model.context
 
 
 @pytest.fixture(scope="module")
-def serve(tiny_export: Path):
-    return load_saved_model(tiny_export).signatures[sig.SIGNATURE_NAME]
+def serve(tiny_loaded):
+    return tiny_loaded.signatures[sig.SIGNATURE_NAME]
 
 
 def call(fn, rows: list[dict]) -> list[dict]:

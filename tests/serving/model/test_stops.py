@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -18,7 +17,6 @@ from tests.serving.model.test_continuation import (
     text_of,
 )
 from tokenpulse.tfserving import signature as sig
-from tokenpulse.tfserving.ops import load_saved_model
 
 if TYPE_CHECKING:
     from serving.model.generate import Generator, Sampling
@@ -57,8 +55,8 @@ def cont(bytes_model: Generator):
 
 
 @pytest.fixture(scope="module")
-def export(tiny_export: Path):
-    return load_saved_model(tiny_export).signatures
+def export(tiny_loaded):
+    return tiny_loaded.signatures
 
 
 @pytest.mark.parametrize("chunk", [1, 4])

@@ -3,6 +3,7 @@ linear cost for a very long word, and no state kept between calls (serving/model
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -11,9 +12,7 @@ from serving.model import data, dialogues
 from serving.model.bpe import MAX_WORD_BYTES
 from tests.support.hub import (
     cached_gpt2_import,
-    cached_gpt2_preset,
     cached_qwen_import,
-    cached_qwen_preset,
 )
 from tokenpulse.tfserving.ops import saved_model_ops
 
@@ -45,11 +44,8 @@ def family(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="module")
-def tokenizer(family: str) -> Any:
-    import keras_hub
-
-    preset = cached_gpt2_preset() if family == "gpt2" else cached_qwen_preset()
-    return keras_hub.models.CausalLM.from_preset(str(preset)).preprocessor.tokenizer
+def tokenizer(family: str, hub_lm: Callable[[str], Any]) -> Any:
+    return hub_lm(family).preprocessor.tokenizer
 
 
 def _texts() -> list[str]:

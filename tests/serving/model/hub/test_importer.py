@@ -5,6 +5,7 @@ Each family's module shares one cached import (tests/support/hub.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,9 +16,7 @@ from serving.model.check import run as run_check
 from serving.model.settings import CheckSettings
 from tests.support.hub import (
     cached_gpt2_import,
-    cached_gpt2_preset,
     cached_qwen_import,
-    cached_qwen_preset,
 )
 from tokenpulse.tfserving import signature as sig
 from tokenpulse.tfserving.ops import load_saved_model
@@ -46,12 +45,10 @@ def signatures(export: Path) -> Any:
 
 
 @pytest.fixture(scope="module")
-def keras_lm(family: str) -> Any:
-    import keras_hub
+def keras_lm(family: str, hub_lm: Callable[[str], Any]) -> Any:
     from keras_hub.samplers import GreedySampler
 
-    preset = cached_gpt2_preset() if family == "gpt2" else cached_qwen_preset()
-    lm = keras_hub.models.CausalLM.from_preset(str(preset))
+    lm = hub_lm(family)
     # keras_hub's own generate function (`make_generate_function`: its `generate_step` in a
     # tf.function), traced without XLA: the same ops, 3-5x less CPU than eager for these calls
     lm.sampler, lm.jit_compile = GreedySampler(), False
