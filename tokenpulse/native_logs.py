@@ -12,11 +12,12 @@ from __future__ import annotations
 import contextlib
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import os
 import re
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -64,11 +65,15 @@ def keras_refused() -> Iterator[None]:
             del sys.modules["keras"]
 
 
-class _QuietLoader(importlib.abc.Loader):
-    """TensorFlow's own loader, run with the chatter dropped, devices started too."""
+ExecModule = Callable[[ModuleType], None]
 
-    def __init__(self, real: Any) -> None:
+
+class _WrappedLoader(importlib.abc.Loader):
+    """TensorFlow's own loader, its `exec_module` run through a hook's `run`."""
+
+    def __init__(self, real: Any, run: Callable[[ExecModule, ModuleType], None]) -> None:
         self.real = real
+        self.run = run
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.real, name)  # resource readers and the like
@@ -79,15 +84,17 @@ class _QuietLoader(importlib.abc.Loader):
         return module
 
     def exec_module(self, module: ModuleType) -> None:
-        """Import TensorFlow (without Keras: tokenpulse.tfimport) and start its devices (where
-        cuInit and cudart log) quietly."""
-        with _chatter_dropped(), keras_refused():
-            self.real.exec_module(module)
-            module.config.list_physical_devices()
+        """The real `exec_module`, as the hook runs it."""
+        self.run(self.real.exec_module, module)
 
 
-class _QuietTensorFlowFinder(importlib.abc.MetaPathFinder):
-    """Wraps the loader of the first `import tensorflow`, then steps aside."""
+class FirstTensorFlowImport(importlib.abc.MetaPathFinder):
+    """An import hook: the first `import tensorflow` runs TensorFlow's own loader through
+    `run(exec_module, module)`; then the hook steps aside. Hooks compose: each finds the spec
+    through the finders left, so another hook's wrapping is kept."""
+
+    def __init__(self, run: Callable[[ExecModule, ModuleType], None]) -> None:
+        self.run = run
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
@@ -95,21 +102,41 @@ class _QuietTensorFlowFinder(importlib.abc.MetaPathFinder):
         """Only `tensorflow` itself; every other import goes on as usual."""
         if fullname != "tensorflow":
             return None
-        uninstall()
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        self.remove()
+        spec = importlib.util.find_spec(fullname)
         if spec is not None and spec.loader is not None:
-            spec.loader = _QuietLoader(spec.loader)
+            spec.loader = _WrappedLoader(spec.loader, self.run)
         return spec
+
+    def install(self) -> None:
+        """Hook the first import, where TensorFlow is not imported yet."""
+        if "tensorflow" not in sys.modules and self not in sys.meta_path:
+            sys.meta_path.insert(0, self)
+
+    def remove(self) -> None:
+        """Take the hook out (it takes itself out at the first `import tensorflow`)."""
+        sys.meta_path[:] = [f for f in sys.meta_path if f is not self]
+
+
+def _quietly(exec_module: ExecModule, module: ModuleType) -> None:
+    """Import TensorFlow (without Keras: tokenpulse.tfimport) and start its devices (where
+    cuInit and cudart log) quietly."""
+    with _chatter_dropped(), keras_refused():
+        exec_module(module)
+        module.config.list_physical_devices()
+
+
+_QUIET = FirstTensorFlowImport(_quietly)
 
 
 def uninstall() -> None:
-    """Remove the import hook (it removes itself after the first `import tensorflow`)."""
-    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _QuietTensorFlowFinder)]
+    """Remove the quiet import hook (it removes itself after the first `import tensorflow`)."""
+    _QUIET.remove()
 
 
 def quiet_tensorflow(level: str) -> None:
     """Map `level` onto TF_CPP_MIN_LOG_LEVEL; below DEBUG, make the first TF import quiet."""
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = _TF_CPP_LEVEL[level]
     uninstall()
-    if level != "DEBUG" and "tensorflow" not in sys.modules:
-        sys.meta_path.insert(0, _QuietTensorFlowFinder())
+    if level != "DEBUG":
+        _QUIET.install()

@@ -16,15 +16,11 @@ keep them.
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
-import importlib.util
 import sys
-from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
-from tokenpulse.native_logs import keras_refused
+from tokenpulse.native_logs import ExecModule, FirstTensorFlowImport, keras_refused
 
 _wanted = False  # the rewrites the running fixture or test wants
 _applied: bool | None = None  # the rewrites this process's TensorFlow runs with, once set
@@ -47,44 +43,16 @@ def _apply(tf: ModuleType) -> None:
         _applied = _wanted
 
 
-class _Loader(importlib.abc.Loader):
-    """TensorFlow's own loader, run without Keras, then the wanted rewrites set."""
-
-    def __init__(self, real: Any) -> None:
-        self.real = real
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
-        """The real loader's module."""
-        module: ModuleType | None = self.real.create_module(spec)
-        return module
-
-    def exec_module(self, module: ModuleType) -> None:
-        """Import TensorFlow as tokenpulse.tfimport does, then set the rewrites."""
-        with keras_refused():
-            self.real.exec_module(module)
-        _apply(module)
+def _imported(exec_module: ExecModule, module: ModuleType) -> None:
+    """Import TensorFlow as tokenpulse.tfimport does, then set the rewrites."""
+    with keras_refused():
+        exec_module(module)
+    _apply(module)
 
 
-class _Finder(importlib.abc.MetaPathFinder):
-    """Wraps the loader of the first `import tensorflow`, then steps aside."""
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        """Only `tensorflow` itself; every other import goes on as usual."""
-        if fullname != "tensorflow":
-            return None
-        sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _Finder)]
-        spec = importlib.util.find_spec(fullname)  # through the finders left, as usual
-        if spec is not None and spec.loader is not None:
-            spec.loader = _Loader(spec.loader)
-        return spec
+_HOOK = FirstTensorFlowImport(_imported)
 
 
 def install() -> None:
     """In a process that has not imported TensorFlow yet, hook its first import."""
-    if "tensorflow" not in sys.modules and not any(isinstance(f, _Finder) for f in sys.meta_path):
-        sys.meta_path.insert(0, _Finder())
+    _HOOK.install()
