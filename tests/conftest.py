@@ -23,7 +23,7 @@ from devtools.stack import Stack, running_stack
 from tests.support import markers, tfsetup
 from tests.support.modelserver import MODELSERVER_TEST_ENV
 from tests.support.scheduling import LaneScheduling, cores, niceness, released
-from tests.support.stack import LANES, SHARED_FIXTURES, SHARED_STACK, run_order, scope_of
+from tests.support.stack import LANES, SHARED_FIXTURES, run_order, scope_of
 from tokenpulse import logging as tp_logging
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -98,10 +98,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     stacked = set()
     for item in items:
         module = item.nodeid.split("::", 1)[0]
-        if "shared_stack" in getattr(item, "fixturenames", ()) and scope_of(module) != SHARED_STACK:
-            raise pytest.UsageError(
-                f"{module} uses shared_stack: list it in tests/support/stack.py"
-            )
         _check_shared_fixture_unit(item, module)
         if item.get_closest_marker("stack"):
             stacked.add(scope_of(item.nodeid))
@@ -116,8 +112,8 @@ def _check_shared_fixture_unit(item: pytest.Item, module: str) -> None:
     for unit, (name, folder) in SHARED_FIXTURES.items():
         if any(d.baseid == folder for d in defs.get(name, ())) and scope_of(module) != unit:
             raise pytest.UsageError(
-                f"{module} uses {folder}'s `{name}`: list it in tests/support/stack.py's "
-                f"SHARED_FIXTURE_UNITS[{unit!r}]"
+                f"{module} uses {folder}'s `{name}`: list it in tests/support/stack.py with the "
+                f"modules of {unit!r}"
             )
 
 

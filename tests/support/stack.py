@@ -93,8 +93,10 @@ SHARED_FIXTURE_UNITS: dict[str, tuple[str, ...]] = {
         "tests/serving/model/hub/test_importer.py",
     ),
 }
-# the fixture each unit shares: (its name, the folder whose conftest defines it)
+# the fixture each unit (and the shared stack's lane) shares: (its name, the folder whose conftest
+# defines it)
 SHARED_FIXTURES = {
+    SHARED_STACK: ("shared_stack", "tests"),
     "modelserver-server": ("server", "tests/serving/modelserver"),
     "gateway-e2e": ("tiny_gen", "tests/serving/gateway"),
     "tiny-loaded": ("tiny_loaded", "tests/serving/model"),

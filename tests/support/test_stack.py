@@ -78,7 +78,7 @@ def test_the_soak_runs_before_the_restarts_drills_on_their_stack_and_lanes_go_fi
 
 
 def test_modules_sharing_a_session_fixture_are_one_unit_each() -> None:
-    assert set(SHARED_FIXTURES) == set(SHARED_FIXTURE_UNITS)
+    assert set(SHARED_FIXTURES) == {*SHARED_FIXTURE_UNITS, SHARED_STACK}
     for unit, modules in SHARED_FIXTURE_UNITS.items():
         assert {scope_of(f"{m}::t[x]") for m in modules} == {unit}
         assert unit not in LANES
