@@ -3,9 +3,11 @@
 keras_hub runs twice, its generate loop with XLA and without (keras_hub_peer says why each is
 named). The models get the same dimensions and random weights (speed does not depend on the weights;
 the end-of-text logit is pushed down in ours so no row stops early). Every figure is measured in
-this one run, side by side, including the matmul peak the FLOP/s are compared against: the two
-models take turns call by call, so load from elsewhere on the machine hits both alike. The
-TokenPulse run also reports how many kernels one decode step runs in the exported SavedModel.
+this one run, side by side, including the matmul peak the FLOP/s are compared against: the
+models take turns call by call, so load from elsewhere on the machine hits all alike. A
+grouped-query preset also runs with keras_hub's multi-head attention (`multi_head`), so the
+ratios against keras_hub show the loop on the same arithmetic beside the preset as shipped.
+The TokenPulse run also reports how many kernels one decode step runs in the exported SavedModel.
 keras_hub is an optional extra (`pip install 'tokenpulse[bench-model]'`); without it the bench
 says so and measures the TokenPulse side only. `--preset-dir DIR` benches an imported keras_hub
 preset against keras_hub itself instead (model_preset.py).
@@ -19,6 +21,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -86,12 +89,12 @@ def _matmul_peak(repeats: int) -> float:
 def flops_per_token(cfg: Any, attended: float) -> float:
     """Useful FLOPs to decode one token: weight matmuls, tied head, attention over `attended`."""
     d, layers = cfg.d_model, cfg.n_layers
-    weights = layers * (3 * d * d + d * d + 2 * d * cfg.d_ff)
+    weights = layers * (d * (d + 2 * cfg.kv_dim) + d * d + 2 * d * cfg.d_ff)
     return 2 * weights + 2 * cfg.vocab_size * d + 4 * layers * d * attended
 
 
-def ours(cfg: Any) -> Runner:
-    """TokenPulse's in-graph generator."""
+def ours(cfg: Any, name: str = "tokenpulse", count_ops: bool = True) -> Runner:
+    """TokenPulse's in-graph generator (`count_ops`: it also counts one decode step's kernels)."""
     import tensorflow as tf
 
     from serving.model.generate import Generator
@@ -133,7 +136,16 @@ def ours(cfg: Any) -> Runner:
                     for kind, temp in (("greedy", 0.0), ("sampled", 0.8))
                 }
 
-    return Runner("tokenpulse", generate, ops_per_step)
+    return Runner(name, generate, ops_per_step if count_ops else None)
+
+
+def multi_head(cfg: Any) -> Runner | None:
+    """Ours with keras_hub's attention, every query head its own keys and values, beside a
+    grouped-query preset: the speed ratio against keras_hub compares the loops on the same
+    arithmetic, not the attention the preset chose. None for a multi-head preset."""
+    if cfg.n_kv_heads == cfg.n_heads:
+        return None
+    return ours(replace(cfg, n_kv_heads=cfg.n_heads), "tokenpulse multi-head", count_ops=False)
 
 
 def keras_hub_peer(cfg: Any, xla: bool) -> Runner:
@@ -241,28 +253,27 @@ def main(args: argparse.Namespace) -> int:
         "matmul_peak_flop_per_s": round(peak),
         "runs": {},
     }
-    runners = [ours(cfg)]
+    peers: list[Runner] = []
     if args.peer:
         try:
-            runners += [keras_hub_peer(cfg, xla=False), keras_hub_peer(cfg, xla=True)]
+            peers = [keras_hub_peer(cfg, xla=False), keras_hub_peer(cfg, xla=True)]
         except ModuleNotFoundError as exc:
             if exc.name != "keras_hub":
                 raise
             print(f"bench model: {KERAS_HUB_MISSING}", file=sys.stderr)
             report["keras_hub"] = KERAS_HUB_MISSING
+    runners = [ours(cfg)]
+    if peers and (same := multi_head(cfg)) is not None:
+        runners.append(same)
+    mine = list(runners)
+    runners += peers
     for name, figures in measure(runners, cfg, args.repeats, say).items():
         figures["fraction_of_matmul_peak"] = round(figures["achieved_flop_per_s_batch32"] / peak, 4)
         report["runs"][name] = figures
-    if len(runners) > 1:
-        a = report["runs"][runners[0].name]
+    if peers:  # per arm of ours (the preset; with keras_hub's attention), per keras_hub peer
         report["ratio_tokenpulse_over_keras_hub"] = {
-            peer.name: {
-                f"tokens_per_s_batch{n}": round(
-                    a["tokens_per_s"][n] / report["runs"][peer.name]["tokens_per_s"][n], 2
-                )
-                for n in BATCH_SIZES
-            }
-            for peer in runners[1:]
+            arm.name: {peer.name: _ratios(report["runs"], arm, peer) for peer in peers}
+            for arm in mine
         }
     say("held-out text")
     report["held_out"] = held_out(args.preset, args.cache_dir)
@@ -271,6 +282,11 @@ def main(args: argparse.Namespace) -> int:
     else:
         _print_table(report)
     return 0
+
+
+def _ratios(runs: dict[str, dict[str, Any]], arm: Runner, peer: Runner) -> dict[str, float]:
+    ours_, theirs = runs[arm.name]["tokens_per_s"], runs[peer.name]["tokens_per_s"]
+    return {f"tokens_per_s_batch{n}": round(ours_[n] / theirs[n], 2) for n in BATCH_SIZES}
 
 
 def _print_table(report: dict[str, Any]) -> None:
@@ -287,8 +303,9 @@ def _print_table(report: dict[str, Any]) -> None:
         if "ops_per_decode_step" in r:
             ops = ", ".join(f"{k} {v:.0f}" for k, v in r["ops_per_decode_step"].items())
             print(f"{name:>24}: kernels per decode step: {ops}")
-    for peer, ratios in report.get("ratio_tokenpulse_over_keras_hub", {}).items():
-        print(f"tokenpulse / {peer}: " + ", ".join(f"{k} {v}x" for k, v in ratios.items()))
+    for arm, by_peer in report.get("ratio_tokenpulse_over_keras_hub", {}).items():
+        for peer, ratios in by_peer.items():
+            print(f"{arm} / {peer}: " + ", ".join(f"{k} {v}x" for k, v in ratios.items()))
     held = report["held_out"]
     if isinstance(held, dict):
         print(

@@ -2,10 +2,15 @@
 
 Two forward paths share the same weights: `logits` for training (full causal attention), and
 generation: `prefill` reads the prompt and returns its keys and values, then `decode` feeds one
-token per step against a per-layer KV cache laid out [B, H, T, Dh]. A step writes its row in
+token per step against a per-layer KV cache laid out [B, K, T, Dh]. A step writes its row in
 place (`TensorStridedSliceUpdate` reuses the cache's buffer) and attends with plain 2-D and
 batched matmuls: on CPU a tiny `Einsum` costs several times a `MatMul`, and a decode step is
 small enough that per-op overhead is most of its time.
+
+Attention is grouped-query: K = `n_kv_heads` key/value heads, each read by G = H / K query
+heads (query head h reads KV head h // G, as Llama's). A step's G queries of one KV head are the
+rows of one matmul against that head's cache, so the cache is read once per KV head; it is
+K / H the size of a multi-head one, which is what a step late in the window reads more of.
 """
 
 from __future__ import annotations
@@ -29,8 +34,9 @@ class Block(tf.Module):
         out_std = init_std / math.sqrt(2 * cfg.n_layers)  # GPT-2's scaled residual init
         self.ln1_g = tf.Variable(tf.ones([d]), name="ln1_g")
         self.ln1_b = tf.Variable(tf.zeros([d]), name="ln1_b")
-        self.w_qkv = tf.Variable(rnd([d, 3 * d], stddev=init_std), name="w_qkv")
-        self.b_qkv = tf.Variable(tf.zeros([3 * d]), name="b_qkv")
+        qkv = d + 2 * cfg.kv_dim  # the queries, then the keys and values of the KV heads
+        self.w_qkv = tf.Variable(rnd([d, qkv], stddev=init_std), name="w_qkv")
+        self.b_qkv = tf.Variable(tf.zeros([qkv]), name="b_qkv")
         self.w_o = tf.Variable(rnd([d, d], stddev=out_std), name="w_o")
         self.b_o = tf.Variable(tf.zeros([d]), name="b_o")
         self.ln2_g = tf.Variable(tf.ones([d]), name="ln2_g")
@@ -92,19 +98,22 @@ class GPT(tf.Module):
         return tf.gather(self.wte, ids) + tf.gather(self.wpe, positions)
 
     def _qkv(self, blk: Block, x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """x [B, S, D] -> q, k, v each [S, B, H, Dh]."""
+        """x [B, S, D] -> q [S, B, K, G, Dh], k and v each [S, B, K, Dh]."""
+        cfg = self.cfg
         h = layer_norm(x, blk.ln1_g, blk.ln1_b)
         qkv = tf.einsum("bsd,de->bse", h, blk.w_qkv) + blk.b_qkv
+        qkv = tf.transpose(qkv, [1, 0, 2])  # [S, B, D + 2 K Dh]
+        q, kv = tf.split(qkv, [cfg.d_model, 2 * cfg.kv_dim], axis=-1)
         shape = tf.shape(x)
-        qkv = tf.reshape(qkv, [shape[0], shape[1], 3, self.cfg.n_heads, self.cfg.head_dim])
-        qkv = tf.transpose(qkv, [2, 1, 0, 3, 4])
-        return qkv[0], qkv[1], qkv[2]
+        q = tf.reshape(q, [shape[1], shape[0], cfg.n_kv_heads, cfg.groups, cfg.head_dim])
+        kv = tf.reshape(kv, [shape[1], shape[0], 2, cfg.n_kv_heads, cfg.head_dim])
+        return q, kv[:, :, 0], kv[:, :, 1]
 
     def _attend(self, q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, bias: tf.Tensor) -> tf.Tensor:
-        """q [S, B, H, Dh] over k, v [T, B, H, Dh] with additive bias [B, S, T] -> [B, S, D]."""
-        scores = tf.einsum("sbhd,tbhd->bhst", q, k) / math.sqrt(self.cfg.head_dim)
-        weights = tf.nn.softmax(scores + bias[:, None, :, :], axis=-1)
-        out = tf.einsum("bhst,tbhd->bshd", weights, v)
+        """q [S, B, K, G, Dh] over k, v [T, B, K, Dh] with additive bias [B, S, T] -> [B, S, D]."""
+        scores = tf.einsum("sbkgd,tbkd->bkgst", q, k) / math.sqrt(self.cfg.head_dim)
+        weights = tf.nn.softmax(scores + bias[:, None, None, :, :], axis=-1)
+        out = tf.einsum("bkgst,tbkd->bskgd", weights, v)
         shape = tf.shape(out)
         return tf.reshape(out, [shape[0], shape[1], self.cfg.d_model])
 
@@ -137,7 +146,7 @@ class GPT(tf.Module):
     ) -> tuple[tf.Tensor, list[tf.Tensor]]:
         """Feed prompts ids [B, S] with bias [B, S, S] -> (last logits [B, V], K and V per layer).
 
-        Keys and values come two per layer, each [S, B, H, Dh]; `new_cache` lays them out.
+        Keys and values come two per layer, each [S, B, K, Dh]; `new_cache` lays them out.
         """
         x = self._embed(ids, positions)
         keys_values = []
@@ -149,7 +158,7 @@ class GPT(tf.Module):
 
     @staticmethod
     def new_cache(keys_values: list[tf.Tensor], room: tf.Tensor) -> list[tf.Tensor]:
-        """Prefill keys and values [S, B, H, Dh] -> caches [B, H, S + room, Dh], zeros after S."""
+        """Prefill keys and values [S, B, K, Dh] -> caches [B, K, S + room, Dh], zeros after S."""
         padding = [[0, 0], [0, 0], [0, room], [0, 0]]
         return [tf.pad(tf.transpose(kv, [1, 2, 0, 3]), padding) for kv in keys_values]
 
@@ -175,13 +184,19 @@ class GPT(tf.Module):
         for i, blk in enumerate(self.blocks):
             h = layer_norm(x, blk.ln1_g, blk.ln1_b)
             qkv = tf.matmul(h, blk.w_qkv) + blk.b_qkv
-            # [B, 3D] -> three [B, H, 1, Dh]: q, k and v of the one new position
-            q, k, v = tf.unstack(tf.reshape(qkv, [-1, 3, cfg.n_heads, 1, cfg.head_dim]), axis=1)
+            # [B, D + 2 K Dh] -> q [B, K, G, Dh] (a KV head's G query heads as the rows of one
+            # matmul), k and v [B, K, 1, Dh] of the one new position
+            if cfg.groups == 1:  # multi-head: one reshape and an unstack, the fewest kernels
+                q, k, v = tf.unstack(tf.reshape(qkv, [-1, 3, cfg.n_heads, 1, cfg.head_dim]), axis=1)
+            else:
+                heads = tf.reshape(qkv, [-1, cfg.n_heads + 2 * cfg.n_kv_heads, 1, cfg.head_dim])
+                q, k, v = tf.split(heads, [cfg.n_heads, cfg.n_kv_heads, cfg.n_kv_heads], axis=1)
+                q = tf.reshape(q, [-1, cfg.n_kv_heads, cfg.groups, cfg.head_dim])
             k_cache = write_row(cache[2 * i], k, begin, end)
             v_cache = write_row(cache[2 * i + 1], v, begin, end)
             new_cache += [k_cache, v_cache]
-            scores = tf.matmul(q, k_cache, transpose_b=True) / scale  # [B, H, 1, T]
-            attn = tf.matmul(tf.nn.softmax(scores + bias, axis=-1), v_cache)  # [B, H, 1, Dh]
+            scores = tf.matmul(q, k_cache, transpose_b=True) / scale  # [B, K, G, T]
+            attn = tf.matmul(tf.nn.softmax(scores + bias, axis=-1), v_cache)  # [B, K, G, Dh]
             x = x + tf.matmul(tf.reshape(attn, [-1, cfg.d_model]), blk.w_o) + blk.b_o
             h = layer_norm(x, blk.ln2_g, blk.ln2_b)
             h = tf.nn.gelu(tf.matmul(h, blk.w_fc) + blk.b_fc, approximate=True)

@@ -81,3 +81,16 @@ def test_an_export_of_another_preset_is_refused_in_one_line(tmp_path: Path) -> N
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith("bench model: error: ")
     assert "is not an import of" in done.stderr
+
+
+def test_a_grouped_query_preset_gets_a_multi_head_arm_for_the_keras_hub_ratios() -> None:
+    from dataclasses import replace
+
+    from devtools.bench.model import multi_head
+    from serving.model.config import get_preset
+
+    tiny = get_preset("tiny").model
+    assert tiny.n_kv_heads == tiny.n_heads and multi_head(tiny) is None  # already keras_hub's
+    arm = multi_head(replace(tiny, n_kv_heads=1))
+    assert arm is not None and arm.name == "tokenpulse multi-head" and arm.ops_per_step is None
+    arm.generate(2, 4, 3)  # it generates: raises unless every row made its 3 tokens

@@ -160,28 +160,3 @@ def test_end_of_text_stops_a_row_with_finish_reason_stop() -> None:
     assert (out[0]["finish_reason"], out[0]["output_tokens"], out[0]["text"]) == ("stop", 0, "")
     assert out[0]["mean_nll"] >= 0
     assert out[1]["finish_reason"] == "length"
-
-
-def test_cached_decode_steps_match_the_full_forward_pass() -> None:
-    import tensorflow as tf
-
-    from serving.model.transformer import GPT
-
-    cfg = get_preset("tiny").model
-    model = GPT(cfg, seed=3)
-    ids = tf.constant([[256, 72, 101, 108, 108, 111, 32, 119], [256, 40, 41, 42, 43, 44, 45, 46]])
-    full = model.logits(ids).numpy()  # [B, S, V]
-    prompt = 3
-    positions = tf.range(prompt)[None, :] * tf.ones([2, 1], tf.int32)
-    causal = tf.linalg.band_part(tf.ones([prompt, prompt]), -1, 0)
-    bias = tf.tile(((1.0 - causal) * -1e9)[None], [2, 1, 1])
-    logits, keys_values = model.prefill(ids[:, :prompt], positions, bias)
-    np.testing.assert_allclose(logits.numpy(), full[:, prompt - 1], atol=1e-4)
-    length = ids.shape[1]
-    cache = model.new_cache(keys_values, length - prompt)
-    for t in range(prompt, length):
-        step_bias = tf.where(tf.range(length) <= t, 0.0, -1e9)[None, None, None, :]
-        step_bias = tf.tile(step_bias, [2, 1, 1, 1])
-        logits, cache = model.decode(ids[:, t], tf.fill([2], t), t, step_bias, cache)
-        np.testing.assert_allclose(logits.numpy(), full[:, t], atol=1e-4)
-    assert all(c.shape == (2, cfg.n_heads, length, cfg.head_dim) for c in cache)
