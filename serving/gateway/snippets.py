@@ -15,7 +15,7 @@ import shlex
 from tokenpulse.chatformat import ROLES, render
 from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME
 
-DEFAULT_QUESTION = "Hi, my headphones arrived broken. I would like a refund."
+DEFAULT_QUESTION = "Hi, I ordered a keyboard last Friday and it arrived broken."
 DEFAULT_PROMPT = render([(ROLES["user"], DEFAULT_QUESTION)])
 MAX_TOKENS = 32
 
