@@ -59,21 +59,20 @@ def test_query_head_h_reads_kv_head_h_over_groups_as_a_repeated_multi_head_model
     grouped = GPT(attention(heads, kv_heads), seed=5)
     full = GPT(attention(heads, heads), seed=9)
     d, dh, groups = TINY.d_model, TINY.d_model // heads, heads // kv_heads
-    for src, dst in zip(grouped.blocks, full.blocks, strict=True):
-        for name in ("w_qkv", "b_qkv"):
-            value = getattr(src, name).numpy()
-            q, kv = value[..., :d], value[..., d:]
-            k, v = np.split(kv, 2, axis=-1)
-            per_head = lambda m: np.split(m, kv_heads, axis=-1)  # noqa: E731
-            k = np.concatenate([h for h in per_head(k) for _ in range(groups)], axis=-1)
-            v = np.concatenate([h for h in per_head(v) for _ in range(groups)], axis=-1)
-            assert k.shape[-1] == d and k.shape[-1] // dh == heads
-            getattr(dst, name).assign(np.concatenate([q, k, v], axis=-1))
-        for name in ("ln1_g", "ln1_b", "w_o", "b_o", "ln2_g", "ln2_b", "w_fc", "b_fc", "w_proj",
-                     "b_proj"):  # fmt: skip
-            getattr(dst, name).assign(getattr(src, name))
-    for name in ("wte", "wpe", "lnf_g", "lnf_b"):
-        getattr(full, name).assign(getattr(grouped, name))
+
+    def repeat_kv(value: np.ndarray) -> np.ndarray:
+        """Columns [q | k | v] of the KV heads -> [q | k | v] with each KV head G times over."""
+        q, kv = value[..., :d], value[..., d:]
+        k, v = (
+            np.concatenate([h for h in np.split(m, kv_heads, axis=-1) for _ in range(groups)], -1)
+            for m in np.split(kv, 2, axis=-1)
+        )
+        assert k.shape[-1] == d and k.shape[-1] // dh == heads
+        return np.concatenate([q, k, v], axis=-1)
+
+    for src, dst in zip(grouped.trainable_variables, full.trainable_variables, strict=True):
+        # only w_qkv and b_qkv differ in shape; every other weight is copied as it is
+        dst.assign(repeat_kv(src.numpy()) if src.shape != dst.shape else src)
     ids = tf.constant([[256, 84, 111, 107, 101, 110, 80, 117, 108, 115, 101]])
     np.testing.assert_allclose(grouped.logits(ids).numpy(), full.logits(ids).numpy(), atol=1e-4)
     length = ids.shape[1]
