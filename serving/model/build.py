@@ -134,12 +134,13 @@ def latest_version(base_path: Path) -> int:
 
 
 def run_generate(settings: GenerateSettings) -> dict[str, object]:
-    """Load one version's SavedModel and run its signature on one prompt."""
-    import tensorflow as tf
-
+    """Load one version's SavedModel and run its signature on one prompt (a missing base path or
+    version is refused before TensorFlow is imported)."""
     if not settings.base_path.is_dir():
         raise FileNotFoundError(f"model base path {settings.base_path} does not exist")
     version = settings.version or latest_version(settings.base_path)
+    import tensorflow as tf
+
     fn = load_saved_model(settings.base_path / str(version)).signatures[sig.SIGNATURE_NAME]
     inputs = {
         "prompt": tf.constant([settings.prompt]),

@@ -17,6 +17,9 @@ SCENARIO_FILES = [p for p in TEST_FILES if p.name.startswith("scenarios_")]
 pytestmark = pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed")
 
 
+# hours to days of evaluation each (~40 CPU-s together): `make test`, not the inner loop, which
+# keeps the per-component files (tests/alerts/test_promtool.py)
+@pytest.mark.slow
 @pytest.mark.parametrize("path", SCENARIO_FILES, ids=lambda p: p.name.split(".")[0])
 def test_scenario_file_passes(path: Path, tmp_path: Path) -> None:
     promtool_test(path, tmp_path)

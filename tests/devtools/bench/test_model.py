@@ -83,6 +83,7 @@ def test_an_export_of_another_preset_is_refused_in_one_line(tmp_path: Path) -> N
     assert "is not an import of" in done.stderr
 
 
+@pytest.mark.slow  # the bench end to end: `make test`, not the inner loop
 def test_a_grouped_query_preset_gets_a_multi_head_arm_for_the_keras_hub_ratios() -> None:
     from dataclasses import replace
 

@@ -12,6 +12,7 @@ import pytest
 from devtools.bench import pipeline
 
 
+@pytest.mark.slow  # the bench end to end: `make test`, not the inner loop
 def test_a_tiny_run_reports_every_figure_and_the_writer_wrote_every_record() -> None:
     argv = ["--records", "300", "--phase-seconds", "0.5", "--trials", "2", "--rounds", "2",
             "--delay-seconds", "1", "--delay-rps", "40", "--sampling-requests", "200",

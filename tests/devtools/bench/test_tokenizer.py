@@ -6,9 +6,12 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from devtools.bench.tokenizer import QUICK_SIZES, WORDS, inputs
 
 
+@pytest.mark.slow  # the bench end to end: `make test`, not the inner loop
 def test_quick_run_reports_every_input_at_every_size_with_the_training_encoders_ids() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "stack.cli", "bench", "tokenizer", "--quick", "--json"],

@@ -125,7 +125,35 @@ def test_rest_limits_are_flags_and_refuse_nonsense() -> None:
         settings_from_args(parse("--model_base_path=/m", "--rest_api_max_connections=0"))
 
 
-def test_thread_pool_flags_size_tensorflows_pools() -> None:
+# One TensorFlow process for both checks below (an import is ~2.5 CPU-s): configure_tensorflow
+# with the pools sized and the rewrites on, as a fresh server starts, then again with them off.
+_CONFIGURED = (
+    "import tensorflow as tf\n"
+    "from serving.modelserver.settings import ModelServerSettings\n"
+    "from serving.modelserver.server import configure_tensorflow\n"
+    "def rewrites_off():\n"
+    "    return tf.config.optimizer.get_experimental_options().get('disable_meta_optimizer')\n"
+    "configure_tensorflow(ModelServerSettings(model_base_path='/m',"
+    " tensorflow_intra_op_parallelism=3, tensorflow_inter_op_parallelism=2,"
+    " graph_rewrites=True))\n"
+    "print(tf.config.threading.get_intra_op_parallelism_threads(),"
+    " tf.config.threading.get_inter_op_parallelism_threads(), rewrites_off())\n"
+    "configure_tensorflow(ModelServerSettings(model_base_path='/m', graph_rewrites=False))\n"
+    "print(rewrites_off())\n"
+)
+
+
+@pytest.fixture(scope="module")
+def configured() -> list[str]:
+    """What _CONFIGURED printed: intra, inter, rewrites off (on), rewrites off (off)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _CONFIGURED], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout.split()
+
+
+def test_thread_pool_flags_size_tensorflows_pools(configured: list[str]) -> None:
     """TF Serving's --tensorflow_*_parallelism: Kubernetes sets them from the CPU limit."""
     s = settings_from_args(
         parse(
@@ -135,37 +163,15 @@ def test_thread_pool_flags_size_tensorflows_pools() -> None:
         )
     )
     assert (s.tensorflow_intra_op_parallelism, s.tensorflow_inter_op_parallelism) == (3, 2)
-    code = (
-        "import tensorflow as tf\n"
-        "from serving.modelserver.settings import ModelServerSettings\n"
-        "from serving.modelserver.server import configure_tensorflow\n"
-        "configure_tensorflow(ModelServerSettings(model_base_path='/m',"
-        " tensorflow_intra_op_parallelism=3, tensorflow_inter_op_parallelism=2))\n"
-        "print(tf.config.threading.get_intra_op_parallelism_threads(),"
-        " tf.config.threading.get_inter_op_parallelism_threads())\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert proc.stdout.split() == ["3", "2"], proc.stderr[-2000:]
+    assert configured[:2] == ["3", "2"]
 
 
-def test_graph_rewrites_false_turns_grappler_off_and_true_leaves_it_on() -> None:
+def test_graph_rewrites_false_turns_grappler_off_and_true_leaves_it_on(
+    configured: list[str],
+) -> None:
     """Off, as TF Serving's platform config's `disable_meta_optimizer` turns it off; on by
     default (the suite's environment sets it off: tests.support.modelserver)."""
     assert ModelServerSettings.model_fields["graph_rewrites"].default is True
     s = settings_from_args(parse("--model_base_path=/m", "--graph_rewrites=false"))
     assert s.graph_rewrites is False
-    code = (
-        "import sys, tensorflow as tf\n"
-        "from serving.modelserver.settings import ModelServerSettings\n"
-        "from serving.modelserver.server import configure_tensorflow\n"
-        "configure_tensorflow(ModelServerSettings(model_base_path='/m',"
-        " graph_rewrites=sys.argv[1] == 'on'))\n"
-        "print(tf.config.optimizer.get_experimental_options().get('disable_meta_optimizer'))\n"
-    )
-    got = [
-        subprocess.run(
-            [sys.executable, "-c", code, arg], capture_output=True, text=True, timeout=120
-        )
-        for arg in ("on", "off")
-    ]
-    assert [p.stdout.split() for p in got] == [["False"], ["True"]], got[1].stderr[-2000:]
+    assert configured[2:] == ["False", "True"]

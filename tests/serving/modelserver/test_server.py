@@ -234,6 +234,26 @@ def test_malformed_config_files_stop_the_server_with_file_and_line(tmp_path: Pat
     assert "batching_parameters_file is set without setting" in result.stderr
 
 
+def test_a_bad_config_file_is_refused_before_tensorflow_is_imported(tmp_path: Path) -> None:
+    """The files are read first: a bad one costs no TensorFlow import (2-3 s of CPU)."""
+    bad = tmp_path / "batching.txt"
+    bad.write_text("max_batch_size { value: 8 }\nnum_batch_thread { value: 2 }\n")
+    code = (
+        "import sys\n"
+        "from serving.modelserver.server import StartupError, run\n"
+        "from serving.modelserver.settings import ModelServerSettings\n"
+        "try:\n"
+        "    run(ModelServerSettings(model_base_path='/x', enable_batching=True,"
+        " batching_parameters_file=sys.argv[1]))\n"
+        "except StartupError as exc:\n"
+        "    print('tensorflow' in sys.modules, exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(bad)], capture_output=True, text=True, timeout=120
+    )
+    assert done.stdout.startswith(f"False {bad}:2:1"), done.stdout + done.stderr[-2000:]
+
+
 @pytest.mark.slow
 def test_rest_deadline_gives_504(tmp_path: Path, tiny_export: Path) -> None:
     base = tmp_path / "gen"
