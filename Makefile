@@ -98,7 +98,7 @@ test: venv debs
 
 # The inner loop: no running stack, no TensorFlow training (markers the collection applies from
 # what each test and its fixtures call: tests/support/markers.py) and nothing `slow` (venv builds,
-# kill loops); two workers per core, since many of the modules left wait on a clock or a child
+# kill loops, benches end to end, the promtool scenario files); two workers per core, since many of the modules left wait on a clock or a child
 # between bursts (a worker per core left ~0.8 of 2 cores idle).
 FAST := -m "not stack and not training and not slow"
 test-fast: venv debs
