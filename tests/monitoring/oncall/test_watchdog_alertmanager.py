@@ -8,7 +8,7 @@ import contextlib
 import datetime
 import json
 import shutil
-import threading
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -20,7 +20,6 @@ import pytest
 from monitoring.mixin import alertmanager
 from monitoring.mixin.config import DEFAULT as mixin
 from monitoring.oncall.deadman import ALERTNAME
-from monitoring.oncall.server import OncallServer, OncallSettings, serve
 from stack.launch import http_ok, running_process
 from tokenpulse.procs import free_port
 
@@ -32,18 +31,18 @@ INTERVAL_S = 2  # the Watchdog's route interval; the receiver pages after 3 of t
 
 
 @contextlib.contextmanager
-def _receiver(tmp: Path) -> Iterator[OncallServer]:
-    settings = OncallSettings(
-        port=0, file=tmp / "oncall.jsonl", watchdog_interval=f"{INTERVAL_S}s",
-        watchdog_late_factor=3.0, watchdog_grace_s=0.0,
-    )  # fmt: skip
-    server = serve(settings, lambda _: None)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
+def _receiver(tmp: Path) -> Iterator[tuple[str, Path]]:
+    """The receiver as `up` runs it: a process in a session of its own (stack/launch.py), so that
+    its switch keeps time as a stack's does (in the worker, a busy start of the suite held its
+    page back 2 s); its URL and notification file."""
+    port, log = free_port(), tmp / "oncall.jsonl"
+    url = f"http://127.0.0.1:{port}"
+    argv = [
+        sys.executable, "-m", "stack.cli", "oncall-receiver", f"--port={port}", f"--file={log}",
+        f"--watchdog-interval={INTERVAL_S}s", "--watchdog-late-factor=3", "--watchdog-grace-s=0",
+    ]  # fmt: skip
+    with running_process(argv, lambda: http_ok(f"{url}/healthz"), what="oncall-receiver"):
+        yield url, log
 
 
 @contextlib.contextmanager
@@ -105,9 +104,7 @@ def _pages(path: Path) -> list[tuple[str, float]]:
 
 def test_alertmanager_stopped_pages_from_the_receiver_and_resolves(tmp_path: Path) -> None:
     port = free_port()
-    with _receiver(tmp_path) as server:
-        receiver_url = f"http://127.0.0.1:{server.server_address[1]}"
-        log = server.receiver.settings.file
+    with _receiver(tmp_path) as (receiver_url, log):
         with _alertmanager(tmp_path, receiver_url, port) as am_url:
             for _ in range(5 * INTERVAL_S):  # Prometheus re-sends the firing alert
                 _fire_watchdog(am_url)
