@@ -137,8 +137,11 @@ def run_generate(settings: GenerateSettings) -> dict[str, object]:
     """Load one version's SavedModel and run its signature on one prompt (a missing base path or
     version is refused before TensorFlow is imported)."""
     if not settings.base_path.is_dir():
-        raise FileNotFoundError(f"model base path {settings.base_path} does not exist")
+        what = "is not a directory" if settings.base_path.exists() else "does not exist"
+        raise FileNotFoundError(f"model base path {settings.base_path} {what}")
     version = settings.version or latest_version(settings.base_path)
+    if not (settings.base_path / str(version) / "saved_model.pb").is_file():
+        raise FileNotFoundError(f"no SavedModel of version {version} under {settings.base_path}")
     import tensorflow as tf
 
     fn = load_saved_model(settings.base_path / str(version)).signatures[sig.SIGNATURE_NAME]

@@ -62,6 +62,16 @@ def test_bad_arguments_give_a_clear_error_not_a_traceback(tmp_path: Path) -> Non
     assert "Traceback" not in missing.stderr
 
 
+def test_a_missing_version_or_a_file_for_base_path_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "gen" / "1").mkdir(parents=True)  # a version directory without a SavedModel
+    (tmp_path / "file").write_text("x")
+    missing = run("model", "generate", "--base-path", str(tmp_path / "gen"), "--version", "1", "hi")
+    assert missing.returncode == 1 and "no SavedModel of version 1 under" in missing.stderr
+    a_file = run("model", "generate", "--base-path", str(tmp_path / "file"), "hi")
+    assert a_file.returncode == 1 and "is not a directory" in a_file.stderr
+    assert "Traceback" not in missing.stderr + a_file.stderr
+
+
 def test_existing_version_is_not_overwritten_silently(model_base: Path) -> None:
     proc = run(
         "model",
