@@ -3,6 +3,7 @@ live config reload, and refusing to start on bad files."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import threading
@@ -288,11 +289,37 @@ def test_batch_splitting_fields_are_refused_at_start_up(tmp_path: Path) -> None:
     )
 
 
+class _Held(asyncio.Protocol):
+    """A held connection that keeps what the server sent, even when a later write is reset: a
+    stream reader raises the reset instead of the answer it already has."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.closed: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.data += data
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(bytes(self.data))
+
+    def answered(self) -> bool:
+        return bool(self.data) or self.closed.done() or self.transport.is_closing()
+
+    def send(self, data: bytes) -> None:
+        if not self.transport.is_closing():
+            self.transport.write(data)
+
+
 @pytest.mark.slow
 def test_slow_idle_and_excess_rest_connections_are_closed_while_requests_succeed(
     tmp_path: Path, lifecycle_export: Path
 ) -> None:
-    import asyncio
     import json
 
     import aiohttp
@@ -307,40 +334,41 @@ def test_slow_idle_and_excess_rest_connections_are_closed_while_requests_succeed
     with running_modelserver(base, enable_batching=False, extra_args=args) as server:
         port = server.rest_port
 
-        async def open_held(n: int) -> list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
-            return [await asyncio.open_connection("127.0.0.1", port) for _ in range(n)]
+        async def open_held(n: int) -> list[_Held]:
+            loop = asyncio.get_running_loop()
+            return [(await loop.create_connection(_Held, "127.0.0.1", port))[1] for _ in range(n)]
 
-        async def drip(writer: asyncio.StreamWriter) -> None:
-            writer.write(b"GET /v1/models/gen HTTP/1.1\r\nHost: x\r\n")
+        async def drip(held: _Held) -> None:
+            held.send(b"GET /v1/models/gen HTTP/1.1\r\nHost: x\r\n")
             for i in range(40):  # one more header line every 0.5 s: never a complete head
                 await asyncio.sleep(0.5)
-                if writer.is_closing():
+                if held.answered():  # writing past the server's close ends in a reset
                     return
-                writer.write(f"X-Slow-{i}: y\r\n".encode())
+                held.send(f"X-Slow-{i}: y\r\n".encode())
 
-        async def answer(reader: asyncio.StreamReader) -> tuple[int, dict[str, Any]]:
-            raw = await asyncio.wait_for(reader.read(), 30)  # until the server closes
+        async def answer(held: _Held) -> tuple[int, dict[str, Any]]:
+            raw = await asyncio.wait_for(held.closed, 30)  # what came before the server closed
             head, _, body = raw.partition(b"\r\n\r\n")
             return int(head.split()[1]), json.loads(body)
 
         async def scenario() -> None:
             silent = await open_held(100)
             slow = await open_held(100)
-            drips = [asyncio.create_task(drip(w)) for _, w in slow]
+            drips = [asyncio.create_task(drip(h)) for h in slow]
             async with aiohttp.ClientSession() as session:
                 for _ in range(5):  # others are served while 200 connections are held
                     async with session.get(f"{server.rest_url}/v1/models/gen") as resp:
                         assert resp.status == 200
             excess = await open_held(40)  # 240 > 220: the last ones are refused at once
-            refused = [await answer(r) for r, _ in excess]
+            refused = [await answer(h) for h in excess]
             assert (503, {"error": "too many open connections (limit 220)"}) in refused
-            for reader, _ in silent + slow:
-                status, body = await answer(reader)
+            for held in silent + slow:
+                status, body = await answer(held)
                 assert status == 408 and "request head not received" in body["error"]
             for task in drips:
                 task.cancel()
-            for _, w in silent + slow + excess:
-                w.close()
+            for held in silent + slow + excess:
+                held.transport.close()
             # a kept-alive connection idle past its timeout is closed without an answer (the
             # refused connections linger briefly server-side, so retry while at the cap)
             deadline = asyncio.get_running_loop().time() + 30
