@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+import linecache
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -38,14 +40,33 @@ CALLS: dict[str, tuple[str, ...]] = {
 }
 
 
+def _last_line(code: types.CodeType) -> int:
+    """The last line any instruction of `code`, or of a function nested in it, comes from."""
+    ends = [end for _, end, _, _ in code.co_positions() if end is not None]
+    nested = [_last_line(c) for c in code.co_consts if isinstance(c, types.CodeType)]
+    return max([code.co_firstlineno, *ends, *nested])
+
+
 @functools.cache
 def _source(func: Callable[..., Any]) -> str:
     """The function's code, each run of whitespace one space: a call written over several
-    lines (`"model",` and `"train"` on two) reads as written on one."""
-    try:
-        return " ".join(inspect.getsource(inspect.unwrap(func)).split())
-    except (OSError, TypeError):  # a builtin fixture, or code without a file
+    lines (`"model",` and `"train"` on two) reads as written on one.
+
+    Its lines are read off the code object (first line to the last one an instruction comes
+    from) rather than by `inspect.getsource`, which tokenizes each function to find its end:
+    1.1 of the 7 CPU-s a collection took, and every xdist worker collects."""
+    func = inspect.unwrap(func)
+    code = getattr(func, "__code__", None)
+    if code is None:  # a builtin fixture
         return ""
+    lines = linecache.getlines(code.co_filename)[code.co_firstlineno - 1 : _last_line(code)]
+    if not any(line.lstrip().startswith(("def ", "async def ")) for line in lines):
+        # generated code that names the test's lines as its own (hypothesis' @given wrapper)
+        try:
+            lines = inspect.getsourcelines(func)[0]
+        except (OSError, TypeError):
+            return ""
+    return " ".join("".join(lines).split())
 
 
 def _functions(item: pytest.Item) -> list[Callable[..., Any]]:
