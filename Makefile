@@ -98,12 +98,15 @@ test: venv debs
 
 # The inner loop: no running stack, no TensorFlow training (markers the collection applies from
 # what each test and its fixtures call: tests/support/markers.py) and nothing `slow` (venv builds,
-# kill loops, benches end to end, the promtool scenario files); two workers per core, since many of the modules left wait on a clock or a child
-# between bursts (a worker per core left ~0.8 of 2 cores idle).
+# kill loops, benches end to end, the promtool scenario files). Two workers per core, since many
+# of the modules left wait on a clock or a child between bursts (a worker per core left ~0.8 of 2
+# cores idle), and one more for the clocks lane, whose modules mostly wait (tests/support/stack.py):
+# on 2 cores, 4 workers took 200-211 s, 5 took 187 s and 6, 193 s (each worker collects: ~5 CPU-s).
 FAST := -m "not stack and not training and not slow"
+FAST_WORKERS = $$(( 2 * $$(nproc) + 1 ))
 test-fast: venv debs
 	@$(BYTECODE) & $(REWRITTEN); wait
-	$(BIN)/python -m pytest -n $$(( 2 * $$(nproc) )) --dist loadscope $(FAST) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(FAST_WORKERS) --dist loadscope $(FAST) $(PYTEST_ARGS)
 
 lint: venv
 	$(BIN)/ruff check .

@@ -47,17 +47,25 @@ E2E_STACK_MODULES = (
 )
 
 # Modules that judge how real processes keep time (a dead man's switch's bound, a rollout's config
-# polls, a drain's deadline, a proxy's cut, a load test's pacing): one lane, so they run beside the
-# computing workers at the lanes' priority (tests/support/scheduling.py), not starved by them.
+# polls, a drain's deadline, a proxy's cut, a load test's pacing, Alertmanager's inhibitor given
+# its settling second per case): one lane, so they run beside the computing workers at the lanes'
+# priority (tests/support/scheduling.py), not starved by them. They wait far more than they
+# compute (the Alertmanager modules: 34 s for 0.7 CPU-s), so on a computing worker they left cores
+# idle: in `make test-fast` the two inhibition modules and the shipper's, waiting on three of the
+# four workers at once, held the 2 cores 55 % busy for 40 s.
 CLOCKS = "clocks"
 CLOCK_MODULES = (
     "tests/stack/test_rollout.py",
     "tests/monitoring/oncall/test_deadman.py",
     "tests/monitoring/oncall/test_watchdog_alertmanager.py",
     "tests/stack/loadtest/test_findmax_standin.py",
+    "tests/stack/loadtest/test_engine.py",
     "tests/serving/gateway/test_drain.py",
     "tests/serving/gateway/test_probes.py",
     "tests/stack/drill/test_proxy.py",
+    "tests/monitoring/mixin/test_inhibitions.py",
+    "tests/alerts/test_scenarios_inhibition.py",
+    "tests/log_pipeline/test_shipper_root.py",
 )
 
 # Modules that share one session fixture (a model server, a loaded model): one unit of work each,

@@ -88,8 +88,10 @@ def test_open_loop_keeps_the_schedule_and_counts_the_stall(
     assert fake.stall is not None
     stall_start, stall_end = fake.stall
     assert len(rec.outcomes) == len(offsets) == 60 and all(o.ok for o in rec.outcomes)
-    # the schedule went on while requests hung: ~20 more arrived during the one-second stall
-    assert fake.received_during_stall() >= 15
+    # the schedule went on while requests hung: ~20 more arrived during the one-second stall (a
+    # closed loop sends none); at least half, since a starved server thread reads some late (14
+    # on a 2-core machine running other work flat out)
+    assert fake.received_during_stall() >= 10
     # those meant for the stall's first half went out before it ended, not after it: half a
     # second of slack for a starved event loop (0.2 s was too little on a busy 2-core machine)
     first_half = stall_start + STALL_S / 2
