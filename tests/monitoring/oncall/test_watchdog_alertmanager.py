@@ -27,7 +27,11 @@ pytestmark = pytest.mark.skipif(
     shutil.which("prometheus-alertmanager") is None, reason="needs prometheus-alertmanager"
 )
 
-INTERVAL_S = 2  # the Watchdog's route interval; the receiver pages after 3 of them
+INTERVAL_S = 4  # the Watchdog's route interval; the receiver pages after 3 of them
+# How late a receiver held off the CPU may record its page: on a saturated 2-core machine a busy
+# start of the suite held it back 1.9 s (at a 2 s interval the bound left 1.5 s, and a switch
+# that waited a fourth interval passed it by 0.5 s at most; at 4 s it fails by 1 s at least)
+SCHEDULING_SLACK_S = 2.5
 
 
 @contextlib.contextmanager
@@ -114,14 +118,17 @@ def test_alertmanager_stopped_pages_from_the_receiver_and_resolves(tmp_path: Pat
             gaps = [b - a for a, b in zip(arrivals, arrivals[1:], strict=False)]
             assert len(arrivals) >= 4 and max(gaps) < 1.5 * INTERVAL_S, gaps
             assert _pages(log) == []
-        stopped = time.time()  # Alertmanager is gone: nothing arrives
-        bound = 3 * INTERVAL_S + 1.0  # late after 3 intervals, read every 0.5 s
+        # Alertmanager is gone: nothing arrives. Late after 3 intervals, read every quarter one
+        late = 3 * INTERVAL_S
+        bound = late + INTERVAL_S / 4 + SCHEDULING_SLACK_S
         deadline = time.monotonic() + bound + 5.0
         while not _pages(log) and time.monotonic() < deadline:
             time.sleep(0.1)
         ((status, at),) = _pages(log)
         assert status == "firing"
-        assert at - arrivals[-1] <= bound + 1.0 and at - stopped <= bound
+        # from the last Watchdog that came, which may be one after `arrivals` was read
+        silent = at - _arrivals(log)[-1]
+        assert late <= silent <= bound, silent  # neither early nor late
         with _alertmanager(tmp_path, receiver_url, port) as am_url:
             back = time.time()
             _fire_watchdog(am_url)
@@ -129,4 +136,5 @@ def test_alertmanager_stopped_pages_from_the_receiver_and_resolves(tmp_path: Pat
             while len(_pages(log)) < 2 and time.monotonic() < deadline:
                 time.sleep(0.1)
         assert [s for s, _ in _pages(log)] == ["firing", "resolved"]
-        assert _pages(log)[1][1] - back < 3.0
+        # at the Watchdog's first arrival: Alertmanager's 1 s group wait, then the send
+        assert _pages(log)[1][1] - back < 2.0 + SCHEDULING_SLACK_S
