@@ -79,13 +79,25 @@ class BackgroundServer:
         """Stop listening and end the thread (a no-op when not started)."""
         if self._loop is None or self._runner is None:
             return
-        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(30)
+        asyncio.run_coroutine_threadsafe(self._shutdown(self._runner), self._loop).result(30)
         self._loop.call_soon_threadsafe(self._loop.stop)
         if self._thread is not None:
             self._thread.join(10)
         self._loop.close()
         self._loop = None
         self._runner = None
+
+    @staticmethod
+    async def _shutdown(runner: web.AppRunner) -> None:
+        """Close the site, then end every task still in the loop (a handler cut after the
+        shutdown timeout is cancelled, not yet finished): a task left pending when the loop closes
+        is destroyed later, at some garbage collection, and asyncio logs that into whatever runs
+        then (a CLI test's stderr)."""
+        await runner.cleanup()
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def __enter__(self) -> BackgroundServer:
         self.start()
