@@ -102,8 +102,10 @@ test: venv debs
 # of the modules left wait on a clock or a child between bursts (a worker per core left ~0.8 of 2
 # cores idle), and one more for the clocks lane, whose modules mostly wait (tests/support/stack.py):
 # on 2 cores, 4 workers took 200-211 s, 5 took 187 s and 6, 193 s (each worker collects: ~5 CPU-s).
+# Counted from the cores this run may use (a cgroup's quota too, as `-n auto` counts them), not
+# `nproc`, which a container with a quota still sees as all of its host's.
 FAST := -m "not stack and not training and not slow"
-FAST_WORKERS = $$(( 2 * $$(nproc) + 1 ))
+FAST_WORKERS = $$($(BIN)/python -c 'from tests.support.scheduling import fast_workers; print(fast_workers())')
 test-fast: venv debs
 	@$(BYTECODE) & $(REWRITTEN); wait
 	$(BIN)/python -m pytest -n $(FAST_WORKERS) --dist loadscope $(FAST) $(PYTEST_ARGS)

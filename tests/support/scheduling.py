@@ -30,6 +30,12 @@ def cores() -> int:
     return n
 
 
+def fast_workers() -> int:
+    """`make test-fast`'s workers: two per core, since many of the modules left wait on a clock
+    or a child between bursts, and one for the clocks lane, whose modules mostly wait."""
+    return 2 * cores() + 1
+
+
 class LaneScheduling(LoadScopeScheduling):
     """Whole modules to a worker, a lane's modules as one unit; more work only to a worker about
     to run dry.

@@ -10,11 +10,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from stack.drill.training import BELOW_SERVING_NICENESS
 from tests.support.scheduling import (
     COMPUTING_NICENESS,
     LaneScheduling,
     cores,
+    fast_workers,
     niceness,
     released,
 )
@@ -113,6 +116,21 @@ def test_auto_counts_a_worker_per_core_and_one_per_lane() -> None:
 
     assert cores() >= 1
     assert pytest_xdist_auto_num_workers(None) == cores() + len(LANES)  # type: ignore[arg-type]
+
+
+def test_the_inner_loop_counts_the_cores_the_run_may_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert fast_workers() == 2 * cores() + 1
+    # a container whose quota allows one core of its host's many: three workers, not 2 x host + 1
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
+    real_read = Path.read_text
+
+    def cgroup(path: Path, *args: object, **kw: object) -> str:
+        if str(path) == "/sys/fs/cgroup/cpu.max":
+            return "100000 100000\n"
+        return real_read(path, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "read_text", cgroup)
+    assert fast_workers() == 3
 
 
 def test_a_computing_worker_beside_the_lanes_yields_them_the_cpu() -> None:
