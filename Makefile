@@ -98,12 +98,10 @@ test: venv debs
 
 # The inner loop: no running stack, no TensorFlow training (markers the collection applies from
 # what each test and its fixtures call: tests/support/markers.py) and nothing `slow` (venv builds,
-# kill loops, benches end to end, the promtool scenario files). Two workers per core, since many
-# of the modules left wait on a clock or a child between bursts (a worker per core left ~0.8 of 2
-# cores idle), and one more for the clocks lane, whose modules mostly wait (tests/support/stack.py):
-# on 2 cores, 4 workers took 200-211 s, 5 took 187 s and 6, 193 s (each worker collects: ~5 CPU-s).
-# Counted from the cores this run may use (a cgroup's quota too, as `-n auto` counts them), not
-# `nproc`, which a container with a quota still sees as all of its host's.
+# kill loops, benches end to end, the promtool scenario files), on the workers
+# tests/support/scheduling.py's fast_workers() counts (why two per core and one more is there):
+# a worker per core left ~0.8 of 2 cores idle; on 2 cores, 4 workers took 200-211 s, 5 took 187 s
+# and 6, 193 s (each worker collects: ~5 CPU-s).
 FAST := -m "not stack and not training and not slow"
 FAST_WORKERS = $$($(BIN)/python -c 'from tests.support.scheduling import fast_workers; print(fast_workers())')
 test-fast: venv debs

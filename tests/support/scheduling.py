@@ -32,7 +32,9 @@ def cores() -> int:
 
 def fast_workers() -> int:
     """`make test-fast`'s workers: two per core, since many of the modules left wait on a clock
-    or a child between bursts, and one for the clocks lane, whose modules mostly wait."""
+    or a child between bursts, and one for the clocks lane, whose modules mostly wait. The cores
+    are the ones this run may use (a cgroup's quota too, as `-n auto` counts them), not `nproc`,
+    which a container with a quota still sees as all of its host's."""
     return 2 * cores() + 1
 
 
