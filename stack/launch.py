@@ -28,6 +28,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -36,11 +37,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tokenpulse.procs import free_port, stop_process
+from stack import zygote
+from tokenpulse.logging import get_logger
+from tokenpulse.procs import ChildProcess, free_port, stop_process
 from tokenpulse.tfserving import status as tfs_status
 from tokenpulse.tfserving.config import DEFAULT_METRICS_PATH
 from tokenpulse.tfserving.errors import TfServingBadResponse
 from tokenpulse.tfserving.signature import DEFAULT_MODEL_NAME
+
+log = get_logger(__name__)
 
 MODELSERVER_START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 15.0
@@ -67,7 +72,7 @@ class Launched:
     """What every running component has: its process and its log."""
 
     pid: int
-    process: subprocess.Popen[bytes] = field(repr=False)
+    process: ChildProcess = field(repr=False)
     log_path: Path = field(repr=False)
     started_in_s: float = 0.0  # spawn -> ready
 
@@ -146,10 +151,8 @@ def running_process(
         child_env = dict(os.environ if env is None else env, PYTHONUNBUFFERED="1")
         child_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         started = time.perf_counter()
-        with open(log_path, "ab", opener=_private) as log:
-            proc = subprocess.Popen(
-                list(argv), stdout=log, stderr=log, env=child_env, start_new_session=True
-            )
+        with open(log_path, "ab", opener=_private) as log_file:
+            proc = _start(list(argv), child_env, log_file.fileno())
         stack.callback(stop_process, proc, stop_timeout_s)
         child = Launched(pid=proc.pid, process=proc, log_path=log_path)
         deadline = time.monotonic() + start_timeout_s
@@ -163,6 +166,42 @@ def running_process(
             time.sleep(0.05)
         child.started_in_s = time.perf_counter() - started
         yield child
+
+
+# this process's zygote, started by its first launch of `tokenpulse <command>` with that launch's
+# environment (None: it would not start; launches are exec'd)
+_zygote: zygote.Zygote | None = None
+_zygote_failed = False
+_zygote_lock = threading.Lock()
+
+
+def _start(argv: list[str], env: dict[str, str], log_fd: int) -> ChildProcess:
+    """`tokenpulse <command>` forked from this process's zygote where it can be: not when a
+    variable fixed at an interpreter's start (stack.zygote.SENSITIVE) differs from the zygote's;
+    anything else, and everything when no zygote would start, exec'd in a session of its own."""
+    try:
+        forking = argv[:3] == tokenpulse_argv() and zygote.enabled()
+    except zygote.ZygoteError as exc:
+        raise LaunchError(str(exc)) from None
+    forker = _forker(env) if forking else None
+    if forker is not None and forker.key == zygote.sensitive(env):
+        return forker.spawn(argv[3:], env, log_fd)
+    return subprocess.Popen(argv, stdout=log_fd, stderr=log_fd, env=env, start_new_session=True)
+
+
+def _forker(env: dict[str, str]) -> zygote.Zygote | None:
+    """This process's zygote: started (again, when the last one died) with `env`."""
+    global _zygote, _zygote_failed
+    with _zygote_lock:
+        if _zygote is not None and not _zygote.alive():
+            _zygote = None
+        if _zygote is None and not _zygote_failed:
+            try:
+                _zygote = zygote.Zygote(env)
+            except (zygote.ZygoteError, OSError) as exc:
+                log.warning("components start exec'd: no zygote", error=str(exc).splitlines()[0])
+                _zygote_failed = True
+        return _zygote
 
 
 def _private(path: str, flags: int) -> int:

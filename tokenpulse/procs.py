@@ -10,7 +10,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 # Listening ports come from below the kernel's ephemeral range (32768-60999 on Linux), which
 # every outgoing connection draws its source port from: a port the kernel picked with bind(0)
@@ -71,7 +71,25 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def stop_process(proc: subprocess.Popen[Any], timeout_s: float = 15.0) -> None:
+class ChildProcess(Protocol):
+    """What a started component is watched and stopped through: a `subprocess.Popen`, or a
+    child forked by stack.zygote."""
+
+    pid: int
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def send_signal(self, sig: int) -> None: ...
+
+    def kill(self) -> None: ...
+
+
+def stop_process(proc: ChildProcess, timeout_s: float = 15.0) -> None:
     """SIGTERM, wait for a clean exit, then SIGKILL if it does not come."""
     if proc.poll() is not None:
         return

@@ -126,6 +126,19 @@ def configure_tensorflow(settings: ModelServerSettings) -> None:
         )
 
 
+def preload() -> None:
+    """Import what `run` imports once the flags are read, TensorFlow first, and start nothing: for
+    a parent that forks model servers (stack.zygote)."""
+    import importlib
+
+    import_tensorflow()
+    for name in ("grpc", "aiohttp.web", "tensorflow_serving.apis.prediction_log_pb2",
+                 "tokenpulse.http_limits"):  # fmt: skip
+        importlib.import_module(name)
+    for name in ("batching", "grpc_api", "manager", "metrics", "predict", "rest"):
+        importlib.import_module(f"serving.modelserver.{name}")
+
+
 def _refuse_batch_splitting(params: Any, path: Any) -> None:
     """Large-batch splitting is not implemented; say so instead of ignoring the fields."""
     from serving.modelserver.config_files import BatchingParameters

@@ -1,0 +1,362 @@
+"""Components forked from a parent that has already imported them: TensorFlow once, not per start.
+
+A model server exec'd afresh spends about 2 CPU-s importing TensorFlow before it reads its model,
+and a gateway 0.4 CPU-s importing aiohttp and its own code. So a launching process (a test worker,
+`up`, a bench) starts one *zygote* at its first launch, as Android's zygote and gunicorn's
+`--preload` do: `python -m stack.zygote` imports the components' code, TensorFlow included, then
+forks a child per launch, which runs `tokenpulse <command> ...` from there (`tokenpulse bench
+launch` sets the two ways side by side).
+
+The zygote only imports: it starts no thread of its own, no TensorFlow runtime and no gRPC
+channel, so a fork carries no lock that a vanished thread held. A child gets what an exec'd one
+gets: a session of its own, stdin from /dev/null, stdout and stderr to its log, the launcher's
+working directory and environment, and the command line of `python -m stack.cli <command>`, in
+`sys.argv` and in what `ps` shows. (/proc/PID/environ keeps showing the zygote's environment, as
+it does for any process that changed its own after it started.) What an interpreter fixes at its
+start (the variables SENSITIVE names) cannot change in a fork, so a launch that sets them
+otherwise than the zygote has them is exec'd, as every launch was before.
+
+The launcher talks to its zygote over a socket pair. Each launch sends the command with two file
+descriptors, the child's log and one end of a fresh status socket; the zygote answers on that
+socket with the child's pid, and later with its exit code once it has reaped it. `ZygoteChild`
+reads them: the part of `subprocess.Popen` that `stack.launch`, `stop_process` and the
+supervisors use. The zygote exits when its launcher closes the pair (or exits); running children
+go on, as an exec'd child does when its parent dies.
+"""
+
+from __future__ import annotations
+
+import array
+import ctypes
+import importlib
+import io
+import json
+import os
+import select
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# what an interpreter, TensorFlow or a C library reads once, at start-up or import: a launch that
+# sets any of these otherwise than the zygote's environment is exec'd, not forked
+SENSITIVE = ("PYTHON", "TF_", "XLA_", "CUDA_", "LD_", "OMP_", "KMP_", "MKL_", "OPENBLAS_",
+             "GRPC_", "KERAS", "MALLOC_", "TMP", "TEMP", "LANG", "LC_")  # fmt: skip
+READY = b"ready"
+# room in the zygote's command line for a child's: /proc/PID/cmdline (what `ps` shows) is the
+# memory the kernel put argv in, which a fork shares; a child writes its own over it (`_retitle`)
+CMDLINE_ROOM = 4096
+# the commands whose modules the zygote imports: the Python components `up` runs
+PRELOADED = ("modelserver", "gateway", "exporter", "shipper", "oncall-receiver")
+_MAX_REQUEST = 1 << 20
+
+
+class ZygoteError(RuntimeError):
+    """The zygote could not be started, or stopped answering."""
+
+
+class ZygoteSettings(BaseSettings):
+    """Whether launches fork from a zygote (TOKENPULSE_ZYGOTE_ENABLED=false: exec each)."""
+
+    model_config = SettingsConfigDict(env_prefix="TOKENPULSE_ZYGOTE_", extra="ignore")
+
+    enabled: bool = Field(
+        default=True, description="fork Python components from a preloaded parent"
+    )
+
+
+def enabled() -> bool:
+    """ZygoteSettings().enabled; ZygoteError naming the variable when it is not a boolean."""
+    try:
+        return ZygoteSettings().enabled
+    except ValidationError as exc:
+        value = os.environ.get("TOKENPULSE_ZYGOTE_ENABLED")
+        raise ZygoteError(
+            f"TOKENPULSE_ZYGOTE_ENABLED={value!r} is not a boolean (true or false)"
+        ) from exc
+
+
+def sensitive(env: Mapping[str, str]) -> frozenset[tuple[str, str]]:
+    """The variables of `env` that a forked child would inherit from its zygote, not take."""
+    return frozenset((k, v) for k, v in env.items() if k.startswith(SENSITIVE))
+
+
+@dataclass
+class ZygoteChild:
+    """A component the zygote forked: `pid`, `returncode`, `poll()`, `wait()`, signals."""
+
+    args: list[str]
+    pid: int
+    _status: socket.socket | None
+    returncode: int | None = None
+
+    def poll(self) -> int | None:
+        """The exit code once the zygote reported it, else None (never blocks)."""
+        if self.returncode is None:
+            self._read(0.0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Block until the child exits; subprocess.TimeoutExpired after `timeout` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.returncode is None:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
+            self._read(left)
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        """Signal the child, unless it is known to have exited (its pid may be reused)."""
+        if self.poll() is None:
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def _read(self, timeout: float | None) -> None:
+        if self._status is not None:
+            if not select.select([self._status], [], [], timeout)[0]:
+                return
+            data = self._status.recv(64)
+            self._status.close()
+            self._status = None
+            if data.startswith(b"exit "):
+                self.returncode = int(data.split()[1])
+                return
+            timeout = 0.0
+        # its zygote went away first: the child is init's now, and its exit code is lost with
+        # the zygote; once the pid is gone (or a zombie nobody reaps), -SIGKILL stands for it
+        if not _running(self.pid):
+            self.returncode = -signal.SIGKILL
+        elif timeout is None or timeout > 0:
+            time.sleep(0.05 if timeout is None else min(timeout, 0.05))
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+class Zygote:
+    """A running `python -m stack.zygote`, and the launches sent to it."""
+
+    def __init__(self, env: Mapping[str, str], start_timeout_s: float = 120.0) -> None:
+        self.env = dict(env)
+        self.key = sensitive(env)
+        self._lock = threading.Lock()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        # what it prints (TensorFlow's import notices) is nobody's business unless it fails
+        self._output = tempfile.TemporaryFile()
+        with theirs:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "stack.zygote", str(theirs.fileno()), " " * CMDLINE_ROOM],
+                pass_fds=(theirs.fileno(),), env=self.env, stdin=subprocess.DEVNULL,
+                stdout=self._output, stderr=self._output, start_new_session=True,
+            )  # fmt: skip
+        self._control = ours
+        ready = select.select([ours], [], [], start_timeout_s)[0] and ours.recv(16)
+        if ready != READY:
+            self.close()
+            self._output.seek(0)
+            tail = self._output.read().decode(errors="replace")[-2000:]
+            raise ZygoteError(f"the zygote did not start (exit {self.process.returncode}):\n{tail}")
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def spawn(self, args: Sequence[str], env: Mapping[str, str], log_fd: int) -> ZygoteChild:
+        """Fork `tokenpulse <args>` with `env`, in this process's working directory, its output
+        to `log_fd`; ZygoteError when the zygote does not answer."""
+        request = json.dumps({"args": list(args), "env": dict(env), "cwd": os.getcwd()}).encode()
+        status, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            with self._lock, theirs:
+                fds = array.array("i", [theirs.fileno(), log_fd])
+                self._control.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+            if not select.select([status], [], [], 30.0)[0]:
+                raise ZygoteError("the zygote did not answer a launch in 30 s")
+            answer = status.recv(64)
+            if not answer.startswith(b"pid "):
+                raise ZygoteError("the zygote exited")
+        except (OSError, ZygoteError):
+            status.close()
+            raise
+        return ZygoteChild(["tokenpulse", *args], int(answer.split()[1]), status)
+
+    def close(self) -> None:
+        """Stop the zygote (its children go on)."""
+        self._control.close()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self._output.close()
+
+
+# ---- the zygote's side ----------------------------------------------------------------------
+
+
+def preload() -> None:
+    """Import what the components import, TensorFlow included, starting nothing."""
+    from serving.modelserver.server import preload as modelserver_preload
+    from stack.cli import COMMANDS
+
+    for name in PRELOADED:
+        importlib.import_module(COMMANDS[name][0])
+    modelserver_preload()
+
+
+@dataclass
+class _Launch:
+    args: list[str]
+    env: dict[str, str]
+    cwd: str
+    log_fd: int
+
+
+def serve(control: socket.socket) -> _Launch | None:
+    """Fork a child per request until the launcher hangs up (None). In a child, return its
+    launch, everything of the zygote's closed."""
+    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    children: dict[int, socket.socket] = {}
+    sel = selectors.DefaultSelector()
+    sel.register(control, selectors.EVENT_READ)
+    sel.register(wake_r, selectors.EVENT_READ)
+    control.sendall(READY)
+    while True:
+        for key, _ in sel.select():
+            if key.fileobj == wake_r:
+                while _drain(wake_r):
+                    pass
+                _reap(children)
+                continue
+            msg, fds = _receive(control)
+            if not msg:
+                return None
+            status, log_fd = socket.socket(fileno=fds[0]), fds[1]
+            pid = os.fork()
+            if pid == 0:
+                sel.close()
+                for fd in (wake_r, wake_w):
+                    os.close(fd)
+                signal.set_wakeup_fd(-1)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                for s in (control, status, *children.values()):
+                    s.close()
+                request = json.loads(msg)
+                return _Launch(request["args"], request["env"], request["cwd"], log_fd)
+            os.close(log_fd)
+            children[pid] = status
+            status.sendall(f"pid {pid}".encode())
+        _reap(children)
+
+
+def _drain(fd: int) -> bool:
+    try:
+        return bool(os.read(fd, 512))
+    except BlockingIOError:
+        return False
+
+
+def _receive(control: socket.socket) -> tuple[bytes, list[int]]:
+    fds = array.array("i")
+    msg, ancdata, _, _ = control.recvmsg(_MAX_REQUEST, socket.CMSG_SPACE(2 * fds.itemsize))
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
+    return msg, list(fds)
+
+
+def _reap(children: dict[int, socket.socket]) -> None:
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        sock = children.pop(pid, None)
+        if sock is not None:
+            try:
+                sock.sendall(f"exit {os.waitstatus_to_exitcode(status)}".encode())
+            except OSError:
+                pass  # the launcher stopped watching
+            sock.close()
+
+
+def become(launch: _Launch) -> list[str]:
+    """Make this fork what `python -m stack.cli <args>` would be; its argv for stack.cli.main."""
+    import stack.cli
+
+    os.setsid()
+    os.dup2(launch.log_fd, 1)
+    os.dup2(launch.log_fd, 2)
+    os.close(launch.log_fd)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.chdir(launch.cwd)
+    os.environ.clear()
+    os.environ.update(launch.env)
+    sys.argv = [str(stack.cli.__file__), *launch.args]
+    _retitle([sys.executable, "-m", "stack.cli", *launch.args])
+    for name, fd in (("stdout", 1), ("stderr", 2)):
+        stream = io.TextIOWrapper(
+            io.FileIO(fd, "w", closefd=False),
+            encoding="utf-8",
+            errors="backslashreplace" if fd == 2 else "strict",
+            write_through=True,
+        )
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    return launch.args
+
+
+def _retitle(words: Sequence[str]) -> None:
+    """Write `words` over this process's command line, as `ps` and /proc/PID/cmdline read it
+    (cut to the room the zygote's own took)."""
+    fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+    start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end: stat's 48th and 49th
+    room = end - start
+    data = "\0".join(words).encode(errors="surrogateescape")[: room - 1]
+    ctypes.memmove(start, data + b"\0" * (room - len(data)), room)
+
+
+def main(argv: list[str]) -> int:
+    control = socket.socket(fileno=int(argv[0]))
+    _retitle([sys.executable, "-m", "stack.zygote", argv[0]])
+    preload()
+    launch = serve(control)
+    if launch is None:
+        return 0
+    import stack.cli
+
+    return stack.cli.main(become(launch))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
