@@ -148,8 +148,7 @@ def running_process(
             tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="tp-launch-"))
             log_path = Path(tmp) / "output.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        child_env = dict(os.environ if env is None else env, PYTHONUNBUFFERED="1")
-        child_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        child_env = launch_env(env)
         started = time.perf_counter()
         with open(log_path, "ab", opener=_private) as log_file:
             proc = _start(list(argv), child_env, log_file.fileno())
@@ -168,9 +167,17 @@ def running_process(
         yield child
 
 
-# this process's zygote, started by its first launch of `tokenpulse <command>` with that launch's
-# environment (None: it would not start; launches are exec'd)
-_zygote: zygote.Zygote | None = None
+def launch_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment a component is launched with: `env` (None: this process's), unbuffered
+    output, and TensorFlow's start-up notices left out unless the caller sets their level."""
+    child_env = dict(os.environ if env is None else env, PYTHONUNBUFFERED="1")
+    child_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    return child_env
+
+
+# this process's zygote, started at its first launch of `tokenpulse <command>` with the
+# environment a launch inherits by default (None: launches are exec'd)
+_zygote: zygote.Zygote | zygote.Connection | None = None
 _zygote_failed = False
 _zygote_lock = threading.Lock()
 
@@ -180,24 +187,35 @@ def _start(argv: list[str], env: dict[str, str], log_fd: int) -> ChildProcess:
     variable fixed at an interpreter's start (stack.zygote.SENSITIVE) differs from the zygote's;
     anything else, and everything when no zygote would start, exec'd in a session of its own."""
     try:
-        forking = argv[:3] == tokenpulse_argv() and zygote.enabled()
+        wanted = zygote.settings()
     except zygote.ZygoteError as exc:
         raise LaunchError(str(exc)) from None
-    forker = _forker(env) if forking else None
-    if forker is not None and forker.key == zygote.sensitive(env):
-        return forker.spawn(argv[3:], env, log_fd)
+    forking = argv[:3] == tokenpulse_argv() and wanted.enabled
+    forker = _forker(wanted.socket) if forking else None
+    if forker is not None:
+        differ = sorted(dict(forker.key.symmetric_difference(zygote.sensitive(env))))
+        if not differ:
+            return forker.spawn(argv[3:], env, log_fd)
+        log.info("exec'd, not forked: start-up variables differ", command=argv[3:4], names=differ)
     return subprocess.Popen(argv, stdout=log_fd, stderr=log_fd, env=env, start_new_session=True)
 
 
-def _forker(env: dict[str, str]) -> zygote.Zygote | None:
-    """This process's zygote: started (again, when the last one died) with `env`."""
+def _forker(shared: Path | None) -> zygote.Zygote | zygote.Connection | None:
+    """This process's zygote: the one `shared` names, else one of its own, started (again, when
+    the last one died) with the environment a launch inherits by default, so that every launch
+    that sets no start-up variable forks."""
     global _zygote, _zygote_failed
     with _zygote_lock:
         if _zygote is not None and not _zygote.alive():
             _zygote = None
+        if _zygote is None and shared is not None:
+            try:
+                _zygote = zygote.connect(shared)
+            except zygote.ZygoteError as exc:
+                log.warning("no shared zygote: starting this process's own", error=str(exc))
         if _zygote is None and not _zygote_failed:
             try:
-                _zygote = zygote.Zygote(env)
+                _zygote = zygote.Zygote(launch_env())
             except (zygote.ZygoteError, OSError) as exc:
                 log.warning("components start exec'd: no zygote", error=str(exc).splitlines()[0])
                 _zygote_failed = True

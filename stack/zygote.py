@@ -27,6 +27,7 @@ go on, as an exec'd child does when its parent dies.
 from __future__ import annotations
 
 import array
+import contextlib
 import ctypes
 import importlib
 import io
@@ -65,25 +66,30 @@ class ZygoteError(RuntimeError):
     """The zygote could not be started, or stopped answering."""
 
 
+SOCKET_VARIABLE = "TOKENPULSE_ZYGOTE_SOCKET"  # ZygoteSettings.socket
+
+
 class ZygoteSettings(BaseSettings):
-    """Whether launches fork from a zygote (TOKENPULSE_ZYGOTE_ENABLED=false: exec each)."""
+    """How launches reach a zygote (TOKENPULSE_ZYGOTE_ENABLED=false: none, each is exec'd)."""
 
     model_config = SettingsConfigDict(env_prefix="TOKENPULSE_ZYGOTE_", extra="ignore")
 
-    enabled: bool = Field(
-        default=True, description="fork Python components from a preloaded parent"
+    enabled: bool = Field(default=True, description="fork components from a preloaded parent")
+    socket: Path | None = Field(
+        default=None,
+        description="a zygote that processes of one run share (a test run's): connect there "
+        "instead of starting one of this process's own",
     )
 
 
-def enabled() -> bool:
-    """ZygoteSettings().enabled; ZygoteError naming the variable when it is not a boolean."""
+def settings() -> ZygoteSettings:
+    """ZygoteSettings from the environment; ZygoteError naming the variable it cannot read."""
     try:
-        return ZygoteSettings().enabled
+        return ZygoteSettings()
     except ValidationError as exc:
-        value = os.environ.get("TOKENPULSE_ZYGOTE_ENABLED")
-        raise ZygoteError(
-            f"TOKENPULSE_ZYGOTE_ENABLED={value!r} is not a boolean (true or false)"
-        ) from exc
+        name = f"TOKENPULSE_ZYGOTE_{str(exc.errors()[0]['loc'][0]).upper()}"
+        raise ZygoteError(f"{name}={os.environ.get(name)!r} is not valid: "
+                          f"{exc.errors()[0]['msg']}") from None  # fmt: skip
 
 
 def sensitive(env: Mapping[str, str]) -> frozenset[tuple[str, str]]:
@@ -156,42 +162,39 @@ def _running(pid: int) -> bool:
         return False
 
 
-class Zygote:
-    """A running `python -m stack.zygote`, and the launches sent to it."""
+class Connection:
+    """A connection to a zygote: the launches sent over it."""
 
-    def __init__(self, env: Mapping[str, str], start_timeout_s: float = 120.0) -> None:
-        self.env = dict(env)
-        self.key = sensitive(env)
+    def __init__(self, sock: socket.socket, timeout_s: float) -> None:
+        self._sock = sock
         self._lock = threading.Lock()
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        # what it prints (TensorFlow's import notices) is nobody's business unless it fails
-        self._output = tempfile.TemporaryFile()
-        with theirs:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "stack.zygote", str(theirs.fileno()), " " * CMDLINE_ROOM],
-                pass_fds=(theirs.fileno(),), env=self.env, stdin=subprocess.DEVNULL,
-                stdout=self._output, stderr=self._output, start_new_session=True,
-            )  # fmt: skip
-        self._control = ours
-        ready = select.select([ours], [], [], start_timeout_s)[0] and ours.recv(16)
-        if ready != READY:
-            self.close()
-            self._output.seek(0)
-            tail = self._output.read().decode(errors="replace")[-2000:]
-            raise ZygoteError(f"the zygote did not start (exit {self.process.returncode}):\n{tail}")
+        greeting = select.select([sock], [], [], timeout_s)[0] and sock.recv(_MAX_REQUEST)
+        if not greeting or not greeting.startswith(READY):
+            sock.close()
+            raise ZygoteError("the zygote did not greet")
+        # the start-up variables it has: a launch that sets them otherwise is not forked
+        self.key = frozenset((k, v) for k, v in json.loads(greeting[len(READY) :]).items())
 
     def alive(self) -> bool:
-        return self.process.poll() is None
+        """Whether the zygote is still at the other end."""
+        try:
+            readable = select.select([self._sock], [], [], 0)[0]
+            return not readable or self._sock.recv(1, socket.MSG_PEEK) != b""
+        except (OSError, ValueError):
+            return False
 
     def spawn(self, args: Sequence[str], env: Mapping[str, str], log_fd: int) -> ZygoteChild:
         """Fork `tokenpulse <args>` with `env`, in this process's working directory, its output
-        to `log_fd`; ZygoteError when the zygote does not answer."""
-        request = json.dumps({"args": list(args), "env": dict(env), "cwd": os.getcwd()}).encode()
+        to `log_fd`; ZygoteError (or OSError) when the zygote does not answer."""
+        request = json.dumps({
+            "args": list(args), "env": dict(env), "cwd": os.getcwd(),
+            "nice": os.getpriority(os.PRIO_PROCESS, 0),
+        }).encode()  # fmt: skip
         status, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             with self._lock, theirs:
                 fds = array.array("i", [theirs.fileno(), log_fd])
-                self._control.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+                self._sock.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
             if not select.select([status], [], [], 30.0)[0]:
                 raise ZygoteError("the zygote did not answer a launch in 30 s")
             answer = status.recv(64)
@@ -203,8 +206,64 @@ class Zygote:
         return ZygoteChild(["tokenpulse", *args], int(answer.split()[1]), status)
 
     def close(self) -> None:
+        self._sock.close()
+
+
+def connect(path: Path, timeout_s: float = 10.0) -> Connection:
+    """A connection to the zygote listening at `path` (ZygoteSettings.socket)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        sock.settimeout(timeout_s)
+        sock.connect(str(path))
+        sock.settimeout(None)
+    except OSError as exc:
+        sock.close()
+        raise ZygoteError(f"no zygote at {path}: {exc.strerror or exc}") from None
+    return Connection(sock, timeout_s)
+
+
+class Zygote:
+    """A `python -m stack.zygote` this process started and owns; it exits when this process
+    closes it or exits. With `listen`, other processes reach it there too (`connect`)."""
+
+    def __init__(
+        self, env: Mapping[str, str], listen: Path | None = None, start_timeout_s: float = 120.0
+    ) -> None:
+        self.listen = listen
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        # what it prints (TensorFlow's import notices) is nobody's business unless it fails
+        self._output = tempfile.TemporaryFile()
+        argv = [sys.executable, "-m", "stack.zygote", str(theirs.fileno()), str(listen or "")]
+        with theirs:
+            self.process = subprocess.Popen(
+                [*argv, " " * CMDLINE_ROOM], pass_fds=(theirs.fileno(),), env=dict(env),
+                stdin=subprocess.DEVNULL, stdout=self._output, stderr=self._output,
+                start_new_session=True,
+            )  # fmt: skip
+        try:
+            self._connection = Connection(ours, start_timeout_s)
+        except ZygoteError:
+            self.close()
+            self._output.seek(0)
+            tail = self._output.read().decode(errors="replace")[-2000:]
+            raise ZygoteError(
+                f"the zygote did not start (exit {self.process.returncode}):\n{tail}"
+            ) from None
+        self.key = self._connection.key
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def spawn(self, args: Sequence[str], env: Mapping[str, str], log_fd: int) -> ZygoteChild:
+        """As Connection.spawn."""
+        return self._connection.spawn(args, env, log_fd)
+
+    def close(self) -> None:
         """Stop the zygote (its children go on)."""
-        self._control.close()
+        if hasattr(self, "_connection"):
+            self._connection.close()
+        if self.listen is not None:
+            self.listen.unlink(missing_ok=True)
         try:
             self.process.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -231,42 +290,65 @@ class _Launch:
     args: list[str]
     env: dict[str, str]
     cwd: str
+    nice: int
     log_fd: int
 
 
-def serve(control: socket.socket) -> _Launch | None:
-    """Fork a child per request until the launcher hangs up (None). In a child, return its
-    launch, everything of the zygote's closed."""
+def serve(owner: socket.socket, listener: socket.socket | None) -> _Launch | None:
+    """Fork a child per request, from the owner or any connection to `listener`, until the
+    owner hangs up (None). In a child, return its launch, everything of the zygote's closed."""
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     children: dict[int, socket.socket] = {}
     sel = selectors.DefaultSelector()
-    sel.register(control, selectors.EVENT_READ)
     sel.register(wake_r, selectors.EVENT_READ)
-    control.sendall(READY)
+    greeting = READY + json.dumps(dict(sensitive(os.environ))).encode()
+    for listening in (owner, listener):
+        if listening is not None:
+            sel.register(listening, selectors.EVENT_READ)
+    owner.sendall(greeting)
     while True:
         for key, _ in sel.select():
-            if key.fileobj == wake_r:
+            sock = key.fileobj
+            if sock == wake_r:
                 while _drain(wake_r):
                     pass
                 _reap(children)
                 continue
-            msg, fds = _receive(control)
+            assert isinstance(sock, socket.socket)
+            if sock is listener:
+                conn, _ = listener.accept()
+                conn.sendall(greeting)
+                sel.register(conn, selectors.EVENT_READ)
+                continue
+            try:
+                msg, fds = _receive(sock)
+            except OSError:
+                msg, fds = b"", []
             if not msg:
-                return None
+                if sock is owner:
+                    return None
+                sel.unregister(sock)
+                sock.close()
+                continue
             status, log_fd = socket.socket(fileno=fds[0]), fds[1]
             pid = os.fork()
             if pid == 0:
+                for registered in list(sel.get_map().values()):
+                    if isinstance(registered.fileobj, socket.socket):
+                        registered.fileobj.close()
                 sel.close()
                 for fd in (wake_r, wake_w):
                     os.close(fd)
                 signal.set_wakeup_fd(-1)
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                for s in (control, status, *children.values()):
+                for s in (status, *children.values()):
                     s.close()
                 request = json.loads(msg)
-                return _Launch(request["args"], request["env"], request["cwd"], log_fd)
+                return _Launch(
+                    request["args"], request["env"], request["cwd"], request["nice"], log_fd
+                )
             os.close(log_fd)
             children[pid] = status
             status.sendall(f"pid {pid}".encode())
@@ -318,6 +400,8 @@ def become(launch: _Launch) -> list[str]:
     os.dup2(devnull, 0)
     os.close(devnull)
     os.chdir(launch.cwd)
+    with contextlib.suppress(PermissionError):  # the launcher's priority, as an exec inherits it
+        os.setpriority(os.PRIO_PROCESS, 0, launch.nice)
     os.environ.clear()
     os.environ.update(launch.env)
     sys.argv = [str(stack.cli.__file__), *launch.args]
@@ -347,10 +431,17 @@ def _retitle(words: Sequence[str]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    control = socket.socket(fileno=int(argv[0]))
-    _retitle([sys.executable, "-m", "stack.zygote", argv[0]])
+    """`python -m stack.zygote OWNER_FD [LISTEN_PATH]`: the owner's end of a socket pair, and
+    where other processes may connect ('' for nowhere)."""
+    owner = socket.socket(fileno=int(argv[0]))
+    listener = None
+    if len(argv) > 1 and argv[1].strip():
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        listener.bind(argv[1])
+        listener.listen(64)
+    _retitle([sys.executable, "-m", "stack.zygote", *[a for a in argv[:2] if a.strip()]])
     preload()
-    launch = serve(control)
+    launch = serve(owner, listener)
     if launch is None:
         return 0
     import stack.cli

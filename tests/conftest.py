@@ -13,6 +13,8 @@ Collection marks every test `stack` or `training` from what it and its fixtures 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,8 @@ from typing import Any
 import pytest
 
 from devtools.stack import Stack, running_stack
+from stack import zygote
+from stack.launch import launch_env
 from tests.support import markers, tfsetup
 from tests.support.modelserver import MODELSERVER_TEST_ENV
 from tests.support.scheduling import LaneScheduling, cores, niceness, released
@@ -32,6 +36,30 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("GOGC", "400")
 # every model server the suite starts runs without Grappler's rewrites (tests.support.modelserver)
 os.environ.update(MODELSERVER_TEST_ENV)
+
+
+_zygote: zygote.Zygote | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One zygote for the whole run (stack/zygote.py), which every process that launches a
+    component reaches: the workers, the `up`s, the benches. Each would otherwise start its own,
+    importing TensorFlow again."""
+    global _zygote
+    if hasattr(config, "workerinput") or config.option.collectonly:
+        return
+    if not zygote.settings().enabled or zygote.settings().socket is not None:
+        return
+    folder = Path(tempfile.mkdtemp(prefix="tp-zygote-"))  # 0700: only this user may fork there
+    _zygote = zygote.Zygote(launch_env(), listen=folder / "zygote.sock")
+    os.environ[zygote.SOCKET_VARIABLE] = str(folder / "zygote.sock")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _zygote is not None and _zygote.listen is not None:
+        _zygote.close()
+        shutil.rmtree(_zygote.listen.parent, ignore_errors=True)
+        os.environ.pop(zygote.SOCKET_VARIABLE, None)
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:

@@ -4,6 +4,7 @@ exec'd; a zygote that goes away leaves its children running and is replaced."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -22,8 +23,8 @@ ENV = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="2")
 
 
 @pytest.fixture(scope="module")
-def forker() -> Iterator[zygote.Zygote]:
-    z = zygote.Zygote(ENV)
+def forker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[zygote.Zygote]:
+    z = zygote.Zygote(ENV, listen=tmp_path_factory.mktemp("zygote") / "zygote.sock")
     yield z
     z.close()
 
@@ -38,6 +39,15 @@ def _cmdline(pid: int) -> list[str]:
 def _environ(pid: int) -> dict[str, str]:
     pairs = Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0")
     return dict(p.split("=", 1) for p in pairs if "=" in p)
+
+
+def _fd_kinds(pid: int) -> list[str]:
+    """What kind of thing each open descriptor is (a file, /dev/null, a socket, a pipe...)."""
+    kinds = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        kinds.append(target if target == os.devnull else target.split(":")[0].split("/")[0])
+    return sorted(kinds)
 
 
 def _receiver(port: int, notes: Path) -> list[str]:
@@ -62,13 +72,21 @@ def test_a_forked_component_is_set_up_as_an_exec_one(
         assert os.readlink(f"/proc/{child.pid}/fd/2") == str(log)
         assert os.readlink(f"/proc/{child.pid}/cwd") == str(tmp_path)
         assert _cmdline(child.pid) == [sys.executable, "-m", "stack.cli", *args]
-        # nothing of the zygote is left open in the child: only its three streams and what the
-        # receiver opened itself (its listening socket, its epoll)
-        assert not any(
-            os.readlink(f"/proc/{child.pid}/fd/{fd}").startswith(("socket:", "pipe:"))
-            and fd in (forker._control.fileno(),)
-            for fd in map(int, os.listdir(f"/proc/{child.pid}/fd"))
-        )
+        # it holds what the same command exec'd holds, nothing of the zygote's
+        exec_port = free_port()
+        exec_env = env | {"TOKENPULSE_ONCALL_PORT": str(exec_port)}
+        with open(tmp_path / "exec.log", "ab") as exec_out:
+            exec_d = subprocess.Popen(tokenpulse_argv(*args), stdin=subprocess.DEVNULL,
+                                      stdout=exec_out, stderr=exec_out, env=exec_env,
+                                      start_new_session=True)  # fmt: skip
+        try:
+            wait_until(lambda: http_ok(f"http://127.0.0.1:{exec_port}/healthz"), 60, "exec'd")
+            # (once both have closed their readiness checks' connections)
+            same = lambda: _fd_kinds(child.pid) == _fd_kinds(exec_d.pid)  # noqa: E731
+            wait_until(same, 10, "the same descriptors")
+        finally:
+            exec_d.kill()
+            exec_d.wait()
         assert child.poll() is None
     finally:
         child.send_signal(signal.SIGTERM)
@@ -130,29 +148,70 @@ def _parent(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
-def test_children_outlive_their_zygote_and_a_gone_zygote_is_replaced(
+def test_other_processes_fork_from_a_listening_zygote(
     forker: zygote.Zygote, tmp_path: Path
 ) -> None:
-    z = forker  # closed here, this module's last use of it
+    assert forker.listen is not None
+    for _ in range(2):  # a connection that hangs up leaves the zygote serving the next
+        connection = zygote.connect(forker.listen)
+        assert connection.key == forker.key
+        port = free_port()
+        with open(tmp_path / "log", "ab") as out:
+            child = connection.spawn(_receiver(port, tmp_path / "n"), ENV, out.fileno())
+        url = f"http://127.0.0.1:{port}/healthz"
+        wait_until(functools.partial(http_ok, url), 60, "the receiver")
+        assert _parent(child.pid) == forker.process.pid
+        child.terminate()
+        assert child.wait(timeout=15) == 0
+        connection.close()
+    with pytest.raises(zygote.ZygoteError, match="^no zygote at "):
+        zygote.connect(tmp_path / "nothing.sock")
+
+
+def test_children_outlive_their_zygote(forker: zygote.Zygote, tmp_path: Path) -> None:
     port = free_port()
     with open(tmp_path / "log", "ab") as out:
-        child = z.spawn(_receiver(port, tmp_path / "n"), ENV, out.fileno())
+        child = forker.spawn(_receiver(port, tmp_path / "n"), ENV, out.fileno())
     wait_until(lambda: http_ok(f"http://127.0.0.1:{port}/healthz"), 60, "the receiver")
-    z.close()
-    assert not z.alive() and http_ok(f"http://127.0.0.1:{port}/healthz")
+    forker.close()  # this module's last use of it
+    assert not forker.alive() and http_ok(f"http://127.0.0.1:{port}/healthz")
+    assert forker.listen is not None and not forker.listen.exists()
     assert child.poll() is None  # still running, though nobody here can reap it
     os.kill(child.pid, signal.SIGKILL)
     assert child.wait(timeout=15) == -signal.SIGKILL
-    # this process's own zygote, killed while its child runs: the child is stopped as usual
-    # and the next launch forks from a new one
-    ports = [free_port(), free_port()]
-    argvs = [tokenpulse_argv(*_receiver(p, tmp_path / f"n{p}")) for p in ports]
-    ready = [lambda p=p: http_ok(f"http://127.0.0.1:{p}/healthz") for p in ports]
-    with running_process(argvs[0], ready[0], what="receiver", stop_timeout_s=5) as first:
-        old = _parent(first.pid)
-        os.kill(old, signal.SIGKILL)
-        wait_until(lambda: not zygote._running(old), 15, "the zygote's end")
-    assert first.process.returncode is not None and not zygote._running(first.pid)
-    with running_process(argvs[1], ready[1], what="receiver") as second:
-        assert isinstance(second.process, zygote.ZygoteChild)
-        assert _parent(second.pid) not in (old, os.getpid())
+
+
+# A process of its own (not this worker, whose zygote the run may share): its zygote killed
+# while its child runs, the child is stopped as usual and the next launch forks from a new one.
+_REPLACED = """
+import json, os, signal, sys
+from stack import zygote
+from stack.launch import http_ok, running_process, tokenpulse_argv, wait_until
+from tokenpulse.procs import free_port
+def parent(pid):
+    return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+out = {}
+for name in ("first", "second"):
+    port = free_port()
+    argv = tokenpulse_argv("oncall-receiver", f"--port={port}", f"--file={sys.argv[1]}{port}")
+    with running_process(argv, lambda: http_ok(f"http://127.0.0.1:{port}/healthz"),
+                         what="receiver", stop_timeout_s=5) as child:
+        out[name] = {"forked": isinstance(child.process, zygote.ZygoteChild),
+                     "zygote": parent(child.pid)}
+        if name == "first":
+            os.kill(out[name]["zygote"], signal.SIGKILL)
+            wait_until(lambda: not zygote._running(out["first"]["zygote"]), 15, "its end")
+    out[name]["code"] = child.process.returncode
+    out[name]["gone"] = not zygote._running(child.pid)
+print(json.dumps(out))
+"""
+
+
+def test_a_killed_zygote_is_replaced_at_the_next_launch(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != zygote.SOCKET_VARIABLE}
+    done = subprocess.run([sys.executable, "-c", _REPLACED, str(tmp_path / "n")], env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    first, second = json.loads(done.stdout)["first"], json.loads(done.stdout)["second"]
+    assert first["forked"] and second["forked"] and first["zygote"] != second["zygote"]
+    assert first["code"] is not None and first["gone"] and second["gone"]
