@@ -175,51 +175,57 @@ def launch_env(env: dict[str, str] | None = None) -> dict[str, str]:
     return child_env
 
 
-# this process's zygote, started at its first launch of `tokenpulse <command>` with the
-# environment a launch inherits by default (None: launches are exec'd)
-_zygote: zygote.Zygote | zygote.Connection | None = None
-_zygote_failed = False
-_zygote_lock = threading.Lock()
+# this process's zygotes by kind (stack.zygote.KINDS), started at its first launch of a command
+# of that kind with the environment a launch inherits by default, or reached in the run's folder
+# of shared ones; a kind that would not start is left out (its launches are exec'd)
+_zygotes: dict[str, zygote.Zygote | zygote.Connection] = {}
+_zygotes_failed: set[str] = set()
+_zygotes_lock = threading.Lock()
 
 
 def _start(argv: list[str], env: dict[str, str], log_fd: int) -> ChildProcess:
-    """`tokenpulse <command>` forked from this process's zygote where it can be: not when a
-    variable fixed at an interpreter's start (stack.zygote.SENSITIVE) differs from the zygote's;
-    anything else, and everything when no zygote would start, exec'd in a session of its own."""
+    """`tokenpulse <command>` forked from this process's zygote of its kind where it can be: not
+    when a variable fixed at an interpreter's start (stack.zygote.SENSITIVE) differs from the
+    zygote's; anything else, and everything when no zygote would start, exec'd in a session of
+    its own."""
     try:
         wanted = zygote.settings()
     except zygote.ZygoteError as exc:
         raise LaunchError(str(exc)) from None
-    forking = argv[:3] == tokenpulse_argv() and wanted.enabled
-    forker = _forker(wanted.socket) if forking else None
+    forker = None
+    if argv[:3] == tokenpulse_argv() and len(argv) > 3 and wanted.enabled:
+        forker = _forker(zygote.kind_of(argv[3]), wanted.sockets)
     if forker is not None:
         differ = sorted(dict(forker.key.symmetric_difference(zygote.sensitive(env))))
         if not differ:
             return forker.spawn(argv[3:], env, log_fd)
-        log.info("exec'd, not forked: start-up variables differ", command=argv[3:4], names=differ)
+        log.info("exec'd, not forked: start-up variables differ", command=argv[3], names=differ)
     return subprocess.Popen(argv, stdout=log_fd, stderr=log_fd, env=env, start_new_session=True)
 
 
-def _forker(shared: Path | None) -> zygote.Zygote | zygote.Connection | None:
-    """This process's zygote: the one `shared` names, else one of its own, started (again, when
-    the last one died) with the environment a launch inherits by default, so that every launch
-    that sets no start-up variable forks."""
-    global _zygote, _zygote_failed
-    with _zygote_lock:
-        if _zygote is not None and not _zygote.alive():
-            _zygote = None
-        if _zygote is None and shared is not None:
+def _forker(kind: str, shared: Path | None) -> zygote.Zygote | zygote.Connection | None:
+    """This process's zygote of `kind`: the run's shared one where `shared` names their folder,
+    else one of its own, started (again, when the last one died) with the environment a launch
+    inherits by default, so that every launch that sets no start-up variable forks."""
+    with _zygotes_lock:
+        current = _zygotes.get(kind)
+        if current is not None and current.alive():
+            return current
+        _zygotes.pop(kind, None)
+        if shared is not None:
             try:
-                _zygote = zygote.connect(shared)
+                _zygotes[kind] = zygote.connect(zygote.socket_path(shared, kind))
+                return _zygotes[kind]
             except zygote.ZygoteError as exc:
                 log.warning("no shared zygote: starting this process's own", error=str(exc))
-        if _zygote is None and not _zygote_failed:
+        if kind not in _zygotes_failed:
             try:
-                _zygote = zygote.Zygote(launch_env())
+                _zygotes[kind] = zygote.Zygote(launch_env(), kind)
             except (zygote.ZygoteError, OSError) as exc:
-                log.warning("components start exec'd: no zygote", error=str(exc).splitlines()[0])
-                _zygote_failed = True
-        return _zygote
+                log.warning("components start exec'd: no zygote", kind=kind,
+                            error=str(exc).splitlines()[0])  # fmt: skip
+                _zygotes_failed.add(kind)
+        return _zygotes.get(kind)
 
 
 def _private(path: str, flags: int) -> int:

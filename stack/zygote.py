@@ -1,11 +1,13 @@
 """Components forked from a parent that has already imported them: TensorFlow once, not per start.
 
 A model server exec'd afresh spends about 2 CPU-s importing TensorFlow before it reads its model,
-and a gateway 0.4 CPU-s importing aiohttp and its own code. So a launching process (a test worker,
-`up`, a bench) starts one *zygote* at its first launch, as Android's zygote and gunicorn's
-`--preload` do: `python -m stack.zygote` imports the components' code, TensorFlow included, then
-forks a child per launch, which runs `tokenpulse <command> ...` from there (`tokenpulse bench
-launch` sets the two ways side by side).
+and a gateway 0.2 CPU-s importing aiohttp and its own code. So a launching process (a test worker,
+`up`, a bench) starts a *zygote* at its first launch, as Android's zygote and gunicorn's
+`--preload` do: `python -m stack.zygote` imports the components' code, then forks a child per
+launch, which runs `tokenpulse <command> ...` from there (`tokenpulse bench launch` sets the two
+ways side by side). There are two kinds (KINDS): the model server forks from one that imported
+TensorFlow, everything else from one that never loads it. A test run shares one of each among all
+its processes, over sockets in a private folder (ZygoteSettings.sockets).
 
 The zygote only imports: it starts no thread of its own, no TensorFlow runtime and no gRPC
 channel, so a fork carries no lock that a vanished thread held. A child gets what an exec'd one
@@ -57,8 +59,13 @@ READY = b"ready"
 # room in the zygote's command line for a child's: /proc/PID/cmdline (what `ps` shows) is the
 # memory the kernel put argv in, which a fork shares; a child writes its own over it (`_retitle`)
 CMDLINE_ROOM = 4096
-# the commands whose modules the zygote imports: the Python components `up` runs
-PRELOADED = ("modelserver", "gateway", "exporter", "shipper", "oncall-receiver")
+# Two kinds of zygote, since what one has loaded every child carries: TensorFlow's own SQLite
+# (without FTS5) would stand in for Python's under the shipper's sample store, and a gateway
+# would map TensorFlow for nothing. The model server forks from the `tensorflow` one, every other
+# command from the `light` one, which imports these commands' modules.
+KINDS = ("light", "tensorflow")
+TENSORFLOW_COMMANDS = ("modelserver",)
+LIGHT_COMMANDS = ("gateway", "exporter", "shipper", "oncall-receiver")
 _MAX_REQUEST = 1 << 20
 
 
@@ -66,7 +73,7 @@ class ZygoteError(RuntimeError):
     """The zygote could not be started, or stopped answering."""
 
 
-SOCKET_VARIABLE = "TOKENPULSE_ZYGOTE_SOCKET"  # ZygoteSettings.socket
+SOCKETS_VARIABLE = "TOKENPULSE_ZYGOTE_SOCKETS"  # ZygoteSettings.sockets
 
 
 class ZygoteSettings(BaseSettings):
@@ -75,10 +82,11 @@ class ZygoteSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TOKENPULSE_ZYGOTE_", extra="ignore")
 
     enabled: bool = Field(default=True, description="fork components from a preloaded parent")
-    socket: Path | None = Field(
+    sockets: Path | None = Field(
         default=None,
-        description="a zygote that processes of one run share (a test run's): connect there "
-        "instead of starting one of this process's own",
+        description="a folder of zygotes that processes of one run share (a test run's), one "
+        "socket per kind (light.sock, tensorflow.sock): connect there instead of starting "
+        "this process's own",
     )
 
 
@@ -92,9 +100,22 @@ def settings() -> ZygoteSettings:
                           f"{exc.errors()[0]['msg']}") from None  # fmt: skip
 
 
+# every component sets this from its own log level before it imports TensorFlow, so what a launch
+# passes is never what its TensorFlow reads; the `tensorflow` zygote imports it at the level the
+# components' default log levels set (tokenpulse.native_logs)
+_SET_BY_THE_CHILD = "TF_CPP_MIN_LOG_LEVEL"
+
+
 def sensitive(env: Mapping[str, str]) -> frozenset[tuple[str, str]]:
     """The variables of `env` that a forked child would inherit from its zygote, not take."""
-    return frozenset((k, v) for k, v in env.items() if k.startswith(SENSITIVE))
+    return frozenset(
+        (k, v) for k, v in env.items() if k.startswith(SENSITIVE) and k != _SET_BY_THE_CHILD
+    )
+
+
+def kind_of(command: str) -> str:
+    """Which zygote forks `tokenpulse <command>`."""
+    return "tensorflow" if command in TENSORFLOW_COMMANDS else "light"
 
 
 @dataclass
@@ -209,8 +230,13 @@ class Connection:
         self._sock.close()
 
 
+def socket_path(folder: Path, kind: str) -> Path:
+    """Where the zygote of `kind` listens in a folder of shared zygotes."""
+    return folder / f"{kind}.sock"
+
+
 def connect(path: Path, timeout_s: float = 10.0) -> Connection:
-    """A connection to the zygote listening at `path` (ZygoteSettings.socket)."""
+    """A connection to the zygote listening at `path` (socket_path)."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         sock.settimeout(timeout_s)
@@ -227,13 +253,19 @@ class Zygote:
     closes it or exits. With `listen`, other processes reach it there too (`connect`)."""
 
     def __init__(
-        self, env: Mapping[str, str], listen: Path | None = None, start_timeout_s: float = 120.0
+        self,
+        env: Mapping[str, str],
+        kind: str,
+        listen: Path | None = None,
+        start_timeout_s: float = 120.0,
     ) -> None:
-        self.listen = listen
+        if kind not in KINDS:
+            raise ValueError(f"no zygote kind {kind!r}; known: {', '.join(KINDS)}")
+        self.kind, self.listen = kind, listen
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         # what it prints (TensorFlow's import notices) is nobody's business unless it fails
         self._output = tempfile.TemporaryFile()
-        argv = [sys.executable, "-m", "stack.zygote", str(theirs.fileno()), str(listen or "")]
+        argv = [sys.executable, "-m", "stack.zygote", str(theirs.fileno()), kind, str(listen or "")]
         with theirs:
             self.process = subprocess.Popen(
                 [*argv, " " * CMDLINE_ROOM], pass_fds=(theirs.fileno(),), env=dict(env),
@@ -275,14 +307,19 @@ class Zygote:
 # ---- the zygote's side ----------------------------------------------------------------------
 
 
-def preload() -> None:
-    """Import what the components import, TensorFlow included, starting nothing."""
-    from serving.modelserver.server import preload as modelserver_preload
+def preload(kind: str) -> None:
+    """Import what the commands of `kind` import (`tensorflow`: TensorFlow, quietly, as a
+    component at its default log level would), starting nothing."""
     from stack.cli import COMMANDS
 
-    for name in PRELOADED:
+    if kind == "tensorflow":
+        from serving.modelserver.server import preload as modelserver_preload
+        from tokenpulse.native_logs import quiet_tensorflow
+
+        quiet_tensorflow("INFO")
+        modelserver_preload()
+    for name in TENSORFLOW_COMMANDS if kind == "tensorflow" else LIGHT_COMMANDS:
         importlib.import_module(COMMANDS[name][0])
-    modelserver_preload()
 
 
 @dataclass
@@ -431,16 +468,16 @@ def _retitle(words: Sequence[str]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """`python -m stack.zygote OWNER_FD [LISTEN_PATH]`: the owner's end of a socket pair, and
-    where other processes may connect ('' for nowhere)."""
-    owner = socket.socket(fileno=int(argv[0]))
+    """`python -m stack.zygote OWNER_FD KIND [LISTEN_PATH]`: the owner's end of a socket pair,
+    which commands it forks (KINDS), and where other processes may connect ('' for nowhere)."""
+    owner, kind = socket.socket(fileno=int(argv[0])), argv[1]
     listener = None
-    if len(argv) > 1 and argv[1].strip():
+    if len(argv) > 2 and argv[2].strip():
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        listener.bind(argv[1])
+        listener.bind(argv[2])
         listener.listen(64)
-    _retitle([sys.executable, "-m", "stack.zygote", *[a for a in argv[:2] if a.strip()]])
-    preload()
+    _retitle([sys.executable, "-m", "stack.zygote", *[a for a in argv[:3] if a.strip()]])
+    preload(kind)
     launch = serve(owner, listener)
     if launch is None:
         return 0

@@ -38,28 +38,29 @@ os.environ.setdefault("GOGC", "400")
 os.environ.update(MODELSERVER_TEST_ENV)
 
 
-_zygote: zygote.Zygote | None = None
+_zygotes: list[zygote.Zygote] = []
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """One zygote for the whole run (stack/zygote.py), which every process that launches a
-    component reaches: the workers, the `up`s, the benches. Each would otherwise start its own,
-    importing TensorFlow again."""
-    global _zygote
+    """The run's zygotes (stack/zygote.py), one of each kind, which every process that launches
+    a component reaches: the workers, the `up`s, the benches. Each would otherwise start its
+    own, importing TensorFlow again."""
     if hasattr(config, "workerinput") or config.option.collectonly:
         return
-    if not zygote.settings().enabled or zygote.settings().socket is not None:
+    if not zygote.settings().enabled or zygote.settings().sockets is not None:
         return
     folder = Path(tempfile.mkdtemp(prefix="tp-zygote-"))  # 0700: only this user may fork there
-    _zygote = zygote.Zygote(launch_env(), listen=folder / "zygote.sock")
-    os.environ[zygote.SOCKET_VARIABLE] = str(folder / "zygote.sock")
+    for kind in zygote.KINDS:
+        _zygotes.append(zygote.Zygote(launch_env(), kind, zygote.socket_path(folder, kind)))
+    os.environ[zygote.SOCKETS_VARIABLE] = str(folder)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if _zygote is not None and _zygote.listen is not None:
-        _zygote.close()
-        shutil.rmtree(_zygote.listen.parent, ignore_errors=True)
-        os.environ.pop(zygote.SOCKET_VARIABLE, None)
+    for forker in _zygotes:
+        forker.close()
+    if _zygotes:
+        shutil.rmtree(os.environ.pop(zygote.SOCKETS_VARIABLE), ignore_errors=True)
+    _zygotes.clear()
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:

@@ -23,7 +23,7 @@ from typing import Any
 from devtools.bench.harness import add_model_arguments, model_missing, progress
 from stack.launch import Launched, running_gateway, running_modelserver
 from stack.loadtest.procstat import cpu_seconds
-from stack.zygote import SOCKET_VARIABLE, ZygoteChild
+from stack.zygote import SOCKETS_VARIABLE, ZygoteChild, kind_of
 
 COMPONENTS = ("modelserver", "gateway")
 WAYS = ("exec", "zygote")
@@ -78,7 +78,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     starts: dict[str, dict[str, list[dict[str, float]]]] = {
         c: {w: [] for w in WAYS} for c in args.components
     }
-    zygote_cpu_s = None
+    zygote_cpu_s: dict[str, float] = {}  # by kind
     with tempfile.TemporaryDirectory(prefix="tp-bench-launch-") as tmp:
         for i in range(args.starts):
             for component in args.components:
@@ -87,8 +87,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                         launched: Launched = child
                         if isinstance(launched.process, ZygoteChild) != (way == "zygote"):
                             raise RuntimeError(f"{component} did not start the {way} way")
-                        if way == "zygote" and zygote_cpu_s is None:
-                            zygote_cpu_s = cpu_seconds(_parent(launched.pid))
+                        kind = kind_of(component)
+                        if way == "zygote" and kind not in zygote_cpu_s:
+                            zygote_cpu_s[kind] = cpu_seconds(_parent(launched.pid))
                         starts[component][way].append(
                             {"cpu_s": cpu_seconds(launched.pid), "ready_s": launched.started_in_s}
                         )
@@ -97,21 +98,21 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def summarise(measured: dict[str, Any]) -> dict[str, Any]:
-    """Medians per component and way, zygote/exec ratios, and the starts that repay the zygote."""
+    """Medians per component and way, zygote/exec ratios, what the component's zygote cost to
+    start, and after how many starts of the component the zygote has paid for itself."""
     rows = []
-    saved_per_round = 0.0
     for component, ways in measured["starts"].items():
-        row: dict[str, Any] = {"component": component}
+        row: dict[str, Any] = {"component": component, "zygote": kind_of(component)}
         for way, runs in ways.items():
             row[f"{way}_cpu_s"] = statistics.median(r["cpu_s"] for r in runs)
             row[f"{way}_ready_s"] = statistics.median(r["ready_s"] for r in runs)
         row["cpu_ratio"] = row["zygote_cpu_s"] / row["exec_cpu_s"]
         row["ready_ratio"] = row["zygote_ready_s"] / row["exec_ready_s"]
-        saved_per_round += row["exec_cpu_s"] - row["zygote_cpu_s"]
+        row["zygote_start_cpu_s"] = cost = measured["zygote_cpu_s"][row["zygote"]]
+        saved = row["exec_cpu_s"] - row["zygote_cpu_s"]
+        row["starts_to_repay"] = cost / saved if saved > 0 else None
         rows.append(row)
-    cost = measured["zygote_cpu_s"]
-    repaid = cost / saved_per_round if cost is not None and saved_per_round > 0 else None
-    return {"components": rows, "zygote_start_cpu_s": cost, "rounds_to_repay": repaid}
+    return {"components": rows}
 
 
 def report(summary: dict[str, Any]) -> str:
@@ -126,17 +127,20 @@ def report(summary: dict[str, Any]) -> str:
             f" {r['cpu_ratio']:>6.2f} {r['exec_ready_s']:>12.2f} {r['zygote_ready_s']:>14.2f}"
             f" {r['ready_ratio']:>6.2f}"
         )
-    cost, repaid = summary["zygote_start_cpu_s"], summary["rounds_to_repay"]
-    lines.append(f"the zygote's own start: {cost:.2f} CPU-s, once per launching process")
-    if repaid is not None:
-        lines.append(f"repaid after {repaid:.1f} start(s) of each component")
+    for r in summary["components"]:
+        repaid = r["starts_to_repay"]
+        lines.append(
+            f"{r['component']}: its zygote ({r['zygote']}) started on "
+            f"{r['zygote_start_cpu_s']:.2f} CPU-s, once per launching process"
+            + (f"; repaid after {repaid:.1f} start(s)" if repaid is not None else "")
+        )
     return "\n".join(lines)
 
 
 def main(args: argparse.Namespace) -> int:
     if "modelserver" in args.components and model_missing(args):
         return 2
-    os.environ.pop(SOCKET_VARIABLE, None)  # this process's own zygote: its start is a figure
+    os.environ.pop(SOCKETS_VARIABLE, None)  # this process's own zygotes: their starts are figures
     summary = summarise(measure(args))
     print(json.dumps(summary, indent=2) if args.json else report(summary))
     return 0

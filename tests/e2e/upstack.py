@@ -148,8 +148,8 @@ def running_up(workdir: Path, *extra: str, env: dict[str, str]) -> Iterator[UpSt
     argv.append(f"--training-cache-dir={workdir / 'training'}")
     argv += [f"--{name.replace('_', '-')}={port}" for name, port in ports.items()]
     env = {**env, **MODELSERVER_TEST_ENV}  # callers leave the suite's TOKENPULSE_ settings out
-    if zygote.SOCKET_VARIABLE in os.environ:  # but `up` forks from the run's zygote too
-        env[zygote.SOCKET_VARIABLE] = os.environ[zygote.SOCKET_VARIABLE]
+    if zygote.SOCKETS_VARIABLE in os.environ:  # but `up` forks from the run's zygotes too
+        env[zygote.SOCKETS_VARIABLE] = os.environ[zygote.SOCKETS_VARIABLE]
     proc = subprocess.Popen(
         argv, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # noqa: PLW1509

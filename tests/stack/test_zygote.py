@@ -17,6 +17,7 @@ import pytest
 
 from stack import launch, zygote
 from stack.launch import http_ok, running_process, tokenpulse_argv, wait_until
+from tests.support.models import lifecycle_export
 from tokenpulse.procs import free_port
 
 ENV = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="2")
@@ -24,7 +25,7 @@ ENV = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="2")
 
 @pytest.fixture(scope="module")
 def forker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[zygote.Zygote]:
-    z = zygote.Zygote(ENV, listen=tmp_path_factory.mktemp("zygote") / "zygote.sock")
+    z = zygote.Zygote(ENV, "light", listen=tmp_path_factory.mktemp("zygote") / "light.sock")
     yield z
     z.close()
 
@@ -112,6 +113,23 @@ def test_exit_codes_and_deaths_come_back_as_popen_reports_them(
     killed.kill()  # known dead: its pid is not signalled again
 
 
+def test_each_kind_carries_only_what_its_commands_load(tmp_path: Path) -> None:
+    """A gateway forked must not map TensorFlow (nor get its SQLite, which lacks FTS5, under
+    the shipper's store); a model server forked has it loaded already."""
+    keys = tmp_path / "keys.json"
+    keys.write_text('{"keys": []}')
+    with launch.running_gateway("http://127.0.0.1:9", keys) as gw:
+        assert isinstance(gw.process, zygote.ZygoteChild)
+        maps = Path(f"/proc/{gw.pid}/maps").read_text()
+        assert "tensorflow" not in maps and "_sqlite3" not in maps
+        light = _parent(gw.pid)
+    with launch.running_modelserver(lifecycle_export(tmp_path / "m" / "1").parent) as ms:
+        assert isinstance(ms.process, zygote.ZygoteChild)
+        assert "tensorflow" in Path(f"/proc/{ms.pid}/maps").read_text()
+        assert _parent(ms.pid) != light
+    assert zygote.kind_of("modelserver") == "tensorflow" and zygote.kind_of("shipper") == "light"
+
+
 def test_what_a_fork_cannot_honour_is_exec_d(tmp_path: Path) -> None:
     port = free_port()
     argv = tokenpulse_argv(*_receiver(port, tmp_path / "n"))
@@ -187,6 +205,7 @@ _REPLACED = """
 import json, os, signal, sys
 from stack import zygote
 from stack.launch import http_ok, running_process, tokenpulse_argv, wait_until
+from tests.support.models import lifecycle_export
 from tokenpulse.procs import free_port
 def parent(pid):
     return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
@@ -208,7 +227,7 @@ print(json.dumps(out))
 
 
 def test_a_killed_zygote_is_replaced_at_the_next_launch(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k != zygote.SOCKET_VARIABLE}
+    env = {k: v for k, v in os.environ.items() if k != zygote.SOCKETS_VARIABLE}
     done = subprocess.run([sys.executable, "-c", _REPLACED, str(tmp_path / "n")], env=env,
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
