@@ -99,9 +99,10 @@ test: venv debs
 # The inner loop: no running stack, no TensorFlow training (markers the collection applies from
 # what each test and its fixtures call: tests/support/markers.py) and nothing `slow` (venv builds,
 # kill loops, benches end to end, the promtool scenario files), on the workers
-# tests/support/scheduling.py's fast_workers() counts (why two per core and one more is there):
-# a worker per core left ~0.8 of 2 cores idle; on 2 cores, 4 workers took 200-211 s, 5 took 187 s
-# and 6, 193 s (each worker collects: ~5 CPU-s).
+# tests/support/scheduling.py's fast_workers() counts (why two per core and one per clocks lane
+# is there): a worker per core left ~0.8 of 2 cores idle; on 2 cores, 4 workers took 200-211 s,
+# 5 took 187 s and 6, 193 s (each worker collects: ~5 CPU-s), with one clocks lane; that lane,
+# 160 s alone, then bound the run (178 s), so there are two.
 FAST := -m "not stack and not training and not slow"
 FAST_WORKERS = $$($(BIN)/python -c 'from tests.support.scheduling import fast_workers; print(fast_workers())')
 test-fast: venv debs

@@ -12,7 +12,7 @@ from typing import Any
 
 from xdist.scheduler import LoadScopeScheduling
 
-from tests.support.stack import LANE_STACK_FIXTURES, LANES, scope_of
+from tests.support.stack import CLOCK_LANES, LANE_STACK_FIXTURES, LANES, scope_of
 
 
 def cores() -> int:
@@ -32,10 +32,10 @@ def cores() -> int:
 
 def fast_workers() -> int:
     """`make test-fast`'s workers: two per core, since many of the modules left wait on a clock
-    or a child between bursts, and one for the clocks lane, whose modules mostly wait. The cores
+    or a child between bursts, and one for each clocks lane, whose modules mostly wait. The cores
     are the ones this run may use (a cgroup's quota too, as `-n auto` counts them), not `nproc`,
     which a container with a quota still sees as all of its host's."""
-    return 2 * cores() + 1
+    return 2 * cores() + len(CLOCK_LANES)
 
 
 class LaneScheduling(LoadScopeScheduling):

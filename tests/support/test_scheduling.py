@@ -21,7 +21,7 @@ from tests.support.scheduling import (
     niceness,
     released,
 )
-from tests.support.stack import LANES
+from tests.support.stack import CLOCK_LANES, LANES
 from tokenpulse.paths import ROOT
 
 DRILLS = "tests/stack/test_drill.py::test_drills_pass_against_a_running_up"
@@ -81,7 +81,7 @@ def lanes_of(node: Worker) -> set[str]:
 
 def test_with_a_worker_per_lane_and_more_each_lane_starts_at_once_then_its_worker_helps() -> None:
     # the collection's four lanes (two drill shards, the e2e stacks, the shared stack) and two more
-    sched, nodes = scheduled(len(LANES) + 2)
+    sched, nodes = scheduled(4 + 2)
     run_all(sched, nodes)
     for node in nodes[:4]:  # each lane went to a worker of its own, first, whole and alone
         lane = lanes_of(node)
@@ -119,8 +119,9 @@ def test_auto_counts_a_worker_per_core_and_one_per_lane() -> None:
 
 
 def test_the_inner_loop_counts_the_cores_the_run_may_use(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert fast_workers() == 2 * cores() + 1
-    # a container whose quota allows one core of its host's many: three workers, not 2 x host + 1
+    assert fast_workers() == 2 * cores() + len(CLOCK_LANES)
+    # a container whose quota allows one core of its host's many: four workers (two for the core,
+    # one per clocks lane), not 2 x host + 2
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
     real_read = Path.read_text
 
@@ -130,7 +131,7 @@ def test_the_inner_loop_counts_the_cores_the_run_may_use(monkeypatch: pytest.Mon
         return real_read(path, *args, **kw)  # type: ignore[arg-type]
 
     monkeypatch.setattr(Path, "read_text", cgroup)
-    assert fast_workers() == 3
+    assert fast_workers() == 4
 
 
 def test_a_computing_worker_beside_the_lanes_yields_them_the_cpu() -> None:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from tests.support.stack import (
+    CLOCK_LANES,
     CLOCK_MODULES,
-    CLOCKS,
     DRILL_SHARDS,
     E2E_STACK_MODULES,
     E2E_STACKS,
@@ -36,7 +36,9 @@ def test_each_drill_shard_is_a_lane_of_its_own_and_the_soak_joins_the_restarts_o
 def test_the_other_stacks_have_their_lanes_and_the_rest_are_modules() -> None:
     assert {scope_of(f"{m}::t") for m in SHARED_STACK_MODULES} == {SHARED_STACK}
     assert {scope_of(f"{m}::t") for m in E2E_STACK_MODULES} == {E2E_STACKS}
-    assert {scope_of(f"{m}::t") for m in CLOCK_MODULES} == {CLOCKS}
+    for lane, modules in CLOCK_LANES.items():
+        assert {scope_of(f"{m}::t") for m in modules} == {lane}
+    assert len(set(CLOCK_MODULES)) == len(CLOCK_MODULES) and set(CLOCK_LANES) <= set(LANES)
     assert scope_of("tests/alerts/test_promtool.py::t[x]") == "tests/alerts/test_promtool.py"
     assert len(set(LANES)) == len(LANES)
 
