@@ -235,22 +235,30 @@ def socket_path(folder: Path, kind: str) -> Path:
     return folder / f"{kind}.sock"
 
 
-def connect(path: Path, timeout_s: float = 10.0) -> Connection:
-    """A connection to the zygote listening at `path` (socket_path)."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    try:
-        sock.settimeout(timeout_s)
-        sock.connect(str(path))
-        sock.settimeout(None)
-    except OSError as exc:
-        sock.close()
-        raise ZygoteError(f"no zygote at {path}: {exc.strerror or exc}") from None
-    return Connection(sock, timeout_s)
+def connect(path: Path, timeout_s: float = 120.0) -> Connection:
+    """A connection to the zygote listening at `path` (socket_path), waiting up to `timeout_s`
+    for it to be there (its owner does not wait for it to start) and to have imported."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            sock.connect(str(path))
+            break
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
+            sock.close()
+            if time.monotonic() > deadline:
+                raise ZygoteError(f"no zygote at {path}: {exc.strerror or exc}") from None
+            time.sleep(0.05)
+        except OSError as exc:
+            sock.close()
+            raise ZygoteError(f"no zygote at {path}: {exc.strerror or exc}") from None
+    return Connection(sock, max(1.0, deadline - time.monotonic()))
 
 
 class Zygote:
     """A `python -m stack.zygote` this process started and owns; it exits when this process
-    closes it or exits. With `listen`, other processes reach it there too (`connect`)."""
+    closes it or exits. With `listen`, other processes reach it there too (`connect`). With
+    `wait` False, the start returns at once and the first use waits for the imports."""
 
     def __init__(
         self,
@@ -258,11 +266,14 @@ class Zygote:
         kind: str,
         listen: Path | None = None,
         start_timeout_s: float = 120.0,
+        wait: bool = True,
     ) -> None:
         if kind not in KINDS:
             raise ValueError(f"no zygote kind {kind!r}; known: {', '.join(KINDS)}")
         self.kind, self.listen = kind, listen
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._start_timeout_s = start_timeout_s
+        self._connection: Connection | None = None
+        self._owner, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         # what it prints (TensorFlow's import notices) is nobody's business unless it fails
         self._output = tempfile.TemporaryFile()
         argv = [sys.executable, "-m", "stack.zygote", str(theirs.fileno()), kind, str(listen or "")]
@@ -272,28 +283,37 @@ class Zygote:
                 stdin=subprocess.DEVNULL, stdout=self._output, stderr=self._output,
                 start_new_session=True,
             )  # fmt: skip
-        try:
-            self._connection = Connection(ours, start_timeout_s)
-        except ZygoteError:
-            self.close()
-            self._output.seek(0)
-            tail = self._output.read().decode(errors="replace")[-2000:]
-            raise ZygoteError(
-                f"the zygote did not start (exit {self.process.returncode}):\n{tail}"
-            ) from None
-        self.key = self._connection.key
+        if wait:
+            self._connected()
+
+    def _connected(self) -> Connection:
+        if self._connection is None:
+            try:
+                self._connection = Connection(self._owner, self._start_timeout_s)
+            except ZygoteError:
+                self.close()
+                self._output.seek(0)
+                tail = self._output.read().decode(errors="replace")[-2000:]
+                raise ZygoteError(
+                    f"the zygote did not start (exit {self.process.returncode}):\n{tail}"
+                ) from None
+        return self._connection
+
+    @property
+    def key(self) -> frozenset[tuple[str, str]]:
+        """The start-up variables it has (Connection.key)."""
+        return self._connected().key
 
     def alive(self) -> bool:
         return self.process.poll() is None
 
     def spawn(self, args: Sequence[str], env: Mapping[str, str], log_fd: int) -> ZygoteChild:
         """As Connection.spawn."""
-        return self._connection.spawn(args, env, log_fd)
+        return self._connected().spawn(args, env, log_fd)
 
     def close(self) -> None:
         """Stop the zygote (its children go on)."""
-        if hasattr(self, "_connection"):
-            self._connection.close()
+        self._owner.close()
         if self.listen is not None:
             self.listen.unlink(missing_ok=True)
         try:

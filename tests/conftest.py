@@ -51,7 +51,8 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     folder = Path(tempfile.mkdtemp(prefix="tp-zygote-"))  # 0700: only this user may fork there
     for kind in zygote.KINDS:
-        _zygotes.append(zygote.Zygote(launch_env(), kind, zygote.socket_path(folder, kind)))
+        path = zygote.socket_path(folder, kind)
+        _zygotes.append(zygote.Zygote(launch_env(), kind, path, wait=False))
     os.environ[zygote.SOCKETS_VARIABLE] = str(folder)
 
 

@@ -183,7 +183,24 @@ def test_other_processes_fork_from_a_listening_zygote(
         assert child.wait(timeout=15) == 0
         connection.close()
     with pytest.raises(zygote.ZygoteError, match="^no zygote at "):
-        zygote.connect(tmp_path / "nothing.sock")
+        zygote.connect(tmp_path / "nothing.sock", timeout_s=0.5)
+
+
+def test_a_zygote_started_without_waiting_is_waited_for_by_its_first_connection(
+    tmp_path: Path,
+) -> None:
+    z = zygote.Zygote(ENV, "light", listen=tmp_path / "light.sock", wait=False)
+    try:
+        connection = zygote.connect(tmp_path / "light.sock")  # before it bound, or imported
+        port = free_port()
+        with open(tmp_path / "log", "ab") as out:
+            child = connection.spawn(_receiver(port, tmp_path / "n"), ENV, out.fileno())
+        wait_until(functools.partial(http_ok, f"http://127.0.0.1:{port}/healthz"), 60, "it")
+        assert _parent(child.pid) == z.process.pid
+        child.terminate()
+        assert child.wait(timeout=15) == 0
+    finally:
+        z.close()
 
 
 def test_children_outlive_their_zygote(forker: zygote.Zygote, tmp_path: Path) -> None:
