@@ -235,10 +235,16 @@ def socket_path(folder: Path, kind: str) -> Path:
     return folder / f"{kind}.sock"
 
 
+# a zygote binds its socket before it imports anything: a socket still missing after this is none
+BIND_WAIT_S = 10.0
+
+
 def connect(path: Path, timeout_s: float = 120.0) -> Connection:
-    """A connection to the zygote listening at `path` (socket_path), waiting up to `timeout_s`
-    for it to be there (its owner does not wait for it to start) and to have imported."""
+    """A connection to the zygote listening at `path` (socket_path): waiting a little for the
+    socket to appear (its owner does not wait for it to start; none at all when the folder does
+    not exist), then up to `timeout_s` in all for it to have imported."""
     deadline = time.monotonic() + timeout_s
+    bound_by = time.monotonic() + (min(BIND_WAIT_S, timeout_s) if path.parent.is_dir() else 0)
     while True:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
@@ -246,7 +252,7 @@ def connect(path: Path, timeout_s: float = 120.0) -> Connection:
             break
         except (FileNotFoundError, ConnectionRefusedError) as exc:
             sock.close()
-            if time.monotonic() > deadline:
+            if time.monotonic() > bound_by:
                 raise ZygoteError(f"no zygote at {path}: {exc.strerror or exc}") from None
             time.sleep(0.05)
         except OSError as exc:

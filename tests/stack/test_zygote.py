@@ -184,6 +184,9 @@ def test_other_processes_fork_from_a_listening_zygote(
         connection.close()
     with pytest.raises(zygote.ZygoteError, match="^no zygote at "):
         zygote.connect(tmp_path / "nothing.sock", timeout_s=0.5)
+    # a wrong folder (a careless TOKENPULSE_ZYGOTE_SOCKETS) is no zygote at once
+    with pytest.raises(zygote.ZygoteError, match="^no zygote at .*No such file"):
+        zygote.connect(tmp_path / "no-such-folder" / "light.sock")
 
 
 def test_a_zygote_started_without_waiting_is_waited_for_by_its_first_connection(
