@@ -164,6 +164,16 @@ def _modelserver_on(base: Path, rest: int, grpc: int) -> Iterator[subprocess.Pop
             proc.wait(15)
 
 
+OPEN_S = 5.0  # long enough that a loaded machine reads the breaker open before it cools down
+
+
+def _wait_for_half_open(url: str) -> None:
+    deadline = time.monotonic() + OPEN_S + 10
+    while httpx.get(f"{url}/readyz").json()["circuit_breaker"] != "half_open":
+        assert time.monotonic() < deadline, "the breaker never cooled down"
+        time.sleep(0.1)
+
+
 def test_breaker_opens_when_the_model_server_dies_and_closes_when_it_returns(
     tmp_path: Path, tiny_export: Path
 ) -> None:
@@ -182,7 +192,7 @@ def test_breaker_opens_when_the_model_server_dies_and_closes_when_it_returns(
             f"http://127.0.0.1:{rest}",
             tmp_path / "keys.json",
             breaker_failure_threshold=2,
-            breaker_open_s=1.0,
+            breaker_open_s=OPEN_S,
         ) as gw,
     ):
         assert generate(gw.url).status_code == 200
@@ -194,7 +204,7 @@ def test_breaker_opens_when_the_model_server_dies_and_closes_when_it_returns(
         ready = httpx.get(f"{gw.url}/readyz")  # the pod stays in its Service: its own state
         assert ready.status_code == 200 and ready.json()["upstream_ready"] is False
         with _modelserver_on(base, rest, grpc):
-            time.sleep(1.0)  # past the cool-down: the next request is the half-open probe
+            _wait_for_half_open(gw.url)  # past the cool-down: the next request is the probe
             assert generate(gw.url).status_code == 200
             assert metric_value(gw.url, "tokenpulse_gateway_circuit_breaker_state") == 0
             assert httpx.get(f"{gw.url}/readyz").json()["upstream_ready"] is True
