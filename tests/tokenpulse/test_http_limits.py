@@ -51,33 +51,61 @@ def run(coro: Callable[[], Coroutine[Any, Any, None]]) -> None:
     asyncio.run(coro())
 
 
+class _Client(asyncio.Protocol):
+    """A raw client that keeps every byte it got, however the connection ended: a stream
+    reader raises a write's broken pipe instead of returning the answer it already holds."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.done: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.data += data
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.done.set_result(bytes(self.data))
+
+    def write(self, data: bytes) -> None:
+        """Send, unless the server has begun its answer or the connection is going."""
+        assert self.transport is not None
+        if not self.data and not self.transport.is_closing():
+            self.transport.write(data)
+
+
 @pytest.mark.parametrize("kind", ["silent", "slow_header"])
 def test_slow_and_silent_heads_get_408_while_others_are_served(kind: str) -> None:
     limits = HttpLimits(header_timeout_s=0.5, idle_timeout_s=60.0, max_connections=1000)
 
     async def scenario() -> None:
+        loop = asyncio.get_running_loop()
         async with serving(limits) as site:
-            conns = [await asyncio.open_connection("127.0.0.1", site.port) for _ in range(300)]
-            stop = asyncio.Event()
+            clients = [
+                (await loop.create_connection(_Client, "127.0.0.1", site.port))[1]
+                for _ in range(300)
+            ]
 
-            async def trickle(writer: asyncio.StreamWriter) -> None:
+            async def trickle(client: _Client) -> None:
                 # a partial head, then one more header line every 0.1 s, never the blank line
-                writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n")
+                client.write(b"GET / HTTP/1.1\r\nHost: x\r\n")
                 n = 0
-                while not stop.is_set() and not writer.is_closing():
-                    writer.write(f"X-Slow-{n}: 1\r\n".encode())
+                while not client.done.done():
+                    client.write(f"X-Slow-{n}: 1\r\n".encode())
                     n += 1
                     await asyncio.sleep(0.1)
 
             tricklers = []
             if kind == "slow_header":
-                tricklers = [asyncio.create_task(trickle(w)) for _, w in conns]
+                tricklers = [asyncio.create_task(trickle(c)) for c in clients]
             statuses = [await _get(site.port) for _ in range(20)]
-            answers = await asyncio.gather(*(_read_to_eof(r) for r, _ in conns))
-            stop.set()
-            await asyncio.gather(*tricklers, return_exceptions=True)
-            for _, writer in conns:
-                writer.close()
+            answers = await asyncio.wait_for(
+                asyncio.gather(*(c.done for c in clients)), CLOSE_WAIT_S
+            )
+            await asyncio.gather(*tricklers)
             assert statuses == [200] * 20
             for answer in answers:
                 head, _, body = answer.partition(b"\r\n\r\n")
