@@ -367,9 +367,11 @@ def test_the_breaker_and_shedding_apply_per_stream_with_unary_status_codes(
             shed = httpx.post(url, **kw)
             assert shed.status_code == 503 and shed.json()["error"]["code"] == "overloaded"
         state.delay_s, state.fail_from_call = 0.0, 1
-        for _ in range(50):  # the first stream's slot is free once the gateway saw it leave
-            if metric_value(gw.url, "tokenpulse_gateway_in_flight_requests") == 0:
-                break
+        # the first stream's slot is free once the gateway saw it leave: its upstream call in
+        # flight ends first, which a loaded machine may take seconds over
+        deadline = time.monotonic() + 30
+        while metric_value(gw.url, "tokenpulse_gateway_in_flight_requests") != 0:
+            assert time.monotonic() < deadline, "the gateway never saw the first stream leave"
             time.sleep(0.05)
         for _ in range(2):
             failed = httpx.post(url, **kw)
