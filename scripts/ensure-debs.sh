@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages TokenPulse needs, only when something is missing (silent otherwise).
-#   ensure-debs.sh stack   what `make up` runs: prometheus, prometheus-alertmanager
+#   ensure-debs.sh stack   what `make up` runs: prometheus, prometheus-alertmanager,
+#                          libtcmalloc-minimal4
 #   ensure-debs.sh         that plus what the tests use: promtool, amtool (same packages), docker-compose
 #
 # Another apt or dpkg (unattended-upgrades, a second `make`) may hold a lock. apt-get waits for the
@@ -13,6 +14,8 @@ set -euo pipefail
 need=()
 command -v prometheus >/dev/null || need+=(prometheus)
 command -v prometheus-alertmanager >/dev/null || command -v alertmanager >/dev/null || need+=(prometheus-alertmanager)
+# tcmalloc, which the components TensorFlow runs in preload (stack/allocator.py)
+dpkg-query -W -f='${Status}' libtcmalloc-minimal4 2>/dev/null | grep -q "ok installed" || need+=(libtcmalloc-minimal4)
 if [ "${1:-all}" != "stack" ]; then
   command -v promtool >/dev/null || need+=(prometheus)
   command -v amtool >/dev/null || need+=(prometheus-alertmanager)

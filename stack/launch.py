@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stack import zygote
+from stack import allocator, zygote
 from tokenpulse.logging import get_logger
 from tokenpulse.procs import ChildProcess, free_port, stop_process
 from tokenpulse.tfserving import status as tfs_status
@@ -169,8 +169,13 @@ def running_process(
 
 def launch_env(env: dict[str, str] | None = None) -> dict[str, str]:
     """The environment a component is launched with: `env` (None: this process's), unbuffered
-    output, and TensorFlow's start-up notices left out unless the caller sets their level."""
-    child_env = dict(os.environ if env is None else env, PYTHONUNBUFFERED="1")
+    output, TensorFlow's start-up notices left out unless the caller sets their level, and
+    tcmalloc preloaded where installed (stack/allocator.py)."""
+    try:
+        child_env = allocator.with_tcmalloc(os.environ if env is None else env)
+    except allocator.AllocatorError as exc:
+        raise LaunchError(str(exc)) from None
+    child_env["PYTHONUNBUFFERED"] = "1"
     child_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     return child_env
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from devtools.stack import Stack, running_stack
-from stack import zygote
+from stack import allocator, zygote
 from stack.launch import launch_env
 from tests.support import markers, tfsetup
 from tests.support.modelserver import MODELSERVER_TEST_ENV
@@ -44,9 +44,11 @@ _zygotes: list[zygote.Zygote] = []
 def pytest_configure(config: pytest.Config) -> None:
     """The run's zygotes (stack/zygote.py), one of each kind, which every process that launches
     a component reaches: the workers, the `up`s, the benches. Each would otherwise start its
-    own, importing TensorFlow again."""
+    own, importing TensorFlow again. Every process the run starts preloads tcmalloc."""
     if hasattr(config, "workerinput") or config.option.collectonly:
         return
+    # the workers start after this, on tcmalloc as the components they launch (stack/allocator.py)
+    os.environ.update(allocator.with_tcmalloc(os.environ))
     if not zygote.settings().enabled or zygote.settings().sockets is not None:
         return
     folder = Path(tempfile.mkdtemp(prefix="tp-zygote-"))  # 0700: only this user may fork there

@@ -21,8 +21,9 @@ from tokenpulse.paths import ROOT
 
 SCRIPT = ROOT / "scripts" / "ensure-debs.sh"
 BASH = shutil.which("bash") or "/bin/bash"
-TOOLS = ("awk", "env", "id", "sed", "sleep", "sort", "stat", "tr")  # what the script runs
+TOOLS = ("awk", "env", "grep", "id", "sed", "sleep", "sort", "stat", "tr")  # what the script runs
 EVERYTHING = ("prometheus", "prometheus-alertmanager", "promtool", "amtool", "docker-compose")
+TCMALLOC = "libtcmalloc-minimal4"  # a library, not a program: known to dpkg only
 
 # Locks `path` as apt does (a POSIX write lock), says so, and holds it until stdin closes.
 HOLDER = """
@@ -50,6 +51,11 @@ class Host:
         record = f'echo "$DEBIAN_FRONTEND|$*" >> {shlex.quote(str(self.calls))}'
         self._script("apt-get", record)
         self._script("sudo", 'exec "$@"')
+        # dpkg-query -W -f=FORMAT PACKAGE: the status line of a package `packages` installed
+        self.dpkg = root / "dpkg-installed"
+        self.dpkg.touch()
+        known = f'grep -qx "${{@: -1}}" {shlex.quote(str(self.dpkg))} || exit 1'
+        self._script("dpkg-query", f"{known}\nprintf 'install ok installed'")
 
     def _script(self, name: str, body: str) -> None:
         path = self.bin / name
@@ -59,6 +65,10 @@ class Host:
     def installed(self, *programs: str) -> None:
         for name in programs:
             self._script(name, "exit 0")
+
+    def packages(self, *names: str) -> None:
+        with self.dpkg.open("a") as known:
+            known.writelines(f"{name}\n" for name in names)
 
     def apt_calls(self) -> list[tuple[str, list[str]]]:
         """(DEBIAN_FRONTEND, arguments) of each apt-get run, in order."""
@@ -99,6 +109,7 @@ def holder(host: Host) -> Iterator[subprocess.Popen[str]]:
 @pytest.mark.parametrize("mode", ["all", "stack"])
 def test_nothing_runs_and_nothing_is_said_when_every_program_exists(host: Host, mode: str) -> None:
     host.installed(*EVERYTHING if mode == "all" else ("prometheus", "alertmanager"))
+    host.packages(TCMALLOC)
     done = host.run(mode)
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
     assert host.apt_calls() == []
@@ -107,8 +118,8 @@ def test_nothing_runs_and_nothing_is_said_when_every_program_exists(host: Host, 
 @pytest.mark.parametrize(
     ("mode", "packages"),
     [
-        ("all", ["docker-compose", "prometheus", "prometheus-alertmanager"]),
-        ("stack", ["prometheus", "prometheus-alertmanager"]),
+        ("all", ["docker-compose", TCMALLOC, "prometheus", "prometheus-alertmanager"]),
+        ("stack", [TCMALLOC, "prometheus", "prometheus-alertmanager"]),
     ],
 )
 def test_update_and_install_both_wait_for_the_dpkg_lock(
@@ -161,6 +172,7 @@ def test_after_the_timeout_apt_get_runs_anyway_and_reports_the_lock_itself(
     host: Host, holder: subprocess.Popen[str]
 ) -> None:
     host.installed(*EVERYTHING[:-1])
+    host.packages(TCMALLOC)
     started = time.monotonic()
     done = host.run(TOKENPULSE_APT_LOCK_TIMEOUT_S="1")
     assert done.returncode == 0, done.stderr
