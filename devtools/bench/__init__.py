@@ -20,6 +20,7 @@ BENCHES: dict[str, tuple[str, str]] = {
     ),
     "gateway": ("devtools.bench.gateway", "gateway overhead vs calling the model server"),
     "launch": ("devtools.bench.launch", "a component's start: exec'd vs forked from the zygote"),
+    "malloc": ("devtools.bench.malloc", "TensorFlow's CPU on glibc's malloc vs tcmalloc"),
     "scale": ("devtools.bench.scale", "throughput at 1, 2 and 3 model-server replicas"),
     "exporter": ("devtools.bench.exporter", "exporter scrape latency and RSS"),
     "pipeline": ("devtools.bench.pipeline", "shipper docs/s, delivery delay, sampling cost"),

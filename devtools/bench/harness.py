@@ -83,6 +83,14 @@ def latency_ms(seconds: Sequence[float]) -> dict[str, float]:
     }
 
 
+def positive(text: str) -> int:
+    """An argparse type: an integer of at least 1, else one line saying so."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
 def median_time(fn: Callable[[], Any], repeats: int) -> float:
     """Median seconds of `repeats` calls of `fn`, after one untimed warm-up call (tracing and
     first-call allocations are not what a bench measures)."""

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from devtools.bench.harness import add_model_arguments, model_missing, progress
+from devtools.bench.harness import add_model_arguments, model_missing, positive, progress
 from stack.launch import Launched, running_gateway, running_modelserver
 from stack.loadtest.procstat import cpu_seconds
 from stack.zygote import SOCKETS_VARIABLE, ZygoteChild, kind_of
@@ -32,19 +32,12 @@ WAYS = ("exec", "zygote")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Bench options."""
     add_model_arguments(parser)
-    parser.add_argument("--starts", type=_positive, default=5, help="starts per component and way")
+    parser.add_argument("--starts", type=positive, default=5, help="starts per component and way")
     parser.add_argument(
         "--components", nargs="+", choices=COMPONENTS, default=list(COMPONENTS),
         help="what to start (the model server needs --model-base-path)",
     )  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print one JSON document")
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
 
 
 @contextlib.contextmanager
