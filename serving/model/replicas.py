@@ -23,6 +23,14 @@ class ReplicaError(ValueError):
     """A layout the strategy cannot train (devices, batch split)."""
 
 
+class PortTaken(RuntimeError):
+    """This worker's address in TF_CONFIG was bound by another process: on one host, a loopback
+    port the supervisor picked was taken before the worker's TensorFlow could bind it."""
+
+
+_BIND_FAILED = "Could not start gRPC server"  # TensorFlow's UnknownError when the bind fails
+
+
 def local_devices(count: int) -> list[str]:
     """`count` device names for MirroredStrategy: GPUs when there are enough, else the CPU split
     into `count` logical devices (before TensorFlow starts its runtime); 0: every GPU or the CPU."""
@@ -46,7 +54,12 @@ def make_strategy(workers: int, mirrored: bool, devices: int) -> tf.distribute.S
     """MultiWorkerMirroredStrategy for several workers (TF_CONFIG names them), MirroredStrategy
     for `mirrored`, None for the single-process trainer."""
     if workers > 1:
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        try:
+            return tf.distribute.MultiWorkerMirroredStrategy()
+        except tf.errors.UnknownError as exc:
+            if _BIND_FAILED in str(exc):
+                raise PortTaken(f"this worker's address could not be bound: {exc}") from None
+            raise
     if mirrored:
         return tf.distribute.MirroredStrategy(devices=local_devices(devices))
     return None

@@ -7,6 +7,8 @@ that exits non-zero (or is killed) takes the job down: MultiWorkerMirroredStrate
 member, so the others are stopped and all N start again from the newest checkpoint (at most K
 steps lost, as Keras's BackupAndRestore), up to `max_restarts` times. A worker that refuses the
 run (`worker.EXIT_REFUSED`: another recipe's checkpoints...) ends it at once with its message.
+A worker whose port another process bound first (`worker.EXIT_PORT_TAKEN`: free_port's pick is
+only free when picked) trained nothing: the attempt starts again on fresh ports, uncounted.
 One line per event goes to `say`; with progress on, the chief's step lines are echoed.
 """
 
@@ -24,11 +26,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from serving.model.settings import TrainSettings
-from serving.model.worker import EXIT_REFUSED, tf_config
+from serving.model.worker import EXIT_PORT_TAKEN, EXIT_REFUSED, tf_config
 from tokenpulse.atomic import atomic_write
 from tokenpulse.procs import free_port, stop_process
 
 POLL_S = 0.1
+# port clashes a run rides out (another process took a picked port before the worker bound it)
+PORT_CLASHES = 3
 WORKER = (sys.executable, "-m", "serving.model.worker")  # + the settings as JSON
 XLA_CACHE = "xla"
 _NEWEST = re.compile(r'^model_checkpoint_path: "(.*)"$', re.M)
@@ -148,7 +152,8 @@ def supervise(
     say = say or _stderr
     run_dir = settings.run_path()
     checkpoints = run_dir / "checkpoints"
-    for attempt in range(settings.max_restarts + 1):
+    attempt, clashes = 0, 0
+    while attempt <= settings.max_restarts:
         newest = newest_checkpoint(checkpoints)
         workers = _start(settings, run_dir, attempt, command)
         pids = " ".join(f"{w.index}:{w.process.pid}" for w in workers)
@@ -165,6 +170,14 @@ def supervise(
         for worker in failed:
             if worker.process.returncode == EXIT_REFUSED:
                 raise TrainingError(_refusal(worker.log_path))
+        taken = [w for w in failed if w.process.returncode == EXIT_PORT_TAKEN]
+        if taken and clashes < PORT_CLASHES:
+            # the strategy binds every address before any step: nothing was trained, and the
+            # restart budget is for deaths
+            clashes += 1
+            names = ", ".join(f"worker {w.index}" for w in taken)
+            say(f"{names}: port taken before it was bound; the same attempt on fresh ports")
+            continue
         deaths = "; ".join(f"worker {w.index} (pid {w.process.pid}) {_death(w)}" for w in failed)
         say(f"{deaths}; stopped the others")
         if attempt < settings.max_restarts:
@@ -172,6 +185,7 @@ def supervise(
             say(f"restart {attempt + 1}/{settings.max_restarts} from "
                 f"{newest_checkpoint(checkpoints) or 'the start'}{delay}")  # fmt: skip
             time.sleep(settings.restart_delay_s)
+        attempt += 1
     raise TrainingError(
         f"workers died {settings.max_restarts + 1} times; gave up (logs in {run_dir / 'logs'})"
     )

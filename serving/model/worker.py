@@ -5,8 +5,9 @@ Indexed Job, `model train --tf-config` under a TFJob: `join`).
 `python -m serving.model.worker SETTINGS_JSON`, with TF_CONFIG naming the cluster and this
 worker's index. Logging is configured before TensorFlow is imported (its start-up chatter stays
 out of the worker's log). Exit codes: 0 done, EXIT_REFUSED for a run that would fail the same way
-again (another recipe's checkpoints, a batch that does not split), anything else a failure the
-supervisor restarts from the latest checkpoint.
+again (another recipe's checkpoints, a batch that does not split), EXIT_PORT_TAKEN when another
+process bound this worker's address first (the supervisor starts the attempt again on fresh
+ports), anything else a failure the supervisor restarts from the latest checkpoint.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from serving.model.settings import TrainSettings
 from tokenpulse.logging import configure_logging, get_logger
 
 EXIT_REFUSED = 3
+EXIT_PORT_TAKEN = 4  # another process bound this worker's port first: start again elsewhere
 log = get_logger(__name__)
 
 
@@ -79,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     index, count = int(config["task"]["index"]), len(config["cluster"]["worker"])
     configure_logging(f"model-worker-{index}")
     from serving.model.checkpoints import CheckpointError
-    from serving.model.replicas import ReplicaError
+    from serving.model.replicas import PortTaken, ReplicaError
 
     port = settings.metrics_port + index if settings.metrics_port else 0
     try:
@@ -87,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     except (CheckpointError, ReplicaError) as exc:
         sys.stderr.write(f"error: {exc}\n")
         return EXIT_REFUSED
+    except PortTaken as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return EXIT_PORT_TAKEN
     return 0
 
 

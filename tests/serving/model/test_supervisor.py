@@ -13,7 +13,7 @@ import pytest
 
 from serving.model import supervisor
 from serving.model.settings import TrainSettings
-from serving.model.worker import EXIT_REFUSED, tf_config
+from serving.model.worker import EXIT_PORT_TAKEN, EXIT_REFUSED, tf_config
 
 # A stand-in worker: reads its index from TF_CONFIG, then does what the test's script says.
 STAND_IN = """
@@ -105,6 +105,40 @@ def test_a_refusing_worker_ends_the_run_at_once_with_its_message(tmp_path: Path)
     with pytest.raises(supervisor.TrainingError, match="^not this recipe$"):
         supervisor.supervise(_settings(tmp_path), lambda line: None, _command(body))
     assert json.loads((tmp_path / "workers.json").read_text())["attempt"] == 0
+
+
+def test_a_port_taken_before_the_bind_starts_the_same_attempt_again_on_fresh_ports(
+    tmp_path: Path,
+) -> None:
+    # worker 1's first start meets its port taken; worker 0 waits for it, as the strategy does
+    body = (
+        "import time\n"
+        "run = os.environ['RUN']\n"
+        "start = len([p for p in os.listdir(run) if p.startswith(f'config-{index}-')])\n"
+        "open(f'{run}/config-{index}-{start}', 'w').write(os.environ['TF_CONFIG'])\n"
+        f"if index == 1 and start == 0:\n    sys.exit({EXIT_PORT_TAKEN})\n"
+        "if start == 0:\n    time.sleep(60)\n"
+    )
+    lines: list[str] = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RUN", str(tmp_path))
+        assert supervisor.supervise(_settings(tmp_path), lines.append, _command(body)) == 0
+    assert lines[1] == "worker 1: port taken before it was bound; the same attempt on fresh ports"
+    assert lines[2].startswith("started 2 workers") and len(lines) == 3  # no death, no restart
+    assert json.loads((tmp_path / "workers.json").read_text())["attempt"] == 0
+    hosts = [json.loads((tmp_path / f"config-0-{n}").read_text())["cluster"]["worker"]
+             for n in (0, 1)]  # fmt: skip
+    assert hosts[0] != hosts[1]  # fresh ports
+
+
+def test_port_clashes_past_the_bound_count_as_deaths(tmp_path: Path) -> None:
+    body = f"sys.exit({EXIT_PORT_TAKEN} if index == 1 else 0)"
+    lines: list[str] = []
+    with pytest.raises(supervisor.TrainingError, match="workers died 1 times; gave up"):
+        supervisor.supervise(_settings(tmp_path, max_restarts=0), lines.append, _command(body))
+    clashes = [line for line in lines if "port taken before it was bound" in line]
+    assert len(clashes) == supervisor.PORT_CLASHES
+    assert lines[-1].startswith("worker 1 (pid") and "exited with status 4" in lines[-1]
 
 
 def test_the_xla_cache_goes_under_the_cache_dir_unless_the_flags_name_one(tmp_path: Path) -> None:

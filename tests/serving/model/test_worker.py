@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,13 @@ import pytest
 from pydantic import ValidationError
 
 from serving.model.settings import TrainSettings
-from serving.model.worker import ClusterError, cluster_of, indexed_job_hosts
+from serving.model.worker import (
+    EXIT_PORT_TAKEN,
+    ClusterError,
+    cluster_of,
+    indexed_job_hosts,
+    tf_config,
+)
 from tokenpulse.procs import free_port
 from tokenpulse.settings_cli import KEBAB, add_settings_arguments, settings_from_args
 
@@ -129,3 +136,23 @@ def test_two_joined_workers_train_one_run(tmp_path: Path) -> None:
     assert (chief["workers"], chief["replicas"], chief["steps"]) == (2, 2, 4)
     assert chief["checkpoint"].endswith("ckpt-4")
     assert other == {"worker": 1, "workers": 2}
+
+
+@pytest.mark.slow  # a TensorFlow worker: `make test`, not the inner loop
+def test_a_worker_whose_address_another_process_bound_exits_port_taken(tmp_path: Path) -> None:
+    """What the supervisor starts again on fresh ports (test_supervisor.py): the real
+    TensorFlow bind failure, told apart from any other death."""
+    with socket.socket() as held:  # bound as another test's server would, without SO_REUSEPORT
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        hosts = [f"127.0.0.1:{held.getsockname()[1]}", f"127.0.0.1:{free_port()}"]
+        settings = TrainSettings(preset="tiny", workers=2, run_dir=tmp_path / "run",
+                                 cache_dir=tmp_path, progress=False)  # fmt: skip
+        env = dict(os.environ, TF_CONFIG=tf_config(hosts, 0), TF_CPP_MIN_LOG_LEVEL="2")
+        done = subprocess.run(
+            [sys.executable, "-m", "serving.model.worker", settings.model_dump_json()],
+            env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+    assert done.returncode == EXIT_PORT_TAKEN, done.stderr[-3000:]
+    assert "error: this worker's address could not be bound" in done.stderr
+    assert "Traceback" not in done.stderr
