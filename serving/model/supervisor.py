@@ -31,6 +31,8 @@ from tokenpulse.atomic import atomic_write
 from tokenpulse.procs import free_port, stop_process
 
 POLL_S = 0.1
+# what the log says of a start that trained nothing (stack/drill/training.py reads it)
+PORT_TAKEN = "port taken before it was bound"
 # port clashes a run rides out (another process took a picked port before the worker bound it)
 PORT_CLASHES = 3
 WORKER = (sys.executable, "-m", "serving.model.worker")  # + the settings as JSON
@@ -176,7 +178,7 @@ def supervise(
             # restart budget is for deaths
             clashes += 1
             names = ", ".join(f"worker {w.index}" for w in taken)
-            say(f"{names}: port taken before it was bound; the same attempt on fresh ports")
+            say(f"{names}: {PORT_TAKEN}; the same attempt on fresh ports")
             continue
         deaths = "; ".join(f"worker {w.index} (pid {w.process.pid}) {_death(w)}" for w in failed)
         say(f"{deaths}; stopped the others")

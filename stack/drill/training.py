@@ -27,7 +27,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from serving.model.supervisor import newest_checkpoint
+from serving.model.supervisor import PORT_TAKEN, newest_checkpoint
 from stack.drill.scenario import Expect, Log, Scenario
 from stack.drill.target import DrillError, Target, wait_for
 from stack.launch import tokenpulse_argv
@@ -46,6 +46,18 @@ START_S = 180.0  # two workers import TensorFlow and build the strategy on 2 bus
 RUN_S = 300.0  # the whole run, its restart included
 EXPORT_S = 180.0
 _RESUMED = re.compile(r"started \d+ workers \(pids [^)]*\) from (.+?); logs in ")
+
+
+def resumed_from(text: str) -> list[str]:
+    """Where each start of the job in the supervisor's output `text` resumed from, leaving out a
+    start that trained nothing because a port was taken (the supervisor starts it again)."""
+    starts: list[str] = []
+    for line in text.splitlines():
+        if found := _RESUMED.search(line):
+            starts.append(found.group(1))
+        elif PORT_TAKEN in line and starts:
+            starts.pop()
+    return starts
 
 
 def _free_pair() -> int:
@@ -151,7 +163,7 @@ class TrainingWorkerKilled(Scenario):
         if code != 0:
             raise DrillError(f"the run failed (status {code}): {text.strip().splitlines()[-1:]}")
         log.mark("run_finished")
-        starts = _RESUMED.findall(text)
+        starts = resumed_from(text)
         if starts != ["the start", self.newest]:
             log.problems.append(
                 f"the restart resumed from {starts[1:] or 'nothing'}, not from {self.newest}, "
