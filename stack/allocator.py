@@ -25,14 +25,16 @@ from typing import Literal
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from tokenpulse.settings_cli import SettingsError
+
 LIBRARY = "libtcmalloc_minimal.so.4"
 # where Debian and others install it; the multiarch folder first
 FOLDERS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
            "/usr/local/lib")  # fmt: skip
 
 
-class AllocatorError(ValueError):
-    """TOKENPULSE_TCMALLOC holds a value it cannot take."""
+class AllocatorError(SettingsError):
+    """TOKENPULSE_TCMALLOC holds a value it cannot take (`tokenpulse` checks it at start-up)."""
 
 
 class AllocatorSettings(BaseSettings):

@@ -15,6 +15,7 @@ import importlib
 import sys
 from typing import Any
 
+from stack import allocator
 from tokenpulse.settings_cli import ArgumentParser, SettingsError
 
 # subcommand -> (module, one-line help)
@@ -110,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{parser.prog} bench: {NO_DEVTOOLS}", file=sys.stderr)
         return 2
     try:
+        allocator.settings()  # what every launch reads: wrong, it stops here, not at a launch
         return int(args._module.main(args) or 0)
     except SettingsError as exc:
         prog = getattr(args, "_settings_prog", parser.prog)

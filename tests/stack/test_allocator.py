@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from stack import allocator
+from stack import allocator, cli
 from stack.launch import LaunchError, launch_env, running_gateway
 
 
@@ -27,6 +28,21 @@ def test_off_leaves_glibc_and_a_bad_value_is_one_line(monkeypatch: pytest.Monkey
     monkeypatch.setenv("TOKENPULSE_TCMALLOC", "always")
     with pytest.raises(LaunchError, match=r"^TOKENPULSE_TCMALLOC='always' is not valid: .*auto"):
         launch_env()
+
+
+@pytest.mark.parametrize("argv", [["up"], ["bench", "launch"]])
+def test_a_bad_value_stops_a_command_at_its_start(
+    argv: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("TOKENPULSE_TCMALLOC", "yes")
+    assert cli.main([*argv, f"--run-dir={tmp_path / 'run'}"] if argv == ["up"] else argv) == 2
+    err = capsys.readouterr().err
+    one_line = r"tokenpulse[a-z ]*: error: TOKENPULSE_TCMALLOC='yes' is not valid: .*'off'\n"
+    assert re.fullmatch(one_line, err)
+    assert not (tmp_path / "run").exists()  # up built no model, made no run folder
 
 
 def test_a_component_forked_from_the_runs_zygote_runs_on_tcmalloc(tmp_path: Path) -> None:
