@@ -12,6 +12,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from tests.support.rawclient import RawClient
 from tokenpulse.http_limits import HttpLimits, LimitedSite, start_site
 
 # generous: only a connection the limits never close would hit it
@@ -51,32 +52,6 @@ def run(coro: Callable[[], Coroutine[Any, Any, None]]) -> None:
     asyncio.run(coro())
 
 
-class _Client(asyncio.Protocol):
-    """A raw client that keeps every byte it got, however the connection ended: a stream
-    reader raises a write's broken pipe instead of returning the answer it already holds."""
-
-    def __init__(self) -> None:
-        self.data = bytearray()
-        self.done: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        self.transport: asyncio.Transport | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-
-    def data_received(self, data: bytes) -> None:
-        self.data += data
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.done.set_result(bytes(self.data))
-
-    def write(self, data: bytes) -> None:
-        """Send, unless the server has begun its answer or the connection is going."""
-        assert self.transport is not None
-        if not self.data and not self.transport.is_closing():
-            self.transport.write(data)
-
-
 @pytest.mark.parametrize("kind", ["silent", "slow_header"])
 def test_slow_and_silent_heads_get_408_while_others_are_served(kind: str) -> None:
     limits = HttpLimits(header_timeout_s=0.5, idle_timeout_s=60.0, max_connections=1000)
@@ -85,16 +60,17 @@ def test_slow_and_silent_heads_get_408_while_others_are_served(kind: str) -> Non
         loop = asyncio.get_running_loop()
         async with serving(limits) as site:
             clients = [
-                (await loop.create_connection(_Client, "127.0.0.1", site.port))[1]
+                (await loop.create_connection(RawClient, "127.0.0.1", site.port))[1]
                 for _ in range(300)
             ]
 
-            async def trickle(client: _Client) -> None:
-                # a partial head, then one more header line every 0.1 s, never the blank line
-                client.write(b"GET / HTTP/1.1\r\nHost: x\r\n")
+            async def trickle(client: RawClient) -> None:
+                # a partial head, then one more header line every 0.1 s, never the blank line,
+                # until the answer begins (writing past the server's close ends in a reset)
+                client.send(b"GET / HTTP/1.1\r\nHost: x\r\n")
                 n = 0
-                while not client.done.done():
-                    client.write(f"X-Slow-{n}: 1\r\n".encode())
+                while not client.answered():
+                    client.send(f"X-Slow-{n}: 1\r\n".encode())
                     n += 1
                     await asyncio.sleep(0.1)
 
@@ -103,7 +79,7 @@ def test_slow_and_silent_heads_get_408_while_others_are_served(kind: str) -> Non
                 tricklers = [asyncio.create_task(trickle(c)) for c in clients]
             statuses = [await _get(site.port) for _ in range(20)]
             answers = await asyncio.wait_for(
-                asyncio.gather(*(c.done for c in clients)), CLOSE_WAIT_S
+                asyncio.gather(*(c.closed for c in clients)), CLOSE_WAIT_S
             )
             await asyncio.gather(*tricklers)
             assert statuses == [200] * 20

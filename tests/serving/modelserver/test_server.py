@@ -21,6 +21,7 @@ from tests.serving.modelserver.conftest import model_entry, write_config
 from tests.serving.modelserver.test_grpc import predict_request
 from tests.support.models import install_version
 from tests.support.modelserver import running_modelserver
+from tests.support.rawclient import RawClient
 from tokenpulse.tfserving.signature import default_row
 
 
@@ -289,33 +290,6 @@ def test_batch_splitting_fields_are_refused_at_start_up(tmp_path: Path) -> None:
     )
 
 
-class _Held(asyncio.Protocol):
-    """A held connection that keeps what the server sent, even when a later write is reset: a
-    stream reader raises the reset instead of the answer it already has."""
-
-    def __init__(self) -> None:
-        self.data = bytearray()
-        self.closed: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-
-    def data_received(self, data: bytes) -> None:
-        self.data += data
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self.closed.done():
-            self.closed.set_result(bytes(self.data))
-
-    def answered(self) -> bool:
-        return bool(self.data) or self.closed.done() or self.transport.is_closing()
-
-    def send(self, data: bytes) -> None:
-        if not self.transport.is_closing():
-            self.transport.write(data)
-
-
 @pytest.mark.slow
 def test_slow_idle_and_excess_rest_connections_are_closed_while_requests_succeed(
     tmp_path: Path, lifecycle_export: Path
@@ -327,18 +301,23 @@ def test_slow_idle_and_excess_rest_connections_are_closed_while_requests_succeed
     base = tmp_path / "gen"
     install_version(lifecycle_export, base, 1)  # only its status is asked for
     args = [
-        "--rest_api_header_timeout_seconds=4",
-        "--rest_api_idle_timeout_seconds=6",
+        # the held connections must still be open when the excess ones come, after 200 opens
+        # and 5 requests on a loaded machine (at 4 s, some had been answered 408 by then); a
+        # silent connection is idle too, so the idle timeout is the longer
+        "--rest_api_header_timeout_seconds=10",
+        "--rest_api_idle_timeout_seconds=14",
         "--rest_api_max_connections=220",
     ]
     with running_modelserver(base, enable_batching=False, extra_args=args) as server:
         port = server.rest_port
 
-        async def open_held(n: int) -> list[_Held]:
+        async def open_held(n: int) -> list[RawClient]:
             loop = asyncio.get_running_loop()
-            return [(await loop.create_connection(_Held, "127.0.0.1", port))[1] for _ in range(n)]
+            return [
+                (await loop.create_connection(RawClient, "127.0.0.1", port))[1] for _ in range(n)
+            ]
 
-        async def drip(held: _Held) -> None:
+        async def drip(held: RawClient) -> None:
             held.send(b"GET /v1/models/gen HTTP/1.1\r\nHost: x\r\n")
             for i in range(40):  # one more header line every 0.5 s: never a complete head
                 await asyncio.sleep(0.5)
@@ -346,7 +325,7 @@ def test_slow_idle_and_excess_rest_connections_are_closed_while_requests_succeed
                     return
                 held.send(f"X-Slow-{i}: y\r\n".encode())
 
-        async def answer(held: _Held) -> tuple[int, dict[str, Any]]:
+        async def answer(held: RawClient) -> tuple[int, dict[str, Any]]:
             raw = await asyncio.wait_for(held.closed, 30)  # what came before the server closed
             head, _, body = raw.partition(b"\r\n\r\n")
             return int(head.split()[1]), json.loads(body)
