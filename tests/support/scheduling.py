@@ -73,6 +73,13 @@ class LaneScheduling(LoadScopeScheduling):
 # at 10). Niceness weighs threads, not processes: at 10, seven workers' TensorFlow threads
 # outweighed such an export, which then missed its 180 s bound.
 COMPUTING_NICENESS = 19
+# So a computing module's subprocess waits behind the lanes for as long as they want the CPU: its
+# timeout bounds a hang, not a pace. In a whole `make test` on 2 cores, `bench model --preset-dir`
+# (45 s alone) took 547 s, and `bench malloc` 429 s, against their 600 s bounds.
+COMPUTING_TIMEOUT_S = 1800.0
+# and the test around it (pytest-timeout's mark; the suite's default is 600 s): the subprocess's
+# bound and the cached builds it may make first
+COMPUTING_TEST_TIMEOUT_S = COMPUTING_TIMEOUT_S + 600.0
 
 
 def niceness(nodeid: str, workers: int) -> int:

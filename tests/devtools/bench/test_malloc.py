@@ -12,14 +12,16 @@ import pytest
 
 from devtools.bench import malloc
 from stack import allocator
+from tests.support.scheduling import COMPUTING_TEST_TIMEOUT_S, COMPUTING_TIMEOUT_S
 
 
 @pytest.mark.slow  # two TensorFlow processes that train: `make test`, not the inner loop
+@pytest.mark.timeout(COMPUTING_TEST_TIMEOUT_S)
 def test_both_allocators_run_the_work_and_are_reported_side_by_side() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "stack.cli", "bench", "malloc", "--runs", "1", "--steps", "2",
          "--generations", "1", "--new-tokens", "4", "--json"],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True, text=True, timeout=COMPUTING_TIMEOUT_S,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert "run 1/1: tcmalloc" in done.stderr  # progress goes to stderr

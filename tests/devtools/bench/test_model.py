@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 
 from tests.support.models import cache_root, cached_export
+from tests.support.scheduling import COMPUTING_TEST_TIMEOUT_S, COMPUTING_TIMEOUT_S
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(COMPUTING_TEST_TIMEOUT_S)
 def test_without_keras_hub_it_says_how_to_install_it_and_measures_tokenpulse(tmp_path: Path):
     cached_export("normal")  # trains the tiny checkpoint the held-out figures read
     # a keras_hub that fails to import exactly as a missing one does
@@ -24,7 +26,7 @@ def test_without_keras_hub_it_says_how_to_install_it_and_measures_tokenpulse(tmp
     done = subprocess.run(
         [sys.executable, "-m", "stack.cli", "bench", "model", "--preset", "tiny",
          "--repeats", "1", "--json", "--cache-dir", str(cache_root())],
-        capture_output=True, text=True, timeout=300, env=env,
+        capture_output=True, text=True, timeout=COMPUTING_TIMEOUT_S, env=env,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert "pip install 'tokenpulse[bench-model]'" in done.stderr
@@ -44,6 +46,7 @@ def test_without_keras_hub_it_says_how_to_install_it_and_measures_tokenpulse(tmp
     assert 1.3 < held["bytes_per_token"] and 0 < held["bits_per_token"] < 9.0
 
 
+@pytest.mark.timeout(COMPUTING_TEST_TIMEOUT_S)
 def test_a_preset_dir_is_timed_against_keras_hub_on_the_same_weights_side_by_side() -> None:
     from tests.support.hub import cached_gpt2_import, cached_gpt2_preset
 
@@ -51,7 +54,7 @@ def test_a_preset_dir_is_timed_against_keras_hub_on_the_same_weights_side_by_sid
     done = subprocess.run(
         [sys.executable, "-m", "stack.cli", "bench", "model", "--preset-dir", str(preset),
          "--export", str(export), "--repeats", "1", "--json"],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True, text=True, timeout=COMPUTING_TIMEOUT_S,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout)

@@ -9,13 +9,16 @@ import sys
 
 import pytest
 
+from tests.support.scheduling import COMPUTING_TEST_TIMEOUT_S, COMPUTING_TIMEOUT_S
+
 
 @pytest.mark.slow
+@pytest.mark.timeout(COMPUTING_TEST_TIMEOUT_S)
 def test_bench_times_the_step_with_and_without_histograms() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "stack.cli", "bench", "training", "--preset", "tiny",
          "--every", "2", "--pairs", "1", "--events", "1", "--json"],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True, text=True, timeout=COMPUTING_TIMEOUT_S,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
@@ -28,11 +31,12 @@ def test_bench_times_the_step_with_and_without_histograms() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(COMPUTING_TEST_TIMEOUT_S)
 def test_bench_compares_one_worker_with_two_and_times_the_collectives() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "stack.cli", "bench", "training", "--preset", "tiny",
          "--workers", "2", "--steps", "2", "--warmup", "1", "--json"],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True, text=True, timeout=COMPUTING_TIMEOUT_S,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
