@@ -25,7 +25,7 @@ from typing import Literal
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from tokenpulse.settings_cli import SettingsError
+from tokenpulse.settings_cli import SettingsError, shown
 
 LIBRARY = "libtcmalloc_minimal.so.4"
 # where Debian and others install it; the multiarch folder first
@@ -53,7 +53,7 @@ def settings() -> AllocatorSettings:
         return AllocatorSettings()
     except ValidationError as exc:
         raise AllocatorError(
-            f"TOKENPULSE_TCMALLOC={os.environ.get('TOKENPULSE_TCMALLOC')!r} is not valid: "
+            f"TOKENPULSE_TCMALLOC={shown(os.environ.get('TOKENPULSE_TCMALLOC'))} is not valid: "
             f"{exc.errors()[0]['msg']}"
         ) from None
 

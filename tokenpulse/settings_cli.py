@@ -226,6 +226,19 @@ def settings_from_args(
         raise SettingsError(f"{where}: cannot be read ({cause or exc})") from exc
 
 
+SHOWN_CHARS = 80  # of a rejected value echoed in an error line
+
+
+def shown(value: Any) -> str:
+    """A rejected value as an error line echoes it: its repr, cut to SHOWN_CHARS with its length
+    said, so a huge flag or variable does not become a huge line."""
+    text = repr(value)
+    if len(text) <= SHOWN_CHARS:
+        return text
+    size = f" ({len(value)} characters)" if isinstance(value, str) else ""
+    return f"{text[:SHOWN_CHARS]}...{size}"
+
+
 def describe(exc: ValidationError, model: type[BaseSettings], style: FlagStyle = KEBAB) -> str:
     """A pydantic error as one line: `--flag: message` for each problem, joined by `; `."""
     parts = []
@@ -236,7 +249,7 @@ def describe(exc: ValidationError, model: type[BaseSettings], style: FlagStyle =
             name = str(loc[0])
             where = f"{style.flag_for(name)} (env {env_name(model, name)})"
             if err["type"] not in ("missing", "value_error"):  # our own messages name the value
-                message = f"{message}, got {err['input']!r}"
+                message = f"{message}, got {shown(err['input'])}"
             parts.append(f"{where}: {message}")
         else:
             parts.append(message)

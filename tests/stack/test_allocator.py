@@ -28,6 +28,10 @@ def test_off_leaves_glibc_and_a_bad_value_is_one_line(monkeypatch: pytest.Monkey
     monkeypatch.setenv("TOKENPULSE_TCMALLOC", "always")
     with pytest.raises(LaunchError, match=r"^TOKENPULSE_TCMALLOC='always' is not valid: .*auto"):
         launch_env()
+    monkeypatch.setenv("TOKENPULSE_TCMALLOC", "a" * 100_000)  # echoed cut, not whole
+    with pytest.raises(allocator.AllocatorError) as caught:
+        allocator.settings()
+    assert len(str(caught.value)) < 300 and "(100000 characters)" in str(caught.value)
 
 
 @pytest.mark.parametrize("argv", [["up"], ["bench", "launch"]])

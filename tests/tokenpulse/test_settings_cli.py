@@ -87,6 +87,15 @@ def test_bad_values_give_one_line_naming_flag_and_env_var(monkeypatch: pytest.Mo
     assert "--log-level (env TOKENPULSE_DEMO_LOG_LEVEL): log level must be one of" in message
 
 
+def test_a_huge_bad_value_is_echoed_cut_with_its_length() -> None:
+    huge = "9" * 50_000 + "x"  # not an int: the error echoes what it got
+    with pytest.raises(SettingsError) as caught:
+        settings_from_args(Demo, parse("--name", "n", "--max-queue", huge))
+    message = str(caught.value)
+    assert len(message) < 300
+    assert message.endswith(f"got '{'9' * 79}... (50001 characters)")
+
+
 def test_tf_style_keeps_tf_serving_spellings_and_boolean_forms() -> None:
     for flag, value in [
         ("--access_log", True),
