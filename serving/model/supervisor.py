@@ -31,8 +31,9 @@ from tokenpulse.atomic import atomic_write
 from tokenpulse.procs import free_port, stop_process
 
 POLL_S = 0.1
-# what the log says of a start that trained nothing (stack/drill/training.py reads it)
+# what the log says of a start that trained nothing
 PORT_TAKEN = "port taken before it was bound"
+_STARTED = re.compile(r"started \d+ workers \(pids [^)]*\) from (.+?); logs in ")
 # port clashes a run rides out (another process took a picked port before the worker bound it)
 PORT_CLASHES = 3
 WORKER = (sys.executable, "-m", "serving.model.worker")  # + the settings as JSON
@@ -60,6 +61,18 @@ def newest_checkpoint(directory: Path) -> str | None:
     except OSError:
         return None
     return Path(found.group(1)).name if found else None
+
+
+def resumed_from(text: str) -> list[str]:
+    """Where each start of the job in `supervise`'s output `text` resumed from ('the start' or a
+    checkpoint's name), leaving out a start that trained nothing because a port was taken."""
+    starts: list[str] = []
+    for line in text.splitlines():
+        if found := _STARTED.search(line):
+            starts.append(found.group(1))
+        elif PORT_TAKEN in line and starts:
+            starts.pop()
+    return starts
 
 
 def xla_flags(given: str, cache_dir: Path) -> str:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -27,7 +26,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from serving.model.supervisor import PORT_TAKEN, newest_checkpoint
+from serving.model.supervisor import newest_checkpoint, resumed_from
 from stack.drill.scenario import Expect, Log, Scenario
 from stack.drill.target import DrillError, Target, wait_for
 from stack.launch import tokenpulse_argv
@@ -45,19 +44,6 @@ RESTART_DELAY_S = 20.0
 START_S = 180.0  # two workers import TensorFlow and build the strategy on 2 busy cores
 RUN_S = 300.0  # the whole run, its restart included
 EXPORT_S = 180.0
-_RESUMED = re.compile(r"started \d+ workers \(pids [^)]*\) from (.+?); logs in ")
-
-
-def resumed_from(text: str) -> list[str]:
-    """Where each start of the job in the supervisor's output `text` resumed from, leaving out a
-    start that trained nothing because a port was taken (the supervisor starts it again)."""
-    starts: list[str] = []
-    for line in text.splitlines():
-        if found := _RESUMED.search(line):
-            starts.append(found.group(1))
-        elif PORT_TAKEN in line and starts:
-            starts.pop()
-    return starts
 
 
 def _free_pair() -> int:

@@ -141,6 +141,43 @@ def test_port_clashes_past_the_bound_count_as_deaths(tmp_path: Path) -> None:
     assert lines[-1].startswith("worker 1 (pid") and "exited with status 4" in lines[-1]
 
 
+def test_starts_that_met_a_taken_port_are_not_read_as_resumes(tmp_path: Path) -> None:
+    # the job's n-th start (counted per worker from the files it leaves): 0, worker 1 meets its
+    # port taken; 1, worker 1 leaves a checkpoint and is killed; 2, its port taken again; 3, both
+    # finish
+    body = (
+        "import signal, time\n"
+        "run = os.environ['RUN']\n"
+        "start = len([p for p in os.listdir(run) if p.startswith(f'start-{index}-')])\n"
+        "open(f'{run}/start-{index}-{start}', 'w').close()\n"
+        f"if index == 1 and start in (0, 2):\n    sys.exit({EXIT_PORT_TAKEN})\n"
+        "if index == 1 and start == 1:\n"
+        "    os.makedirs(f'{run}/checkpoints', exist_ok=True)\n"
+        "    state = open(f'{run}/checkpoints/checkpoint', 'w')\n"
+        "    state.write('model_checkpoint_path: \"ckpt-75\"'); state.close()\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "if start in (0, 1, 2):\n    time.sleep(60)\n"  # worker 0 waits on worker 1
+    )
+    settings = _settings(tmp_path, max_restarts=1, restart_delay_s=0)
+    lines: list[str] = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RUN", str(tmp_path))
+        assert supervisor.supervise(settings, lines.append, _command(body)) == 1
+    text = "\n".join(lines)
+    assert text.count("started 2 workers") == 4 and text.count(supervisor.PORT_TAKEN) == 2
+    assert supervisor.resumed_from(text) == ["the start", "ckpt-75"]
+
+
+def test_a_resume_from_the_wrong_checkpoint_still_shows() -> None:
+    text = (
+        "started 2 workers (pids 0:11 1:12) from the start; logs in /r/logs\n"
+        "worker 1 (pid 12) was killed by signal 9; stopped the others\n"
+        "restart 1/3 from ckpt-50\n"
+        "started 2 workers (pids 0:13 1:14) from ckpt-25; logs in /r/logs\n"
+    )
+    assert supervisor.resumed_from(text) == ["the start", "ckpt-25"]
+
+
 def test_the_xla_cache_goes_under_the_cache_dir_unless_the_flags_name_one(tmp_path: Path) -> None:
     flags = supervisor.xla_flags("--xla_foo=1", tmp_path)
     assert flags == f"--xla_foo=1 --tf_xla_persistent_cache_directory={tmp_path / 'xla'}"
