@@ -25,6 +25,7 @@ from devtools.stack import Stack, running_stack
 from stack import allocator, zygote
 from stack.launch import launch_env
 from tests.support import markers, tfsetup
+from tests.support.models import with_xla_cache
 from tests.support.modelserver import MODELSERVER_TEST_ENV
 from tests.support.scheduling import LaneScheduling, cores, niceness, released
 from tests.support.stack import LANES, SHARED_FIXTURES, run_order, scope_of
@@ -36,6 +37,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("GOGC", "400")
 # every model server the suite starts runs without Grappler's rewrites (tests.support.modelserver)
 os.environ.update(MODELSERVER_TEST_ENV)
+# and every process that compiles a jit_compile function reads the run's XLA cache first
+os.environ.update(with_xla_cache(os.environ))
 
 
 _zygotes: list[zygote.Zygote] = []
