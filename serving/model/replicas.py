@@ -76,7 +76,8 @@ class ReplicatedTrainer:
         self.last_norm = float("nan")
         variables, replicas = self.optimizer.variables, self.replicas
 
-        @tf.function(jit_compile=True, reduce_retracing=True)
+        # without autograph, as train.Trainer's step
+        @tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
         def gradients(batch: tf.Tensor) -> tuple[tf.Tensor, list[tf.Tensor]]:
             with tf.GradientTape() as tape:
                 loss = _loss(model, batch)
@@ -89,7 +90,7 @@ class ReplicatedTrainer:
             )
             return [t / replicas for t in summed]
 
-        @tf.function(reduce_retracing=True)
+        @tf.function(reduce_retracing=True, autograph=False)
         def step(batch: tf.Tensor, lr: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
             out = strategy.run(replica_step, args=(batch,))
             # after the all-reduce every replica holds the same values: take this worker's first
