@@ -19,6 +19,7 @@ print(float(step(tf.linspace(-1.0, 1.0, 64))))
 """
 
 
+@pytest.mark.slow  # two TensorFlow processes: `make test`, not the inner loop
 def test_a_second_process_loads_the_program_the_first_compiled(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
