@@ -37,11 +37,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("GOGC", "400")
 # every model server the suite starts runs without Grappler's rewrites (tests.support.modelserver)
 os.environ.update(MODELSERVER_TEST_ENV)
-# and every process that compiles a jit_compile function reads the run's XLA cache first
-os.environ.update(with_xla_cache(os.environ))
 
 
 _zygotes: list[zygote.Zygote] = []
+_xla_cache: list[Path] = []
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -50,6 +49,14 @@ def pytest_configure(config: pytest.Config) -> None:
     own, importing TensorFlow again. Every process the run starts preloads tcmalloc."""
     if hasattr(config, "workerinput") or config.option.collectonly:
         return
+    # every process of the run that compiles a jit_compile function reads the run's XLA cache
+    # first (tests.support.models.with_xla_cache); the workers and zygotes inherit it
+    folder = Path(tempfile.mkdtemp(prefix="tp-xla-"))
+    if xla := with_xla_cache(os.environ, folder):
+        os.environ.update(xla)
+        _xla_cache.append(folder)
+    else:
+        folder.rmdir()
     # the workers start after this, on tcmalloc as the components they launch (stack/allocator.py)
     os.environ.update(allocator.with_tcmalloc(os.environ))
     if not zygote.settings().enabled or zygote.settings().sockets is not None:
@@ -67,6 +74,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if _zygotes:
         shutil.rmtree(os.environ.pop(zygote.SOCKETS_VARIABLE), ignore_errors=True)
     _zygotes.clear()
+    for folder in _xla_cache:
+        shutil.rmtree(folder, ignore_errors=True)
+    _xla_cache.clear()
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:

@@ -20,13 +20,10 @@ print(float(step(tf.linspace(-1.0, 1.0, 64))))
 
 
 @pytest.mark.slow  # two TensorFlow processes: `make test`, not the inner loop
-def test_a_second_process_loads_the_program_the_first_compiled(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("TOKENPULSE_TEST_CACHE", str(tmp_path))
-    env = {k: v for k, v in os.environ.items() if k != "TF_XLA_FLAGS"}
-    env.update(with_xla_cache(env))
+def test_a_second_process_loads_the_program_the_first_compiled(tmp_path: Path) -> None:
     folder = tmp_path / "xla"
+    env = {k: v for k, v in os.environ.items() if k != "TF_XLA_FLAGS"}
+    env.update(with_xla_cache(env, folder))
     answers, entries = [], []
     for _ in range(2):
         done = subprocess.run(
@@ -42,6 +39,13 @@ def test_a_second_process_loads_the_program_the_first_compiled(
 
 
 def test_flags_set_already_are_kept_and_a_cache_named_there_wins() -> None:
-    (flags,) = with_xla_cache({"TF_XLA_FLAGS": "--tf_xla_auto_jit=1"}).values()
-    assert flags.startswith("--tf_xla_auto_jit=1 ") and f" {XLA_CACHE_FLAG}=" in flags
-    assert with_xla_cache({"TF_XLA_FLAGS": f"{XLA_CACHE_FLAG}=/elsewhere"}) == {}
+    (flags,) = with_xla_cache({"TF_XLA_FLAGS": "--tf_xla_auto_jit=1"}, Path("/run")).values()
+    assert flags == f"--tf_xla_auto_jit=1 {XLA_CACHE_FLAG}=/run"
+    assert with_xla_cache({"TF_XLA_FLAGS": f"{XLA_CACHE_FLAG}=/elsewhere"}, Path("/run")) == {}
+
+
+def test_the_run_compiles_into_a_cache_of_its_own() -> None:
+    # made for this run by tests/conftest.py, not kept across runs where a damaged entry would stay
+    flags = os.environ["TF_XLA_FLAGS"].split()
+    (folder,) = [f.split("=", 1)[1] for f in flags if f.startswith(f"{XLA_CACHE_FLAG}=")]
+    assert Path(folder).is_dir() and Path(folder).name.startswith("tp-xla-")
