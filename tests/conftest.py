@@ -27,6 +27,7 @@ from stack.launch import launch_env
 from tests.support import markers, tfsetup
 from tests.support.models import with_xla_cache
 from tests.support.modelserver import MODELSERVER_TEST_ENV
+from tests.support.runcost import RunCost
 from tests.support.scheduling import LaneScheduling, cores, niceness, released
 from tests.support.stack import LANES, SHARED_FIXTURES, run_order, scope_of
 from tokenpulse import logging as tp_logging
@@ -41,6 +42,7 @@ os.environ.update(MODELSERVER_TEST_ENV)
 
 _zygotes: list[zygote.Zygote] = []
 _xla_cache: list[Path] = []
+_cost: list[RunCost] = []
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -49,6 +51,7 @@ def pytest_configure(config: pytest.Config) -> None:
     own, importing TensorFlow again. Every process the run starts preloads tcmalloc."""
     if hasattr(config, "workerinput") or config.option.collectonly:
         return
+    _cost.append(RunCost.start())  # before anything of the run starts
     # every process of the run that compiles a jit_compile function reads the run's XLA cache
     # first (tests.support.models.with_xla_cache); the workers and zygotes inherit it
     folder = Path(tempfile.mkdtemp(prefix="tp-xla-"))
@@ -77,6 +80,14 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     for folder in _xla_cache:
         shutil.rmtree(folder, ignore_errors=True)
     _xla_cache.clear()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """After the slowest tests: what the run cost the machine (tests.support.runcost)."""
+    for cost in _cost:
+        terminalreporter.write_line(cost.line(cores()))
+    _cost.clear()
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
