@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 
 from devtools.stack import Stack, running_stack
+from serving.model.supervisor import xla_flags
 from stack import allocator, zygote
 from stack.launch import launch_env
 from tests.support import markers, tfsetup
-from tests.support.models import with_xla_cache
 from tests.support.modelserver import MODELSERVER_TEST_ENV
 from tests.support.runcost import RunCost
 from tests.support.scheduling import LaneScheduling, cores, niceness, released
@@ -52,13 +52,18 @@ def pytest_configure(config: pytest.Config) -> None:
     if hasattr(config, "workerinput") or config.option.collectonly:
         return
     _cost.append(RunCost.start())  # before anything of the run starts
-    # every process of the run that compiles a jit_compile function reads the run's XLA cache
-    # first (tests.support.models.with_xla_cache); the workers and zygotes inherit it
+    # Every process of the run that compiles a jit_compile function reads the run's XLA cache
+    # first, as `model train`'s workers share theirs (serving.model.supervisor.xla_flags); the
+    # workers and zygotes inherit it. The tiny preset's training step took 10.8 CPU-s to compile
+    # and 1.8 to load, and every build, trainer and bench of the suite that trains it compiles it.
+    # The cache is the run's own: TensorFlow fails, rather than compiles, on an entry it cannot
+    # read, so a damaged entry in a cache kept across runs would fail every later run.
     folder = Path(tempfile.mkdtemp(prefix="tp-xla-"))
-    if xla := with_xla_cache(os.environ, folder):
-        os.environ.update(xla)
+    given = os.environ.get("TF_XLA_FLAGS", "")
+    if (flags := xla_flags(given, folder)) != given:
+        os.environ["TF_XLA_FLAGS"] = flags
         _xla_cache.append(folder)
-    else:
+    else:  # the flags name a cache already
         folder.rmdir()
     # the workers start after this, on tcmalloc as the components they launch (stack/allocator.py)
     os.environ.update(allocator.with_tcmalloc(os.environ))

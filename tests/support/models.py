@@ -7,7 +7,6 @@ import hashlib
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,26 +31,6 @@ def model_revision() -> str:
 def cache_root() -> Path:
     """Where the shared test exports live (override with TOKENPULSE_TEST_CACHE)."""
     return Path(os.environ.get("TOKENPULSE_TEST_CACHE", ROOT / ".cache" / "tokenpulse"))
-
-
-XLA_CACHE_FLAG = "--tf_xla_persistent_cache_directory"
-
-
-def with_xla_cache(env: Mapping[str, str], folder: Path) -> dict[str, str]:
-    """`env`'s TF_XLA_FLAGS plus a persistent XLA cache in `folder` (none added where the flags
-    name one already). TensorFlow then keeps each program it compiles for a jit_compile function
-    there, keyed by the function's signature and its HLO's fingerprint, and a process that traces
-    the same function the same way loads it instead of compiling it again: the tiny preset's
-    training step took 10.8 CPU-s to compile and 1.8 to load. Every build, trainer and bench of
-    the suite that trains the tiny preset compiles that step.
-
-    The folder is the run's own (tests/conftest.py makes it and removes it): TensorFlow does not
-    fall back to compiling when an entry cannot be read, it fails, so a damaged entry in a cache
-    that outlived its run would fail every later run."""
-    flags = env.get("TF_XLA_FLAGS", "")
-    if XLA_CACHE_FLAG in flags:
-        return {}
-    return {"TF_XLA_FLAGS": f"{flags} {XLA_CACHE_FLAG}={folder}".strip()}
 
 
 def cached_export(kind: str) -> Path:

@@ -1,4 +1,5 @@
-"""The suite's persistent XLA cache: a second process loads what the first compiled."""
+"""The suite's XLA cache (tests/conftest.py): a second process loads what the first compiled,
+from a cache that is the run's own."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.models import XLA_CACHE_FLAG, with_xla_cache
+from serving.model.supervisor import xla_flags
 
 # a jit_compile function, the kind the training step is; prints its answer
 COMPILE = """
@@ -17,13 +18,14 @@ import tensorflow as tf
 step = tf.function(lambda x: tf.reduce_sum(tf.tanh(x) * 3.0), jit_compile=True)
 print(float(step(tf.linspace(-1.0, 1.0, 64))))
 """
+FLAG = "--tf_xla_persistent_cache_directory="
 
 
 @pytest.mark.slow  # two TensorFlow processes: `make test`, not the inner loop
 def test_a_second_process_loads_the_program_the_first_compiled(tmp_path: Path) -> None:
-    folder = tmp_path / "xla"
     env = {k: v for k, v in os.environ.items() if k != "TF_XLA_FLAGS"}
-    env.update(with_xla_cache(env, folder))
+    env["TF_XLA_FLAGS"] = xla_flags("", tmp_path)
+    folder = tmp_path / "xla"
     answers, entries = [], []
     for _ in range(2):
         done = subprocess.run(
@@ -38,14 +40,9 @@ def test_a_second_process_loads_the_program_the_first_compiled(tmp_path: Path) -
     assert answers[0] == answers[1] != ""
 
 
-def test_flags_set_already_are_kept_and_a_cache_named_there_wins() -> None:
-    (flags,) = with_xla_cache({"TF_XLA_FLAGS": "--tf_xla_auto_jit=1"}, Path("/run")).values()
-    assert flags == f"--tf_xla_auto_jit=1 {XLA_CACHE_FLAG}=/run"
-    assert with_xla_cache({"TF_XLA_FLAGS": f"{XLA_CACHE_FLAG}=/elsewhere"}, Path("/run")) == {}
-
-
 def test_the_run_compiles_into_a_cache_of_its_own() -> None:
     # made for this run by tests/conftest.py, not kept across runs where a damaged entry would stay
-    flags = os.environ["TF_XLA_FLAGS"].split()
-    (folder,) = [f.split("=", 1)[1] for f in flags if f.startswith(f"{XLA_CACHE_FLAG}=")]
-    assert Path(folder).is_dir() and Path(folder).name.startswith("tp-xla-")
+    (folder,) = [
+        f.removeprefix(FLAG) for f in os.environ["TF_XLA_FLAGS"].split() if f.startswith(FLAG)
+    ]
+    assert Path(folder).is_dir() and Path(folder).parent.name.startswith("tp-xla-")
