@@ -36,7 +36,8 @@ def test_the_fault_file_is_one_the_fake_gpus_accept_and_is_cleared(tmp_path: Pat
     log = Log()
     with scenario.fault(target, log):
         first = parse_faults(path.read_text(), n_gpus=2)
-        assert [(x.gpu, x.xid) for x in first.xids] == [(XID_GPU, XID)]
+        # at least the XID written on entry; a busy host may let the 50 ms repeat add more
+        assert first.xids and {(x.gpu, x.xid) for x in first.xids} == {(XID_GPU, XID)}
         assert first.thermal_throttle == [THROTTLED_GPU]
         time.sleep(0.5)
         later = parse_faults(path.read_text(), n_gpus=2)
