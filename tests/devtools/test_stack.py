@@ -24,7 +24,7 @@ def test_ha_runs_both_pairs_on_their_own_free_ports(tmp_path: Path) -> None:
 
 
 def test_ha_with_the_default_group_interval_is_refused(tmp_path: Path) -> None:
-    """2 s scrapes and 1 s evaluations: the pair may see a recovery 3 s apart; a 3 s group
+    """2 s scrapes and 2 s evaluations: the pair may see a recovery 4 s apart; a 3 s group
     interval could page twice."""
     with pytest.raises(ValueError, match=r"group_interval \(3s\) must be longer"):
         config_for_tests(tmp_path, alerting=True, ha=True)

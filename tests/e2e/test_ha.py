@@ -26,9 +26,9 @@ from tokenpulse.procs import free_port
 
 pytestmark = [pytest.mark.slow, needs_prometheus]
 
-# group_interval over a scrape and an evaluation (2 s + 1 s), as --ha requires; versions 1 and 2
-# both the healthy export, so nothing but the drill's outage alerts
-HA_FLAGS = ("--ha", "--preset=tiny", "--group-wait=5s", "--group-interval=4s",
+# group_interval over a scrape and an evaluation (the test profile's 2 s + 2 s), as --ha requires;
+# versions 1 and 2 both the healthy export, so nothing but the drill's outage alerts
+HA_FLAGS = ("--ha", "--preset=tiny", "--group-wait=5s", "--group-interval=5s",
             "--watchdog-interval=5s", "--fast-polls")  # fmt: skip
 DOWN = "TokenPulseTfServingDown"
 
