@@ -49,9 +49,12 @@ def _ports(settings: UpSettings) -> list[tuple[int, str, str]]:
 
 
 def check_ports(settings: UpSettings) -> None:
-    """Raise PortError for the first port given twice or already in use on 127.0.0.1."""
+    """Raise PortError for the first port given twice, else the first already in use on
+    127.0.0.1. A port given twice is wrong on any machine, so it is named first, whatever else
+    happens to hold that port now."""
+    listeners = _ports(settings)
     seen: dict[int, tuple[str, str]] = {}
-    for port, name, how in _ports(settings):
+    for port, name, how in listeners:
         if port in seen:
             other, other_how = seen[port]
             raise PortError(
@@ -59,6 +62,7 @@ def check_ports(settings: UpSettings) -> None:
                 f"{name} ({how}); give each component its own port"
             )
         seen[port] = (name, how)
+    for port, name, how in listeners:
         if not _free(port):
             raise PortError(
                 f"port {port} on {HOST} is already in use; it is the {name} setting "

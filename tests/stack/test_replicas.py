@@ -54,13 +54,25 @@ def test_a_taken_replica_port_is_named_with_the_settings_that_chose_it(tmp_path:
     assert "--model-server-replicas" in str(err.value)
 
 
-def test_a_replica_port_on_another_setting_is_an_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize("held", [False, True], ids=["free", "held"])
+def test_a_replica_port_on_another_setting_is_an_error(tmp_path: Path, held: bool) -> None:
+    """Given twice is named first, even where that port is in use too (CI r97: another test's
+    process held it, and the in-use error hid the setting clash)."""
     s = up_settings(tmp_path, model_server_replicas=2)
     s = s.model_copy(update={"gateway_port": s.grpc_port + 2})
-    with pytest.raises(
-        PortError, match="both gateway_port .* and grpc_port of model-server replica 1"
-    ):
-        check_ports(s)
+    with contextlib.ExitStack() as stack:
+        if held:
+            taken = stack.enter_context(socket.socket())
+            taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                taken.bind(("127.0.0.1", s.gateway_port))
+            except OSError:
+                pytest.skip("that port is in use already")
+            taken.listen()
+        with pytest.raises(
+            PortError, match="both gateway_port .* and grpc_port of model-server replica 1"
+        ):
+            check_ports(s)
 
 
 def test_every_replica_is_behind_the_gateway_and_scraped_with_its_label(
