@@ -385,6 +385,7 @@ def _report(r: dict[str, Any]) -> None:
     if "profile" in r:
         prof = profiling.Profile()
         prof.samples = r["profile"]["samples"]
+        prof.importing = r["profile"]["importing_samples"]
         for which in ("self", "inclusive", "areas"):
             for share, name in r["profile"][which]:
                 getattr(prof, which)[name] = round(share * prof.samples)
