@@ -9,6 +9,7 @@ from stack.up.settings import HA_PORT_FIELDS, PORT_FIELDS, UpSettings
 from tokenpulse.settings_cli import env_name
 
 HOST = "127.0.0.1"  # every service of the local stack binds loopback
+MAX_PORT = 65535
 
 
 class PortError(RuntimeError):
@@ -49,12 +50,17 @@ def _ports(settings: UpSettings) -> list[tuple[int, str, str]]:
 
 
 def check_ports(settings: UpSettings) -> None:
-    """Raise PortError for the first port given twice, else the first already in use on
-    127.0.0.1. A port given twice is wrong on any machine, so it is named first, whatever else
-    happens to hold that port now."""
+    """Raise PortError for the first port past 65535 or given twice, else the first already in
+    use on 127.0.0.1. Those two are wrong on any machine, so they are named first, whatever else
+    happens to hold a port now."""
     listeners = _ports(settings)
     seen: dict[int, tuple[str, str]] = {}
     for port, name, how in listeners:
+        if port > MAX_PORT:  # a replica's port (rest_port + 2 x i) can pass the last one
+            raise PortError(
+                f"port {port} is past {MAX_PORT}; it is the {name} setting ({how}): "
+                "choose a lower port"
+            )
         if port in seen:
             other, other_how = seen[port]
             raise PortError(

@@ -54,6 +54,14 @@ def test_a_taken_replica_port_is_named_with_the_settings_that_chose_it(tmp_path:
     assert "--model-server-replicas" in str(err.value)
 
 
+def test_a_replica_port_past_the_last_one_is_named_not_a_traceback(tmp_path: Path) -> None:
+    s = up_settings(tmp_path, model_server_replicas=4, rest_port=65531, grpc_port=65530)
+    with pytest.raises(PortError) as err:
+        check_ports(s)
+    assert str(err.value).startswith("port 65537 is past 65535; it is the rest_port of "
+                                      "model-server replica 3")  # fmt: skip
+
+
 @pytest.mark.parametrize("held", [False, True], ids=["free", "held"])
 def test_a_replica_port_on_another_setting_is_an_error(tmp_path: Path, held: bool) -> None:
     """Given twice is named first, even where that port is in use too (CI r97: another test's
