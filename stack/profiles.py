@@ -39,9 +39,9 @@ PROFILES: Mapping[str, Mapping[str, Any]] = MappingProxyType({
     # arrives before its symptoms' group flushes), updates such as resolved 3 s apart, a canary
     # run every 5 s, and 120 s for a component to start on a busy machine. Rules every 2 s: a test
     # stack's Prometheus spends ~94 % of its CPU evaluating the 140 compressed rules, and at 1 s
-    # that was 0.15 of a core per stack five minutes in (0.08 at 2 s, measured side by side on one
-    # stack); no test-profile deadline is within a second of its bound. The drills keep 1 s (their
-    # holds are tuned to it: alerts/tests/compressed_restarts.test.yml).
+    # that was 0.15 of a core per stack five minutes in (0.08 at 2 s: one stack, reloaded with
+    # each, a minute apiece). The drills keep 1 s (their holds are tuned to it:
+    # alerts/tests/compressed_restarts.test.yml).
     "test": MappingProxyType({
         **_FAST, "evaluation_interval": "2s", "group_wait": "10s", "group_interval": "3s",
         "repeat_interval": "1h",
